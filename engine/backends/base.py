@@ -1,0 +1,61 @@
+"""Types shared by the inference backends: settings in, facts and errors out."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+
+class ModelLoadError(Exception):
+    """A model file could not be used. The message names the file, the reason and what to do."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"Cannot load model {self.path}: {reason}.")
+
+
+def default_threads() -> int:
+    """One thread per core this process may use (llama.cpp scales poorly past physical cores)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """How an inference context is created. ``n_rs_seq`` > 0 keeps recurrent rollback planes."""
+
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_seq_max: int = 1
+    n_rs_seq: int = 0
+    n_threads: int = 1
+    n_threads_batch: int = 0  # 0: same as n_threads
+
+
+class ModelFacts(msgspec.Struct, frozen=True):
+    """What a loaded model is; sent to the GUI and printed by ``hearth info``."""
+
+    path: str
+    file_bytes: int
+    arch: str
+    name: str
+    description: str
+    n_params: int
+    size_bytes: int
+    n_ctx_train: int
+    n_embd: int
+    n_layer: int
+    n_layer_mtp: int
+    n_vocab: int
+    is_recurrent: bool
+    is_hybrid: bool
+    supports_rollback: bool
+    has_chat_template: bool
+    backend_version: str

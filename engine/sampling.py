@@ -1,0 +1,125 @@
+"""Token sampling on the host, in numpy.
+
+The transforms follow llama.cpp's default chain so settings mean the same thing as in other apps:
+top-k on the logits, then top-p on the softmax of the survivors, then min-p relative to the most
+likely survivor, then temperature. The result is a :class:`TokenDistribution`: the full
+post-transform distribution (sparse: only tokens with non-zero probability), which speculative
+verification needs as well as plain sampling. Temperature 0 means greedy: a point mass on the
+first argmax, exactly what llama.cpp's greedy sampler picks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SamplingError(ValueError):
+    """Sampling settings that cannot be used; the message says which and what is allowed."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """User-facing sampling settings. ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off."""
+
+    temperature: float = 0.7
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int | None = None
+
+    def validate(self) -> "SamplingParams":
+        if not np.isfinite(self.temperature) or self.temperature < 0:
+            raise SamplingError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
+        if self.top_k < 0:
+            raise SamplingError(f"top-k must be 0 (off) or a positive count, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise SamplingError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p < 1:
+            raise SamplingError(f"min-p must be in [0, 1), got {self.min_p}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise SamplingError(f"seed must be a non-negative integer below 2**63, got {self.seed}")
+        return self
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0)
+
+
+@dataclass(frozen=True)
+class TokenDistribution:
+    """Probabilities over the tokens that survived the transforms (all others have probability 0)."""
+
+    ids: np.ndarray  # int64 token ids
+    probs: np.ndarray  # float64, sums to 1
+
+    def prob(self, token: int) -> float:
+        hits = np.flatnonzero(self.ids == token)
+        return float(self.probs[hits[0]]) if hits.size else 0.0
+
+    def dense(self, n_vocab: int) -> np.ndarray:
+        out = np.zeros(n_vocab, dtype=np.float64)
+        out[self.ids] = self.probs
+        return out
+
+    def sample(self, rng: np.random.Generator) -> int:
+        if self.ids.size == 1:
+            return int(self.ids[0])
+        cumulative = np.cumsum(self.probs)
+        index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+        return int(self.ids[min(index, self.ids.size - 1)])
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def _top_k(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if k <= 0 or k >= ids.size:
+        return ids, logits
+    keep = np.argpartition(-logits, k - 1)[:k]
+    return ids[keep], logits[keep]
+
+
+def _sort_descending(ids: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(-logits, kind="stable")
+    return ids[order], logits[order]
+
+
+def _top_p(ids: np.ndarray, logits: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the smallest prefix (by probability) whose mass reaches ``p``; inputs sorted descending."""
+    if p >= 1.0:
+        return ids, logits
+    cumulative = np.cumsum(_softmax(logits))
+    n_keep = int(np.searchsorted(cumulative, p, side="left")) + 1
+    return ids[:n_keep], logits[:n_keep]
+
+
+def _min_p(ids: np.ndarray, logits: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """Keep tokens whose probability is at least ``p`` times the most likely one's."""
+    if p <= 0.0:
+        return ids, logits
+    keep = logits >= logits.max() + np.log(p)
+    return ids[keep], logits[keep]
+
+
+def distribution(logits: np.ndarray, params: SamplingParams) -> TokenDistribution:
+    """The post-transform distribution for one row of logits (shape ``[n_vocab]``)."""
+    if params.greedy:
+        return TokenDistribution(np.array([int(np.argmax(logits))]), np.array([1.0]))
+    values = np.asarray(logits, dtype=np.float64)
+    ids, values = _top_k(np.arange(values.size), values, params.top_k)
+    ids, values = _sort_descending(ids, values)
+    ids, values = _top_p(ids, values, params.top_p)
+    ids, values = _min_p(ids, values, params.min_p)
+    return TokenDistribution(ids, _softmax(values / params.temperature))
+
+
+def make_rng(seed: int | None) -> np.random.Generator:
+    """A generator that is reproducible when ``seed`` is given, fresh entropy otherwise."""
+    return np.random.default_rng(seed)

@@ -1,0 +1,72 @@
+"""A loaded model with one live context, and the tokens that context holds (sequence 0)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.base import ContextSettings, ModelFacts, default_threads
+from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.model_files import check_model_file, resolve_model_ref
+
+DEFAULT_CONTEXT = 8192  # tokens; capped by what the model was trained on
+
+
+class ModelSession:
+    """Owns a model and its context; feeds tokens and hands out the logits of the last one."""
+
+    def __init__(self, model: LlamaModel, settings: ContextSettings) -> None:
+        self.model = model
+        self.context = LlamaContext(model, settings)
+        self.tokens: list[int] = []
+        self._facts: ModelFacts | None = None
+
+    @property
+    def facts(self) -> ModelFacts:
+        if self._facts is None:
+            self._facts = self.model.facts()
+        return self._facts
+
+    @property
+    def n_ctx(self) -> int:
+        return self.context.n_ctx
+
+    @property
+    def n_batch(self) -> int:
+        return self.context.settings.n_batch
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def reset(self) -> None:
+        self.context.clear()
+        self.tokens.clear()
+
+    def feed(self, tokens: list[int]) -> None:
+        """Decode ``tokens`` after those already in the context; logits are kept for the last one."""
+        for begin in range(0, len(tokens), self.n_batch):
+            chunk = tokens[begin : begin + self.n_batch]
+            self.context.decode(chunk, self.n_past)
+            self.tokens.extend(chunk)
+
+    def last_logits(self) -> np.ndarray:
+        return self.context.logits(-1)
+
+    def close(self) -> None:
+        self.context.close()
+        self.model.close()
+
+
+def open_session(ref: str, *, n_ctx: int | None = None, n_threads: int | None = None) -> ModelSession:
+    """Resolve ``ref`` (``default`` or a path), check the file, load it and create its context."""
+    path = resolve_model_ref(ref)
+    check_model_file(path)
+    model = LlamaModel(path)
+    trained = model.n_ctx_train
+    threads = n_threads or default_threads()
+    settings = ContextSettings(n_ctx=n_ctx or min(trained, DEFAULT_CONTEXT), n_threads=threads)
+    try:
+        return ModelSession(model, settings)
+    except Exception:
+        model.close()
+        raise

@@ -1,0 +1,36 @@
+import pytest
+
+from engine.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateError, render_chat
+
+
+def test_chatml_renders_messages_and_generation_prompt():
+    text = render_chat(CHATML_TEMPLATE, [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")])
+    assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_missing_template_falls_back_to_chatml():
+    assert render_chat(None, [ChatMessage("user", "x")]) == render_chat(CHATML_TEMPLATE, [ChatMessage("user", "x")])
+
+
+def test_syntax_error_is_a_clear_error():
+    with pytest.raises(ChatTemplateError, match="could not be used"):
+        render_chat("{% for m in messages %}", [ChatMessage("user", "x")])
+
+
+def test_template_raise_exception_is_reported():
+    template = "{{ raise_exception('roles must alternate') }}"
+    with pytest.raises(ChatTemplateError, match="roles must alternate"):
+        render_chat(template, [ChatMessage("user", "x")])
+
+
+def test_sandbox_blocks_python_internals():
+    template = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
+    with pytest.raises(ChatTemplateError):
+        render_chat(template, [ChatMessage("user", "x")])
+
+
+def test_unknown_role_and_empty_conversation_are_refused():
+    with pytest.raises(ChatTemplateError, match="role"):
+        render_chat(CHATML_TEMPLATE, [ChatMessage("robot", "x")])
+    with pytest.raises(ChatTemplateError, match="no messages"):
+        render_chat(CHATML_TEMPLATE, [])
