@@ -37,6 +37,7 @@ class ContextSettings:
     n_rs_seq: int = 0
     n_threads: int = 1
     n_threads_batch: int = 0  # 0: same as n_threads
+    flash_attn: bool = True  # explicit, not "auto": it changes numerics and the KV layout in state blobs
 
 
 class ModelFacts(msgspec.Struct, frozen=True):

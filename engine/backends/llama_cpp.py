@@ -229,6 +229,9 @@ class LlamaContext:
         params.n_rs_seq = settings.n_rs_seq
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads_batch or settings.n_threads
+        params.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if settings.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         params.no_perf = True
         handle = llama_cpp.llama_init_from_model(model.handle, params)
         if not handle:

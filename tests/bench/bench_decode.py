@@ -1,7 +1,8 @@
 """Hearth's prefill and decode speed divided by a bare low-level llama-cpp-python loop.
 
 Both run on the same model file, context size, batch size and thread count, alternating A/B/A/B in
-one process so drift on a shared machine hits both alike; the ratio of medians is reported.
+one process (A/B then B/A, so neither side always runs first), so drift on a shared machine hits
+both alike. Each rep gives a Hearth/bare ratio; the median ratio is reported with its spread.
 Prints one JSON object. Usage: ``python tests/bench/bench_decode.py [--reps N] [--models a,b]``.
 """
 
@@ -82,12 +83,17 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
     bare = BareLoop(path, threads)
     hearth_runs, bare_runs = [], []
     hearth_run(session, tokens[:64], 8), bare.run(tokens[:64], 8)  # warm-up
-    for _ in range(reps):
-        hearth_runs.append(hearth_run(session, tokens, n_gen))
-        bare_runs.append(bare.run(tokens, n_gen))
+    for rep in range(reps):
+        if rep % 2:
+            bare_runs.append(bare.run(tokens, n_gen))
+            hearth_runs.append(hearth_run(session, tokens, n_gen))
+        else:
+            hearth_runs.append(hearth_run(session, tokens, n_gen))
+            bare_runs.append(bare.run(tokens, n_gen))
     session.close()
     bare.close()
     med = lambda runs, i: statistics.median(r[i] for r in runs)
+    ratios = lambda i: [h[i] / b[i] for h, b in zip(hearth_runs, bare_runs)]
     return {
         "model": name,
         "prompt_tokens": len(tokens),
@@ -96,14 +102,16 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
         "bare_prefill_tok_s": round(med(bare_runs, 0), 1),
         "hearth_decode_tok_s": round(med(hearth_runs, 1), 2),
         "bare_decode_tok_s": round(med(bare_runs, 1), 2),
-        "prefill_ratio": round(med(hearth_runs, 0) / med(bare_runs, 0), 3),
-        "decode_ratio": round(med(hearth_runs, 1) / med(bare_runs, 1), 3),
+        "prefill_ratio": round(statistics.median(ratios(0)), 3),
+        "decode_ratio": round(statistics.median(ratios(1)), 3),
+        "prefill_ratio_range": [round(min(ratios(0)), 3), round(max(ratios(0)), 3)],
+        "decode_ratio_range": [round(min(ratios(1)), 3), round(max(ratios(1)), 3)],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--gen", type=int, default=128)
     parser.add_argument("--models", default="smollm2,hybrid-bench")
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
