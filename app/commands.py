@@ -1,73 +1,111 @@
-"""What each ``hearth`` sub-command does, given parsed arguments."""
+"""What each ``hearth`` sub-command does. They all go through an :class:`EngineClient`, the same
+path the GUI uses; the CLI runs the engine in-process since it lives only for one command."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import msgspec
 
-from engine.backends.base import ModelLoadError
-from engine.chat_template import ChatMessage, ChatTemplateError
-from engine.generation import Generation, GenerationSettings, PromptTooLongError
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
+from engine import protocol as p
+from engine.client import EngineClient, EngineDead, EngineError, InprocClient, new_request_id
 from engine.sampling import SamplingError, SamplingParams
-from engine.session import ModelSession, open_session
 
 
 class UserError(Exception):
     """Something the user can fix; printed as one line, exit status 1."""
 
 
-_USER_ERRORS = (ModelLoadError, ChatTemplateError, SamplingError, PromptTooLongError, ValueError)
-
-
 @contextmanager
-def _user_errors() -> Iterator[None]:
+def engine_for(model: str) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    client = InprocClient(telemetry_interval_ms=0)
     try:
-        yield
-    except _USER_ERRORS as exc:
+        client.start()
+        loaded = client.load_model(model)
+    except EngineError as exc:
+        client.close(mode="abort")
         raise UserError(str(exc)) from exc
+    try:
+        yield client, loaded
+    finally:
+        client.close(mode="abort")
 
 
-def _open(args: argparse.Namespace) -> ModelSession:
-    with _user_errors():
-        return open_session(args.model)
+def _sampling(args: argparse.Namespace) -> p.SamplingSpec:
+    spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                          seed=args.seed)
+    try:
+        SamplingParams(**msgspec.structs.asdict(spec)).validate()
+    except SamplingError as exc:
+        raise UserError(str(exc)) from exc
+    if args.max_tokens < 1:
+        raise UserError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    return spec
 
 
-def _settings(args: argparse.Namespace) -> GenerationSettings:
-    sampling = SamplingParams(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed
+@dataclass
+class Reply:
+    text: str = ""
+    finished: p.Finished | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def run_request(client: EngineClient, command: p.Generate, *, echo: bool) -> Reply:
+    """Stream one generation; Ctrl+C cancels it and still waits for its end."""
+    reply = Reply()
+    events = client.stream(command)
+    while True:
+        try:
+            event = next(events, None)
+        except KeyboardInterrupt:
+            client.send(p.Cancel(request_id=command.request_id))
+            continue
+        if event is None:
+            return reply
+        if isinstance(event, p.TokenDelta):
+            reply.text += event.text
+            if echo:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+        elif isinstance(event, p.Error):
+            reply.errors.append(event.message)
+        elif isinstance(event, EngineDead):
+            raise UserError(event.message)
+        elif isinstance(event, p.Finished):
+            reply.finished = event
+
+
+def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | None = None) -> p.Generate:
+    raw = getattr(args, "raw", False)
+    if messages is None:
+        messages = [] if raw else [p.ChatTurn("user", args.prompt)]
+    return p.Generate(
+        request_id=new_request_id("cli"),
+        prompt=args.prompt if raw else None,
+        messages=messages,
+        sampling=_sampling(args),
+        max_tokens=args.max_tokens,
     )
-    with _user_errors():
-        return GenerationSettings(sampling=sampling, max_tokens=args.max_tokens).validate()
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    session = _open(args)
-    try:
-        with _user_errors():
-            if args.raw:
-                tokens = raw_prompt_tokens(session.model, args.prompt)
-            else:
-                tokens = chat_prompt_tokens(session.model, [ChatMessage("user", args.prompt)])
-            run = Generation(session, tokens, settings)
-            for delta in run:
-                if not args.json:
-                    sys.stdout.write(delta.text)
-                    sys.stdout.flush()
-    finally:
-        session.close()
+    command = _generate_command(args)
+    with engine_for(args.model) as (client, _loaded):
+        reply = run_request(client, command, echo=not args.json)
+    if reply.errors:
+        raise UserError("; ".join(reply.errors))
+    finished = reply.finished
     if args.json:
         print(json.dumps({
-            "text": run.text,
-            "token_ids": run.token_ids,
-            "finish_reason": run.finish_reason,
-            "timings": msgspec.to_builtins(run.timings),
+            "text": reply.text,
+            "token_ids": finished.token_ids,
+            "finish_reason": finished.finish_reason,
+            "timings": msgspec.to_builtins(finished.timings),
         }, ensure_ascii=False))
     else:
         print()
@@ -75,11 +113,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    session = _open(args)
-    try:
-        facts = msgspec.to_builtins(session.facts)
-    finally:
-        session.close()
+    with engine_for(args.model) as (_client, loaded):
+        facts = msgspec.to_builtins(loaded.facts)
     if args.json:
         print(json.dumps(facts, ensure_ascii=False))
     else:
@@ -90,35 +125,27 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    session = _open(args)
-    messages: list[ChatMessage] = []
-    print(f"Chatting with {session.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
-    try:
-        while True:
-            try:
-                line = input("> ").strip()
-            except EOFError:
-                print()
-                return 0
-            if line in ("/exit", "/quit"):
-                return 0
+    _sampling(args)
+    messages: list[p.ChatTurn] = []
+    with engine_for(args.model) as (client, loaded):
+        print(f"Chatting with {loaded.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
+        while (line := _read_line()) is not None:
             if not line:
                 continue
-            messages.append(ChatMessage("user", line))
-            messages.append(ChatMessage("assistant", _chat_turn(session, messages, settings)))
-    finally:
-        session.close()
+            messages.append(p.ChatTurn("user", line))
+            reply = run_request(client, _generate_command(args, messages), echo=True)
+            print(" [stopped]" if reply.finished and reply.finished.finish_reason == "cancelled" else "")
+            for error in reply.errors:
+                print(f"hearth: {error}", file=sys.stderr)
+            messages.append(p.ChatTurn("assistant", reply.text))
+    return 0
 
 
-def _chat_turn(session: ModelSession, messages: list[ChatMessage], settings: GenerationSettings) -> str:
-    with _user_errors():
-        run = Generation(session, chat_prompt_tokens(session.model, messages), settings)
+def _read_line() -> str | None:
     try:
-        for delta in run:
-            sys.stdout.write(delta.text)
-            sys.stdout.flush()
-    except KeyboardInterrupt:
-        print(" [stopped]", end="")
-    print()
-    return run.text
+        line = input("> ").strip()
+    except EOFError:
+        print()
+        return None
+    return None if line in ("/exit", "/quit") else line
+

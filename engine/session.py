@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from engine.backends.base import ContextSettings, ModelFacts, default_threads
@@ -57,11 +59,17 @@ class ModelSession:
         self.model.close()
 
 
-def open_session(ref: str, *, n_ctx: int | None = None, n_threads: int | None = None) -> ModelSession:
+def open_session(
+    ref: str,
+    *,
+    n_ctx: int | None = None,
+    n_threads: int | None = None,
+    on_progress: Callable[[float], None] | None = None,
+) -> ModelSession:
     """Resolve ``ref`` (``default`` or a path), check the file, load it and create its context."""
     path = resolve_model_ref(ref)
     check_model_file(path)
-    model = LlamaModel(path)
+    model = LlamaModel(path, on_progress=on_progress)
     trained = model.n_ctx_train
     threads = n_threads or default_threads()
     settings = ContextSettings(n_ctx=n_ctx or min(trained, DEFAULT_CONTEXT), n_threads=threads)

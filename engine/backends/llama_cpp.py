@@ -13,6 +13,7 @@ import ctypes
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,10 +101,15 @@ def _meta_string(model: llama_cpp.llama_model_p, key: str) -> str | None:
 class LlamaModel:
     """A loaded GGUF model (weights memory-mapped) and its vocabulary."""
 
-    def __init__(self, path: Path, *, load_mtp: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, load_mtp: bool = False, on_progress: Callable[[float], None] | None = None
+    ) -> None:
         logbook = _init_backend()
         params = llama_cpp.llama_model_default_params()
         params.load_mtp = load_mtp
+        if on_progress is not None:
+            callback = llama_cpp.llama_progress_callback(lambda fraction, _user: on_progress(fraction) or True)
+            params.progress_callback = callback  # referenced by `callback` until the load returns
         logbook.mark()
         handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:

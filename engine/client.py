@@ -1,0 +1,162 @@
+"""How the app talks to the engine: one :class:`EngineClient` interface, two ways to run it.
+
+:class:`InprocClient` runs the worker loop on a thread in this process (CLI, tests, benchmarks);
+:class:`engine.process_client.ProcessClient` runs it in a child process (the GUI), so a crash there
+cannot take the window down. Both speak the same messages and behave the same. Events are read
+with :meth:`EngineClient.next_event`; the blocking helpers (:meth:`~EngineClient.load_model`,
+:meth:`~EngineClient.stream`) are for callers that do one thing at a time.
+
+Failures come in two kinds, as in vLLM: an :class:`~engine.protocol.Error` with a request id ends
+that request only; :class:`EngineDead` (the worker exited or was killed) is reported once, and
+:meth:`EngineClient.restart` brings up a fresh worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from engine import protocol as p
+from engine.serve import WorkerLoop
+
+
+class EngineDead(msgspec.Struct):
+    """The worker is gone. Reported once per worker; restart the client to go on."""
+
+    exit_code: int | None
+    message: str
+
+
+class EngineError(Exception):
+    """The engine refused or failed a request; ``code`` is the protocol's error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+ClientEvent = p.Event | EngineDead
+_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong)
+_ids = itertools.count(1)
+
+
+def new_request_id(prefix: str = "r") -> str:
+    return f"{prefix}{next(_ids)}-{time.monotonic_ns() % 10**9}"
+
+
+class EngineClient(ABC):
+    """Start, send commands, read events, close; the same for every way of running the engine."""
+
+    on_other_event: Callable[[ClientEvent], None] | None = None  # telemetry etc. seen by blocking helpers
+
+    @abstractmethod
+    def _launch(self) -> None: ...
+
+    @abstractmethod
+    def send(self, command: p.Command) -> None:
+        """Queue a command for the engine; never blocks on the engine's work."""
+
+    @abstractmethod
+    def next_event(self, timeout: float | None = None) -> ClientEvent | None:
+        """The next event, or None after ``timeout`` seconds."""
+
+    @abstractmethod
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None: ...
+
+    def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
+        """Launch the engine and do the handshake; raises :class:`EngineError` if it refuses."""
+        self._launch()
+        self.send(p.Hello(protocol_version=protocol_version))
+        deadline = time.monotonic() + timeout
+        while (event := self.next_event(max(0.0, deadline - time.monotonic()))) is not None:
+            if isinstance(event, p.Ready):
+                return event
+            if isinstance(event, p.Error):
+                raise EngineError(event.code, event.message)
+            if isinstance(event, EngineDead):
+                raise EngineError("engine_dead", event.message)
+        raise EngineError("timeout", f"the engine did not answer within {timeout:.0f} s")
+
+    def restart(self, timeout: float = 60.0) -> p.Ready:
+        self.close(mode="abort", timeout=2.0)
+        return self.start(timeout)
+
+    # -- blocking helpers ------------------------------------------------------------------------
+
+    def stream(self, command: p.Command, timeout: float | None = None) -> Iterator[ClientEvent]:
+        """Send a request and yield its events up to and including the one that ends it."""
+        rid = command.request_id
+        self.send(command)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            event = self.next_event(wait)
+            if event is None:
+                raise EngineError("timeout", f"no answer to request {rid} within {timeout} s")
+            if isinstance(event, EngineDead):
+                yield event
+                return
+            if getattr(event, "request_id", None) != rid:
+                if self.on_other_event is not None:
+                    self.on_other_event(event)
+                continue
+            yield event
+            if isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, p.Generate)):
+                return
+
+    def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, timeout: float | None = None) -> p.ModelLoaded:
+        command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads)
+        for event in self.stream(command, timeout):
+            if isinstance(event, p.ModelLoaded):
+                return event
+            _raise_if_failure(event)
+        raise EngineError("internal", "the engine ended the load without an answer")
+
+
+def _raise_if_failure(event: ClientEvent) -> None:
+    if isinstance(event, p.Error):
+        raise EngineError(event.code, event.message)
+    if isinstance(event, EngineDead):
+        raise EngineError("engine_dead", event.message)
+
+
+class InprocClient(EngineClient):
+    """The worker loop on a thread of this process. Commands still go through msgpack, so a message
+    the process worker would refuse is refused here too."""
+
+    def __init__(self, telemetry_interval_ms: int = 1000) -> None:
+        self.telemetry_interval_ms = telemetry_interval_ms
+        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._loop: WorkerLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _launch(self) -> None:
+        self._events = queue.Queue()
+        self._loop = WorkerLoop(self._events.put, self.telemetry_interval_ms)
+        self._thread = threading.Thread(target=self._loop.run, name="engine", daemon=True)
+        self._thread.start()
+
+    def send(self, command: p.Command) -> None:
+        if self._loop is None:
+            raise EngineError("not_started", "the engine is not running; start it first")
+        self._loop.submit(p.decode_command(p.encode(command)))
+
+    def next_event(self, timeout: float | None = None) -> ClientEvent | None:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        if self._loop is None:
+            return
+        self._loop.stop(abort=mode == "abort")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._loop = self._thread = None

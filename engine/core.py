@@ -1,0 +1,197 @@
+"""The engine core: the one owner of the loaded model, running one command at a time.
+
+It turns commands into events through an ``emit`` callable and knows nothing of pipes or threads
+(see :mod:`engine.serve`). Every ``Generate`` ends with exactly one ``Finished`` (preceded by an
+``Error`` when it failed); ``LoadModel`` ends with ``ModelLoaded`` or an ``Error``. Token deltas
+are coalesced so a fast model sends a few events per frame interval, not one per token; the first
+token goes out at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from engine import protocol as p
+from engine.backends.base import ModelLoadError
+from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
+from engine.chat_template import ChatMessage, ChatTemplateError
+from engine.generation import Generation, GenerationSettings, TextDelta, Timings
+from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
+from engine.sampling import SamplingError, SamplingParams
+from engine.session import ModelSession, open_session
+from engine.telemetry.rates import LiveRates
+
+Emit = Callable[[p.Event], None]
+COALESCE_S = 0.025
+STATE_REFRESH_S = 0.5
+CPU_PLAN = p.DevicePlan(
+    prefill=p.PhaseDevice("cpu", "the CPU is the only device Hearth can run this model on here"),
+    decode=p.PhaseDevice("cpu", "the CPU is the fastest device for writing"),
+)
+
+
+class LiveState:
+    """What the telemetry sampler reads: sizes of the model and of the live sequence's state."""
+
+    def __init__(self) -> None:
+        self.rates = LiveRates()
+        self.model_bytes = 0
+        self.state_fixed_bytes = 0
+        self.state_kv_bytes = 0
+
+
+class EngineCore:
+    def __init__(self, emit: Emit, is_cancelled: Callable[[str], bool]) -> None:
+        self.emit = emit
+        self.is_cancelled = is_cancelled
+        self.session: ModelSession | None = None
+        self.live = LiveState()
+
+    def handle(self, command: p.Command) -> None:
+        if isinstance(command, p.LoadModel):
+            self.load(command)
+        elif isinstance(command, p.UnloadModel):
+            self.unload()
+            self.emit(p.ModelUnloaded(request_id=command.request_id))
+        elif isinstance(command, p.Generate):
+            self.generate(command)
+        elif isinstance(command, p.Ping):
+            self.emit(p.Pong(request_id=command.request_id))
+
+    def close(self) -> None:
+        self.unload()
+
+    # -- models ----------------------------------------------------------------------------------
+
+    def load(self, command: p.LoadModel) -> None:
+        rid = command.request_id
+        self.unload()
+        self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.0))
+        try:
+            self.session = open_session(
+                command.model,
+                n_ctx=command.n_ctx or None,
+                n_threads=command.n_threads or None,
+                on_progress=lambda f: self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=f)),
+            )
+        except ModelLoadError as exc:
+            self.emit(p.Error(code="model_load_failed", message=str(exc), request_id=rid))
+            return
+        facts = self.session.facts
+        self.live.model_bytes = facts.size_bytes
+        self._refresh_state_sizes()
+        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=CPU_PLAN))
+
+    def unload(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self.live.model_bytes = self.live.state_fixed_bytes = self.live.state_kv_bytes = 0
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def generate(self, command: p.Generate) -> None:
+        rid = command.request_id
+        if self.is_cancelled(rid):
+            self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
+            return
+        try:
+            run = self._make_generation(command)
+        except (ChatTemplateError, SamplingError, ValueError) as exc:
+            code = "no_model" if self.session is None else "bad_request"
+            self._fail(rid, code, str(exc))
+            return
+        try:
+            self._stream(rid, run)
+        except RuntimeError as exc:  # llama.cpp refused a decode (context full, ...)
+            self._fail(rid, "generation_failed", str(exc), run.timings)
+            return
+        self._refresh_state_sizes()
+        self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
+                             token_ids=run.token_ids))
+
+    def _fail(self, rid: str, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
+        self.emit(p.Error(code=code, message=message, request_id=rid))
+        self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
+
+    def _make_generation(self, command: p.Generate) -> Generation:
+        if self.session is None:
+            raise ValueError("no model is loaded; load one first")
+        model = self.session.model
+        if command.prompt is not None:
+            tokens = raw_prompt_tokens(model, command.prompt)
+        else:
+            tokens = chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
+        s = command.sampling
+        sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
+        settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
+        return Generation(self.session, tokens, settings, on_progress=self._progress_reporter(command.request_id),
+                          cancelled=lambda: self.is_cancelled(command.request_id))
+
+    def _progress_reporter(self, rid: str) -> Callable[[int, int], None]:
+        start = last = time.perf_counter()
+        done_before = 0
+
+        def report(processed: int, total: int) -> None:
+            nonlocal last, done_before
+            now = time.perf_counter()
+            self.live.rates.record("prefill", processed - done_before, now - last)
+            last, done_before = now, processed
+            self._refresh_state_sizes()
+            self.emit(p.PromptProgress(request_id=rid, processed=processed, total=total,
+                                       elapsed_ms=(now - start) * 1000))
+
+        return report
+
+    def _stream(self, rid: str, run: Generation) -> None:
+        pending = _PendingDelta(rid)
+        self.live.rates.phase_devices = {"prefill": CPU_PLAN.prefill.device, "decode": CPU_PLAN.decode.device}
+        last_token_at: float | None = None
+        last_state_refresh = time.perf_counter()
+        for delta in run:
+            now = time.perf_counter()
+            if last_token_at is None:
+                self.live.rates.ttft_ms = run.timings.ttft_ms
+            else:
+                self.live.rates.record("decode", len(delta.token_ids), now - last_token_at)
+            last_token_at = now
+            pending.add(delta)
+            if pending.due(now):
+                self.emit(pending.take(now))
+            if now - last_state_refresh > STATE_REFRESH_S:
+                self._refresh_state_sizes()
+                last_state_refresh = now
+        if pending.n_tokens or pending.text:
+            self.emit(pending.take(time.perf_counter()))
+
+    def _refresh_state_sizes(self) -> None:
+        session = self.session
+        if session is None:
+            return
+        total = session.context.state_size(0)
+        facts = session.facts
+        fixed = session.context.state_size(0, STATE_PARTIAL_ONLY) if facts.is_hybrid or facts.is_recurrent else 0
+        self.live.state_fixed_bytes, self.live.state_kv_bytes = fixed, max(0, total - fixed)
+
+
+class _PendingDelta:
+    """Text and token counts gathered until it is time to send them."""
+
+    def __init__(self, rid: str) -> None:
+        self.rid = rid
+        self.text = ""
+        self.n_tokens = 0
+        self.last_sent: float | None = None
+
+    def add(self, delta: TextDelta) -> None:
+        self.text += delta.text
+        self.n_tokens += len(delta.token_ids)
+
+    def due(self, now: float) -> bool:
+        return self.last_sent is None or now - self.last_sent >= COALESCE_S
+
+    def take(self, now: float) -> p.TokenDelta:
+        event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens)
+        self.text, self.n_tokens, self.last_sent = "", 0, now
+        return event

@@ -1,0 +1,124 @@
+"""The engine in a child process (``python -m engine.worker``), talked to over its stdin/stdout.
+
+A reader thread turns frames into events on a queue. When the stream ends without the app having
+asked for it, the worker died: one :class:`~engine.client.EngineDead` event says so, with the exit
+status or the signal that killed it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import msgspec
+
+from engine import protocol as p
+from engine.client import ClientEvent, EngineClient, EngineDead
+from engine.framing import FrameError, frame, read_frames
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the engine stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the engine was killed ({name})"
+    return f"the engine exited with status {code}"
+
+
+class ProcessClient(EngineClient):
+    def __init__(self, *, log_path: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._send_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._closing = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def _launch(self) -> None:
+        self._closing = False
+        self._events = queue.Queue()
+        stderr: IO | None = None
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            stderr = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "engine.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env={**os.environ, **(self.env or {})}, bufsize=0,
+        )
+        if stderr is not None:
+            stderr.close()
+        self._reader = threading.Thread(target=self._read, args=(self.process, self._events),
+                                        name="engine-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self, process: subprocess.Popen, events: queue.Queue) -> None:
+        for item in read_frames(process.stdout):
+            if isinstance(item, FrameError):
+                events.put(p.Error(code="bad_frame", message=f"the engine sent a bad frame: {item}"))
+                continue
+            try:
+                events.put(p.decode_event(item))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                events.put(p.Error(code="bad_message", message=f"the engine sent an unreadable event: {exc}"))
+        code = process.wait()
+        if not self._closing:
+            events.put(EngineDead(exit_code=code, message=describe_exit(code)))
+
+    def send(self, command: p.Command) -> None:
+        process = self.process
+        if process is None or process.stdin is None:
+            return
+        data = frame(p.encode(command))
+        with self._send_lock:
+            try:
+                process.stdin.write(data)
+            except (BrokenPipeError, OSError, ValueError):
+                pass  # the reader reports the death
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes straight onto the pipe (tests use it to send malformed frames)."""
+        with self._send_lock:
+            self.process.stdin.write(data)
+
+    def next_event(self, timeout: float | None = None) -> ClientEvent | None:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        process = self.process
+        if process is None:
+            return
+        self._closing = True
+        if process.poll() is None:
+            self.send(p.Shutdown(mode="abort" if mode == "abort" else "drain"))
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for pipe in (process.stdin, process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        if self._reader is not None:
+            self._reader.join(2.0)
+        self.process = None

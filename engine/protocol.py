@@ -1,0 +1,211 @@
+"""The wire protocol between the app and the worker process that owns the model.
+
+Every message is a ``msgspec.Struct`` tagged by its ``kind`` field and encoded as msgpack in a
+frame (see :mod:`engine.framing`). There are no pickles, no
+exceptions and no method names on the wire: a frame that does not decode to a known message is
+answered with an :class:`Error` and the worker keeps serving. The first exchange is
+:class:`Hello` then :class:`Ready`; a different :data:`PROTOCOL_VERSION` ends the worker with a
+clear error. Per-request messages carry ``request_id``. Text travels as deltas, never the whole
+answer again; large data (state snapshots) never crosses the pipe, only ids and sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+
+from engine.backends.base import ModelFacts
+from engine.generation import Timings
+
+PROTOCOL_VERSION = 1
+
+Unavailable = Literal["unavailable"]
+UNAVAILABLE: Unavailable = "unavailable"
+
+
+class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omit_defaults=False):
+    pass
+
+
+# ---------------------------------------------------------------------------------------- commands
+
+
+class Hello(_Message, tag="hello"):
+    protocol_version: int
+    app_version: str = ""
+    user_dir: str = ""
+
+
+class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
+    temperature: float = 0.7
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int | None = None
+
+
+class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
+    role: str
+    content: str
+
+
+class LoadModel(_Message, tag="load_model"):
+    request_id: str
+    model: str  # "default", a path, or (later) a catalogue id
+    n_ctx: int = 0  # 0: the model's trained context, capped by the engine's default
+    n_threads: int = 0  # 0: one per available core
+
+
+class UnloadModel(_Message, tag="unload_model"):
+    request_id: str
+
+
+class Generate(_Message, tag="generate"):
+    request_id: str
+    messages: list[ChatTurn] = []  # chat mode: rendered with the model's template
+    prompt: str | None = None  # raw mode: fed as plain text
+    sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
+    max_tokens: int = 512
+    stop: list[str] = []
+
+
+class Cancel(_Message, tag="cancel"):
+    request_id: str
+
+
+class SetTelemetry(_Message, tag="set_telemetry"):
+    interval_ms: int  # 0 switches telemetry off
+
+
+class Ping(_Message, tag="ping"):
+    request_id: str
+
+
+class Shutdown(_Message, tag="shutdown"):
+    mode: Literal["drain", "abort"] = "drain"
+
+
+Command = Union[Hello, LoadModel, UnloadModel, Generate, Cancel, SetTelemetry, Ping, Shutdown]
+
+# ------------------------------------------------------------------------------------------ events
+
+
+class DeviceInfo(msgspec.Struct):
+    kind: str  # "cpu", "npu", "npu-emulator"
+    name: str
+    detail: str = ""
+
+
+class Ready(_Message, tag="ready"):
+    protocol_version: int
+    versions: dict[str, str]
+    devices: list[DeviceInfo]
+    pid: int
+
+
+class PhaseDevice(msgspec.Struct):
+    device: str
+    reason: str
+
+
+class DevicePlan(msgspec.Struct):
+    prefill: PhaseDevice
+    decode: PhaseDevice
+
+
+class ModelLoading(_Message, tag="model_loading"):
+    request_id: str
+    phase: str  # "check", "load", "context"
+    fraction: float
+
+
+class ModelLoaded(_Message, tag="model_loaded"):
+    request_id: str
+    facts: ModelFacts
+    n_ctx: int
+    devices: DevicePlan
+
+
+class ModelUnloaded(_Message, tag="model_unloaded"):
+    request_id: str
+
+
+class PromptProgress(_Message, tag="prompt_progress"):
+    request_id: str
+    processed: int
+    total: int
+    elapsed_ms: float
+
+
+class TokenDelta(_Message, tag="token_delta"):
+    request_id: str
+    text: str
+    n_tokens: int
+    n_from_draft: int = 0
+
+
+class Finished(_Message, tag="finished"):
+    request_id: str
+    finish_reason: Literal["stop", "length", "cancelled", "error"]
+    timings: Timings
+    token_ids: list[int] = []
+
+
+class Pong(_Message, tag="pong"):
+    request_id: str
+
+
+class Telemetry(_Message, tag="telemetry"):
+    t: float  # wall-clock seconds
+    rss_bytes: int
+    available_bytes: int
+    model_bytes: int  # 0 when no model is loaded
+    state_fixed_bytes: int  # recurrent part of the live sequence (does not grow)
+    state_kv_bytes: int  # attention KV of the live sequence (grows per token)
+    cpu_temp_c: float | Unavailable
+    cpu_freq_mhz: float | Unavailable
+    cpu_freq_max_mhz: float | Unavailable
+    throttled: bool | Unavailable
+    prefill_tok_s: float  # sliding window; 0 when idle
+    decode_tok_s: float
+    ttft_ms: float | Unavailable  # of the latest request
+    draft_acceptance: float | Unavailable
+    phase_devices: dict[str, str]  # phase -> device that ran it last
+
+
+ErrorCode = Literal[
+    "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
+    "busy", "generation_failed", "unknown_request", "internal",
+]
+
+
+class Error(_Message, tag="error"):
+    code: ErrorCode
+    message: str
+    recoverable: bool = True
+    request_id: str | None = None
+
+
+Event = Union[
+    Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, Pong, Telemetry, Error
+]
+
+# ------------------------------------------------------------------------------------- encoding
+
+_encoder = msgspec.msgpack.Encoder()
+_command_decoder = msgspec.msgpack.Decoder(Command)
+_event_decoder = msgspec.msgpack.Decoder(Event)
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_command(payload: bytes) -> Command:
+    """Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` saying what is wrong."""
+    return _command_decoder.decode(payload)
+
+
+def decode_event(payload: bytes) -> Event:
+    return _event_decoder.decode(payload)

@@ -1,0 +1,137 @@
+"""The worker's serving loop, shared by the real worker process and the in-process client.
+
+Commands arrive through :meth:`WorkerLoop.submit` (from a pipe reader thread, or straight from an
+in-process client). Most are queued for the engine core, which runs them one at a time on the
+thread that calls :meth:`WorkerLoop.run`. A few act at once: ``Cancel`` (so it takes effect within
+one decode step or prefill chunk), ``SetTelemetry``, and ``Shutdown`` in abort mode. The first
+command must be ``Hello`` with our protocol version.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import queue
+import sys
+import threading
+
+from engine import protocol as p
+from engine.backends.base import default_threads
+from engine.backends.llama_cpp import BACKEND_VERSION
+from engine.core import EngineCore, Emit
+from engine.telemetry.sampler import TelemetryThread
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def make_ready() -> p.Ready:
+    versions = {
+        "hearth": _version("hearth"),
+        "llama-cpp-python": BACKEND_VERSION.split()[-1],
+        "onnxruntime": _version("onnxruntime"),
+        "onnxruntime-qnn": _version("onnxruntime-qnn"),
+        "python": platform.python_version(),
+    }
+    cpu = p.DeviceInfo(kind="cpu", name=platform.processor() or platform.machine(),
+                       detail=f"{default_threads()} cores available to Hearth")
+    return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions=versions, devices=[cpu], pid=os.getpid())
+
+
+class WorkerLoop:
+    def __init__(self, emit: Emit, telemetry_interval_ms: int = 1000) -> None:
+        self._emit_lock = threading.Lock()
+        self._send = emit
+        self._queue: queue.Queue[p.Command | None] = queue.Queue()
+        self._cancelled: set[str] = set()
+        self._aborting = False
+        self._greeted = False
+        self.core = EngineCore(self.emit, self._is_cancelled)
+        self.telemetry = TelemetryThread(self.core.live, self.emit, telemetry_interval_ms)
+
+    def emit(self, event: p.Event) -> None:
+        with self._emit_lock:
+            self._send(event)
+
+    def _is_cancelled(self, request_id: str) -> bool:
+        return self._aborting or request_id in self._cancelled
+
+    # -- input -----------------------------------------------------------------------------------
+
+    def submit(self, command: p.Command) -> None:
+        if not self._greeted:
+            self._greet(command)
+        elif isinstance(command, p.Hello):
+            self.emit(p.Error(code="bad_message", message="the handshake was already done"))
+        elif isinstance(command, p.Cancel):
+            self._cancelled.add(command.request_id)
+        elif isinstance(command, p.SetTelemetry):
+            self.telemetry.set_interval(command.interval_ms)
+        elif isinstance(command, p.Shutdown):
+            self.stop(abort=command.mode == "abort")
+        else:
+            self._queue.put(command)
+
+    def _greet(self, command: p.Command) -> None:
+        if not isinstance(command, p.Hello):
+            self.emit(p.Error(code="bad_message", message="the first message must be Hello", recoverable=True))
+            return
+        if command.protocol_version != p.PROTOCOL_VERSION:
+            self.emit(p.Error(
+                code="protocol_mismatch", recoverable=False,
+                message=f"the app speaks protocol {command.protocol_version} but this worker speaks "
+                        f"{p.PROTOCOL_VERSION}; reinstall Hearth so both parts come from one version",
+            ))
+            self.stop(abort=True)
+            return
+        self._greeted = True
+        self.emit(make_ready())
+
+    def report_bad_input(self, code: p.ErrorCode, message: str) -> None:
+        self.emit(p.Error(code=code, message=message))
+
+    def stop(self, *, abort: bool) -> None:
+        """Drain: finish what is queued, then stop. Abort: cancel the current request, drop the rest."""
+        if abort:
+            self._aborting = True
+            self._drop_queued()
+        self._queue.put(None)
+
+    def _drop_queued(self) -> None:
+        while True:
+            try:
+                command = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(command, p.Generate):
+                self.emit(p.Finished(request_id=command.request_id, finish_reason="cancelled", timings=p.Timings()))
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until stopped; the calling thread becomes the engine's only thread."""
+        self.telemetry.start()
+        try:
+            while (command := self._queue.get()) is not None:
+                self._handle(command)
+        finally:
+            self.telemetry.stop()
+            self.core.close()
+
+    def _handle(self, command: p.Command) -> None:
+        try:
+            self.core.handle(command)
+        except Exception as exc:  # a bug, not bad input: report it and keep serving
+            print(f"hearth worker: internal error: {exc!r}", file=sys.stderr)
+            rid = getattr(command, "request_id", None)
+            self.emit(p.Error(code="internal", message=f"internal error: {exc!r}", request_id=rid))
+            if isinstance(command, p.Generate):
+                self.emit(p.Finished(request_id=command.request_id, finish_reason="error", timings=p.Timings()))
+        finally:
+            rid = getattr(command, "request_id", None)
+            self._cancelled.discard(rid)

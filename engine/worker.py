@@ -1,0 +1,83 @@
+"""The worker process: ``python -m engine.worker``. Frames in on stdin, frames out on stdout.
+
+The process owns the model, so the GUI survives whatever happens here. It never outlives the app:
+stdin reaching EOF means the app is gone (on every OS), and on Linux the kernel also sends SIGKILL
+when the parent dies (``PR_SET_PDEATHSIG``). The protocol stream is moved off file descriptor 1
+first, so a stray ``printf`` in a C library lands on stderr instead of corrupting a frame.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+from typing import BinaryIO
+
+import msgspec
+
+from engine import protocol as p
+from engine.framing import FrameError, frame, read_frames
+from engine.serve import WorkerLoop
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel kill us when the parent dies (other OSes rely on stdin EOF)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def take_protocol_stdout() -> BinaryIO:
+    """A private duplicate of stdout for frames; fd 1 then points at stderr."""
+    protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol_out
+
+
+def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
+    """Decode frames into commands until EOF; bad frames are answered, never fatal."""
+    for item in read_frames(stream):
+        if isinstance(item, FrameError):
+            loop.report_bad_input("bad_frame", str(item))
+            continue
+        try:
+            command = p.decode_command(item)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            loop.report_bad_input("bad_message", f"a message could not be read: {exc}")
+            continue
+        loop.submit(command)
+    loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
+
+
+def main() -> None:
+    die_with_parent()
+    out = take_protocol_stdout()
+
+    def send(event: p.Event) -> None:
+        try:
+            out.write(frame(p.encode(event)))
+        except (BrokenPipeError, OSError):
+            os._exit(0)  # nobody is listening any more
+
+    loop = WorkerLoop(send)
+    reader = threading.Thread(target=read_commands, args=(sys.stdin.buffer, loop), name="commands", daemon=True)
+    reader.start()
+    loop.run()
+    out.close()
+    os._exit(0)  # the reader thread may still block on stdin; a normal exit would wait on it
+
+
+if __name__ == "__main__":
+    main()
