@@ -1,0 +1,80 @@
+"""1,000+ malformed frames at the real worker: each one answered with an error, the worker serving.
+
+Every bad frame is followed by a Ping; the test expects exactly one Error and then the Pong, so a
+frame that was silently swallowed, answered twice, or that broke the stream fails the test.
+"""
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import protocol as p
+from engine.framing import HEADER, MAGIC, MAX_FRAME_BYTES, frame
+from engine.process_client import ProcessClient
+from tests.process.conftest import wait_for
+
+pytestmark = pytest.mark.process
+
+VALID = [
+    p.Ping(request_id="x"),
+    p.Cancel(request_id="abc"),
+    p.Generate(request_id="g", prompt="hello", max_tokens=3),
+    p.LoadModel(request_id="l", model="default"),
+    p.SetTelemetry(interval_ms=5),
+]
+
+
+def is_valid_command(payload: bytes) -> bool:
+    try:
+        p.decode_command(payload)
+        return True
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
+random_payloads = st.binary(max_size=300).filter(lambda b: not is_valid_command(b)).map(frame)
+truncated = st.tuples(st.sampled_from(VALID), st.floats(0.0, 0.95)).map(
+    lambda mv: frame(p.encode(mv[0])[: int(len(p.encode(mv[0])) * mv[1])]))
+wrong_values = st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=False), st.lists(st.integers(0, 1000), max_size=3),
+                         st.none(), st.booleans(), st.binary(max_size=8))
+wrong_types = st.tuples(st.sampled_from(["ping", "cancel", "generate", "load_model", "unload_model"]),
+                        wrong_values).map(lambda tv: frame(msgspec.msgpack.encode({"kind": tv[0], "request_id": tv[1]})))
+unknown_tags = st.text(min_size=1, max_size=20).filter(
+    lambda t: t not in {"hello", "load_model", "unload_model", "generate", "cancel", "set_telemetry", "ping", "shutdown"}
+).map(lambda tag: frame(msgspec.msgpack.encode({"kind": tag, "request_id": "r"})))
+huge_lengths = st.integers(MAX_FRAME_BYTES + 1, 2**32 - 1).map(lambda n: HEADER.pack(MAGIC, n))
+no_magic = st.binary(min_size=1, max_size=64).filter(lambda b: b"H" not in b)
+bad_frames = st.one_of(random_payloads, truncated, wrong_types, unknown_tags, huge_lengths, no_magic)
+
+
+@pytest.fixture(scope="module")
+def fuzz_worker():
+    client = ProcessClient()
+    client.start()
+    client.send(p.SetTelemetry(interval_ms=0))
+    yield client
+    client.close(mode="abort")
+
+
+counter = {"n": 0}
+
+
+@settings(max_examples=1100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(bad=bad_frames)
+def send_bad_frame_then_ping(fuzz_worker, bad):
+    counter["n"] += 1
+    rid = f"ping-{counter['n']}"
+    fuzz_worker.send_raw(bad + frame(p.encode(p.Ping(request_id=rid))))
+    first = wait_for(fuzz_worker, (p.Error, p.Pong), timeout=10)
+    assert isinstance(first, p.Error), f"no error for {bad[:40]!r}"
+    assert first.code in ("bad_frame", "bad_message") and first.recoverable
+    second = wait_for(fuzz_worker, (p.Error, p.Pong), timeout=10)
+    assert isinstance(second, p.Pong) and second.request_id == rid, f"{bad[:40]!r} gave {second}"
+
+
+def test_each_bad_frame_gets_one_error_and_the_worker_keeps_serving(fuzz_worker):
+    counter["n"] = 0
+    send_bad_frame_then_ping(fuzz_worker)
+    assert counter["n"] >= 1000
+    assert fuzz_worker.process.poll() is None
