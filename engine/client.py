@@ -62,9 +62,14 @@ class EngineClient(ABC):
     def send(self, command: p.Command) -> None:
         """Queue a command for the engine; never blocks on the engine's work."""
 
-    @abstractmethod
+    _events: queue.Queue[ClientEvent]  # filled by the implementation's reader
+
     def next_event(self, timeout: float | None = None) -> ClientEvent | None:
         """The next event, or None after ``timeout`` seconds."""
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     @abstractmethod
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None: ...
@@ -146,12 +151,6 @@ class InprocClient(EngineClient):
         if self._loop is None:
             raise EngineError("not_started", "the engine is not running; start it first")
         self._loop.submit(p.decode_command(p.encode(command)))
-
-    def next_event(self, timeout: float | None = None) -> ClientEvent | None:
-        try:
-            return self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
 
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         if self._loop is None:

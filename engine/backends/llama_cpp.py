@@ -80,8 +80,8 @@ def _explain_load_failure(path: Path, lines: list[str]) -> str:
         arch = text.split("unknown model architecture:", 1)[1].split("\n", 1)[0].strip(" '")
         return f"its architecture {arch!r} is not supported by this version of llama.cpp"
     for hint, reason in (
-        ("data is not within the file bounds", "the file is truncated (tensor data is missing)"),
-        ("failed to read", "the file is truncated or unreadable"),
+        ("not within the file bounds", "the file is truncated (tensor data is missing); download it again"),
+        ("failed to read", "the file is truncated or unreadable; download it again"),
         ("invalid magic", "it is not a GGUF file"),
         ("wrong number of tensors", "its tensors do not match its architecture"),
         ("missing tensor", "a tensor the architecture needs is missing"),
