@@ -106,3 +106,16 @@ def test_generate_cli_streams_text_and_json_has_the_documented_keys(capsys, hybr
 def test_invalid_sampling_flag_is_a_clear_error(capsys, hybrid_tiny):
     assert main(["generate", "--model", str(hybrid_tiny), "--top-p", "0", "hi"]) == 1
     assert "top-p" in capsys.readouterr().err
+
+
+def test_end_of_generation_token_stops_and_is_not_emitted(smollm2):
+    session = open_session(str(smollm2), n_ctx=1024)
+    try:
+        tokens = chat_prompt_tokens(session.model, [ChatMessage("user", "Say hello.")])
+        run = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=200))
+        list(run)
+        assert run.finish_reason == "stop" and 0 < len(run.token_ids) < 200
+        assert not any(session.model.is_eog(t) for t in run.token_ids)
+        assert "<|im_end|>" not in run.text
+    finally:
+        session.close()
