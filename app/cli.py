@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app import commands
+from app import commands, conversation_commands
 from engine.sampling import SamplingParams
 
 
-def _add_model_flag(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    parser.add_argument("--model", default=None if required else "default", required=required,
+def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "default") -> None:
+    parser.add_argument("--model", default=default,
                         help="'default' (the embedded SmolLM2-135M-Instruct) or a path to a .gguf file")
 
 
@@ -48,6 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flag(chat)
     _add_sampling_flags(chat)
     chat.set_defaults(run=commands.run_chat)
+
+    send = sub.add_parser("send", help="send one message in a saved conversation")
+    which = send.add_mutually_exclusive_group()
+    which.add_argument("--conversation", metavar="ID", help="continue this conversation")
+    which.add_argument("--new", metavar="TITLE", help="start a new conversation with this title")
+    send.add_argument("--reply-to", metavar="MESSAGE_ID",
+                      help="answer from this message instead of the newest one (edit or regenerate)")
+    _add_model_flag(send, default=None)
+    _add_sampling_flags(send)
+    send.add_argument("--json", action="store_true")
+    send.add_argument("message", metavar="MESSAGE")
+    send.set_defaults(run=conversation_commands.run_send)
+
+    conversations = sub.add_parser("conversations", help="list saved conversations")
+    conversations.add_argument("--search", default=None, help="only those whose title or messages match")
+    conversations.add_argument("--json", action="store_true")
+    conversations.set_defaults(run=conversation_commands.run_conversations)
     return parser
 
 

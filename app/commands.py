@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 
@@ -22,8 +23,8 @@ class UserError(Exception):
 
 
 @contextmanager
-def engine_for(model: str) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
-    client = InprocClient(telemetry_interval_ms=0)
+def engine_for(model: str, data_dir: Path | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
     try:
         client.start()
         loaded = client.load_model(model)
@@ -36,7 +37,7 @@ def engine_for(model: str) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
         client.close(mode="abort")
 
 
-def _sampling(args: argparse.Namespace) -> p.SamplingSpec:
+def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
     spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                           seed=args.seed)
     try:
@@ -88,7 +89,7 @@ def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | Non
         request_id=new_request_id("cli"),
         prompt=args.prompt if raw else None,
         messages=messages,
-        sampling=_sampling(args),
+        sampling=sampling_from_args(args),
         max_tokens=args.max_tokens,
     )
 
@@ -125,7 +126,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    _sampling(args)
+    sampling_from_args(args)
     messages: list[p.ChatTurn] = []
     with engine_for(args.model) as (client, loaded):
         print(f"Chatting with {loaded.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")

@@ -19,6 +19,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import msgspec
 
@@ -54,6 +55,8 @@ class EngineClient(ABC):
     """Start, send commands, read events, close; the same for every way of running the engine."""
 
     on_other_event: Callable[[ClientEvent], None] | None = None  # telemetry etc. seen by blocking helpers
+    data_dir: Path | None = None  # where the engine keeps conversation snapshots
+    snapshot_budget_bytes: int = 4 * 1024**3
 
     @abstractmethod
     def _launch(self) -> None: ...
@@ -77,7 +80,8 @@ class EngineClient(ABC):
     def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
         """Launch the engine and do the handshake; raises :class:`EngineError` if it refuses."""
         self._launch()
-        self.send(p.Hello(protocol_version=protocol_version))
+        self.send(p.Hello(protocol_version=protocol_version, user_dir=str(self.data_dir or ""),
+                          snapshot_budget_bytes=self.snapshot_budget_bytes))
         deadline = time.monotonic() + timeout
         while (event := self.next_event(max(0.0, deadline - time.monotonic()))) is not None:
             if isinstance(event, p.Ready):
@@ -135,8 +139,9 @@ class InprocClient(EngineClient):
     """The worker loop on a thread of this process. Commands still go through msgpack, so a message
     the process worker would refuse is refused here too."""
 
-    def __init__(self, telemetry_interval_ms: int = 1000) -> None:
+    def __init__(self, telemetry_interval_ms: int = 1000, data_dir: Path | None = None) -> None:
         self.telemetry_interval_ms = telemetry_interval_ms
+        self.data_dir = data_dir
         self._events: queue.Queue[ClientEvent] = queue.Queue()
         self._loop: WorkerLoop | None = None
         self._thread: threading.Thread | None = None

@@ -9,8 +9,10 @@ token goes out at once.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from engine import protocol as p
 from engine.backends.base import ModelLoadError
@@ -20,7 +22,11 @@ from engine.generation import Generation, GenerationSettings, TextDelta, Timings
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
+from engine.state.seq_state import StateFormatError
 from engine.telemetry.rates import LiveRates
+from engine.turns import TurnStart, Turns, open_turns
+from model_store.db import StoreError
+from model_store.snapshots import SnapshotCorrupt
 
 Emit = Callable[[p.Event], None]
 COALESCE_S = 0.025
@@ -47,6 +53,13 @@ class EngineCore:
         self.is_cancelled = is_cancelled
         self.session: ModelSession | None = None
         self.live = LiveState()
+        self.data_dir: Path | None = None
+        self.snapshot_budget = 4 * 1024**3
+        self._turns: Turns | None = None
+
+    def configure(self, hello: p.Hello) -> None:
+        self.data_dir = Path(hello.user_dir) if hello.user_dir else None
+        self.snapshot_budget = hello.snapshot_budget_bytes
 
     def handle(self, command: p.Command) -> None:
         if isinstance(command, p.LoadModel):
@@ -84,6 +97,7 @@ class EngineCore:
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=CPU_PLAN))
 
     def unload(self) -> None:
+        self._turns = None
         if self.session is not None:
             self.session.close()
             self.session = None
@@ -97,37 +111,74 @@ class EngineCore:
             self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
             return
         try:
-            run = self._make_generation(command)
-        except (ChatTemplateError, SamplingError, ValueError) as exc:
-            code = "no_model" if self.session is None else "bad_request"
-            self._fail(rid, code, str(exc))
+            run, turn = self._make_generation(command)
+        except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt) as exc:
+            self._fail(rid, "no_model" if self.session is None else "bad_request", str(exc))
             return
         try:
             self._stream(rid, run)
         except RuntimeError as exc:  # llama.cpp refused a decode (context full, ...)
+            self._forget_live()
             self._fail(rid, "generation_failed", str(exc), run.timings)
             return
+        report = self._finish_turn(command, turn, run) if turn is not None else None
         self._refresh_state_sizes()
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
-                             token_ids=run.token_ids))
+                             token_ids=run.token_ids, snapshot=report))
 
     def _fail(self, rid: str, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
         self.emit(p.Error(code=code, message=message, request_id=rid))
         self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
 
-    def _make_generation(self, command: p.Generate) -> Generation:
+    def _make_generation(self, command: p.Generate) -> tuple[Generation, TurnStart | None]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
-        model = self.session.model
-        if command.prompt is not None:
-            tokens = raw_prompt_tokens(model, command.prompt)
-        else:
-            tokens = chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
         s = command.sampling
         sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
-        return Generation(self.session, tokens, settings, on_progress=self._progress_reporter(command.request_id),
-                          cancelled=lambda: self.is_cancelled(command.request_id))
+        turn, tokens = self._prompt(command)
+        run = Generation(self.session, tokens, settings, on_progress=self._progress_reporter(command.request_id),
+                         cancelled=lambda: self.is_cancelled(command.request_id), reset=turn is None or turn.base is None)
+        return run, turn
+
+    def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
+        model = self.session.model
+        if command.conversation_id is not None and command.prompt is None:
+            turn = self._conversation_turns().begin(command.messages)
+            return turn, turn.new_tokens
+        self._forget_live()
+        if command.prompt is not None:
+            return None, raw_prompt_tokens(model, command.prompt)
+        return None, chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
+
+    def _conversation_turns(self) -> Turns:
+        if self.data_dir is None:
+            raise ValueError("the engine was started without a data folder, so it cannot keep conversations")
+        if self._turns is None:
+            self._turns = open_turns(self.data_dir, self.session)
+        return self._turns
+
+    def _forget_live(self) -> None:
+        if self._turns is not None:
+            self._turns.forget_live()
+
+    def _finish_turn(self, command: p.Generate, turn: TurnStart, run: Generation) -> p.SnapshotReport:
+        report = p.SnapshotReport(restored=turn.base is not None, restored_tokens=turn.restored_tokens,
+                                  prefilled_tokens=len(turn.new_tokens) + turn.replayed_tokens, notes=list(turn.notes))
+        if command.save_snapshot_as is None:
+            self._forget_live()
+            return report
+        try:
+            record = self._turns.finish(turn, run, command.conversation_id, command.save_snapshot_as)
+        except (StateFormatError, StoreError, sqlite3.Error) as exc:
+            self._forget_live()
+            report.notes.append(f"this turn's snapshot could not be saved ({exc}); the answer is kept")
+            return report
+        if record is not None:
+            report.snapshot_id = record.id
+            report.saved_bytes = sum(record.part_bytes.values())
+            self._turns.keeper.store.evict(self.snapshot_budget)
+        return report
 
     def _progress_reporter(self, rid: str) -> Callable[[int, int], None]:
         start = last = time.perf_counter()

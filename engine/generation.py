@@ -72,20 +72,24 @@ class Generation:
         *,
         on_progress: ProgressCallback | None = None,
         cancelled: CancelCheck | None = None,
+        reset: bool = True,
     ) -> None:
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
-        if len(prompt_tokens) >= session.n_ctx:
+        held = 0 if reset else session.n_past
+        if held + len(prompt_tokens) >= session.n_ctx:
             raise PromptTooLongError(
-                f"the prompt has {len(prompt_tokens)} tokens but the context holds {session.n_ctx}; "
-                "shorten it or use a longer context"
+                f"the prompt needs {held + len(prompt_tokens)} tokens but the context holds {session.n_ctx}; "
+                "shorten it, start a new conversation, or use a longer context"
             )
+        self.reset = reset
         self.session = session
         self.prompt_tokens = prompt_tokens
         self.settings = settings.validate()
         self.on_progress = on_progress or (lambda done, total: None)
         self.cancelled = cancelled or (lambda: False)
         self.token_ids: list[int] = []
+        self.pending_token: int | None = None  # the last sampled token, not yet decoded into the state
         self.finish_reason: str | None = None
         self.timings = Timings(prompt_n=len(prompt_tokens))
         self.text = ""
@@ -101,7 +105,8 @@ class Generation:
 
     def _prefill(self) -> bool:
         session, tokens = self.session, self.prompt_tokens
-        session.reset()
+        if self.reset:
+            session.reset()
         chunk = session.n_batch
         for begin in range(0, len(tokens), chunk):
             if self.cancelled():
@@ -120,6 +125,7 @@ class Generation:
             token = distribution(session.last_logits(), settings.sampling).sample(rng)
             if not self.token_ids:
                 self.timings.ttft_ms = _ms_since(start)
+            self.pending_token = token
             if session.model.is_eog(token):
                 self.finish_reason = "stop"
                 break
@@ -140,6 +146,7 @@ class Generation:
                 self.finish_reason = "cancelled"
                 break
             session.feed([token])
+            self.pending_token = None
         tail = "" if stops.stopped else stops.feed(utf8.flush()) + stops.flush()
         if tail or unsent:
             self.text += tail

@@ -19,7 +19,7 @@ from typing import IO
 import msgspec
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead
+from engine.client import ClientEvent, EngineClient, EngineDead, EngineError
 from engine.framing import FrameError, frame, read_frames
 
 
@@ -36,7 +36,10 @@ def describe_exit(code: int | None) -> str:
 
 
 class ProcessClient(EngineClient):
-    def __init__(self, *, log_path: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, data_dir: Path | None = None, log_path: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        self.data_dir = data_dir
         self.log_path = log_path
         self.env = env
         self.process: subprocess.Popen | None = None
@@ -83,7 +86,9 @@ class ProcessClient(EngineClient):
     def send(self, command: p.Command) -> None:
         process = self.process
         if process is None or process.stdin is None:
-            return
+            raise EngineError("not_started", "the engine is not running; start it first")
+        if process.poll() is not None:
+            raise EngineError("engine_dead", describe_exit(process.returncode))
         data = frame(p.encode(command))
         with self._send_lock:
             try:
@@ -102,7 +107,10 @@ class ProcessClient(EngineClient):
             return
         self._closing = True
         if process.poll() is None:
-            self.send(p.Shutdown(mode="abort" if mode == "abort" else "drain"))
+            try:
+                self.send(p.Shutdown(mode="abort" if mode == "abort" else "drain"))
+            except EngineError:
+                pass  # it died just now
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -19,6 +19,11 @@ def chat_prompt_tokens(model: LlamaModel, messages: list[ChatMessage]) -> list[i
         bos_token=model.token_text(model.bos),
         eos_token=model.token_text(model.eos),
     )
+    return text_prompt_tokens(model, text)
+
+
+def text_prompt_tokens(model: LlamaModel, text: str) -> list[int]:
+    """Tokens of an already rendered chat prompt (special tokens parsed, BOS added once)."""
     tokens = model.tokenize(text, add_special=True, parse_special=True)
     if len(tokens) >= 2 and tokens[0] == tokens[1] == model.bos:
         tokens = tokens[1:]  # the template wrote BOS itself and the tokenizer added another

@@ -34,7 +34,8 @@ class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omi
 class Hello(_Message, tag="hello"):
     protocol_version: int
     app_version: str = ""
-    user_dir: str = ""
+    user_dir: str = ""  # the app's data folder: the worker opens the conversation database there
+    snapshot_budget_bytes: int = 4 * 1024**3
 
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -48,6 +49,7 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
 class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
     role: str
     content: str
+    id: str | None = None  # the stored message's id, so the worker can find its snapshot
 
 
 class LoadModel(_Message, tag="load_model"):
@@ -68,6 +70,8 @@ class Generate(_Message, tag="generate"):
     sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
     max_tokens: int = 512
     stop: list[str] = []
+    conversation_id: str | None = None  # continue from the conversation's snapshots
+    save_snapshot_as: str | None = None  # the assistant message id to snapshot the turn end under
 
 
 class Cancel(_Message, tag="cancel"):
@@ -145,11 +149,23 @@ class TokenDelta(_Message, tag="token_delta"):
     n_from_draft: int = 0
 
 
+class SnapshotReport(msgspec.Struct):
+    """How a conversation turn used and saved state snapshots."""
+
+    restored: bool = False  # the turn started from a saved (or live) snapshot
+    restored_tokens: int = 0  # tokens not read again thanks to it
+    prefilled_tokens: int = 0  # tokens the model had to read for this turn
+    saved_bytes: int = 0  # bytes this turn's snapshot added to the database
+    snapshot_id: str | None = None
+    notes: list[str] = []  # why a snapshot was refused, if one was
+
+
 class Finished(_Message, tag="finished"):
     request_id: str
     finish_reason: Literal["stop", "length", "cancelled", "error"]
     timings: Timings
     token_ids: list[int] = []
+    snapshot: SnapshotReport | None = None
 
 
 class Pong(_Message, tag="pong"):

@@ -90,6 +90,7 @@ class WorkerLoop:
             self.stop(abort=True)
             return
         self._greeted = True
+        self.core.configure(command)
         self.emit(make_ready())
 
     def report_bad_input(self, code: p.ErrorCode, message: str) -> None:

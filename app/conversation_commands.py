@@ -1,0 +1,91 @@
+"""``hearth send`` and ``hearth conversations``: persisted conversations from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import msgspec
+
+from app.commands import UserError, engine_for, sampling_from_args
+from app.paths import user_paths
+from app.turn import send_turn
+from engine import protocol as p
+from model_store.conversations import Conversation, ConversationStore
+from model_store.db import StoreError, database_path, open_database
+
+
+def open_conversations() -> ConversationStore:
+    try:
+        return ConversationStore(open_database(database_path(user_paths().ensure().data)))
+    except StoreError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _conversation(store: ConversationStore, args: argparse.Namespace) -> Conversation:
+    try:
+        if args.conversation:
+            return store.get(args.conversation)
+        return store.create(args.new or _title_from(args.message), model=args.model or "default")
+    except StoreError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _title_from(message: str) -> str:
+    return (message.strip().splitlines() or ["New chat"])[0][:60]
+
+
+def _echo(event) -> None:
+    if isinstance(event, p.TokenDelta):
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+
+
+def run_send(args: argparse.Namespace) -> int:
+    store = open_conversations()
+    conversation = _conversation(store, args)
+    if args.reply_to:
+        try:
+            if store.message(args.reply_to).conversation_id != conversation.id:
+                raise UserError(f"message {args.reply_to} belongs to another conversation")
+        except StoreError as exc:
+            raise UserError(str(exc)) from exc
+    sampling = sampling_from_args(args)
+    with engine_for(args.model or conversation.model or "default", data_dir=user_paths().data) as (client, _):
+        result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to,
+                           sampling=sampling, max_tokens=args.max_tokens, on_event=None if args.json else _echo)
+    if result.errors or result.finished is None:
+        raise UserError("; ".join(result.errors) or "the engine stopped before answering")
+    finished = result.finished
+    if not args.json:
+        print()
+        return 0
+    snapshot = finished.snapshot or p.SnapshotReport()
+    print(json.dumps({
+        "text": result.answer.content,
+        "token_ids": finished.token_ids,
+        "finish_reason": finished.finish_reason,
+        "timings": msgspec.to_builtins(finished.timings),
+        "conversation_id": conversation.id,
+        "message_id": result.answer.id,
+        "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,
+                     "prefilled_tokens": snapshot.prefilled_tokens, "saved_bytes": snapshot.saved_bytes},
+    }, ensure_ascii=False))
+    return 0
+
+
+def run_conversations(args: argparse.Namespace) -> int:
+    conversations = open_conversations().list(args.search)
+    if args.json:
+        print(json.dumps([_as_dict(c) for c in conversations], ensure_ascii=False))
+        return 0
+    for c in conversations:
+        print(f"{c.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  {c.title}")
+    return 0
+
+
+def _as_dict(c: Conversation) -> dict:
+    return {"id": c.id, "title": c.title, "model": c.model, "created_at": c.created_at,
+            "updated_at": c.updated_at, "leaf_id": c.leaf_id}

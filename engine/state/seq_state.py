@@ -1,0 +1,190 @@
+"""Reading and writing llama.cpp's per-sequence state blobs (``llama_state_seq_get_data``).
+
+A blob is ``u32 magic, i32 seq_id`` followed by the attention-KV part (absent for purely recurrent
+models) and the recurrent part (absent for transformers). The recurrent part is fixed-size and kept
+opaque. The KV part holds one row per cached token and layer, so it is split here into *cells*:
+per-token metadata plus K and V rows, which lets a snapshot store only the cells its parent did not
+have and lets a restore reassemble the exact blob llama.cpp expects. See the reference notes
+(``llama-cpp-hybrid.md`` §B2) for the layout; a layout this parser does not understand (V stored
+transposed, several sequences in one blob) raises :class:`StateFormatError` so the caller falls
+back to re-reading the conversation instead of storing something it cannot restore.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = 0xAF143CD8
+_U32, _I32, _U64 = struct.Struct("<I"), struct.Struct("<i"), struct.Struct("<Q")
+
+
+class StateFormatError(ValueError):
+    """The blob does not have the layout this code can split and reassemble."""
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """Everything about the KV part except the cells themselves; JSON-friendly."""
+
+    n_stream: int
+    stream: int  # the stream that holds this sequence's cells
+    meta_bytes: int  # per cell: pos, n_seq_id, [x, y, tok], seq_id
+    v_trans: int
+    k: tuple[tuple[int, int], ...]  # per layer: (ggml type, row bytes)
+    v: tuple[tuple[int, int], ...]
+
+    def to_json(self) -> dict:
+        return {"n_stream": self.n_stream, "stream": self.stream, "meta_bytes": self.meta_bytes,
+                "v_trans": self.v_trans, "k": [list(x) for x in self.k], "v": [list(x) for x in self.v]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KvLayout":
+        return cls(data["n_stream"], data["stream"], data["meta_bytes"], data["v_trans"],
+                   tuple(tuple(x) for x in data["k"]), tuple(tuple(x) for x in data["v"]))
+
+    @property
+    def cell_bytes(self) -> int:
+        return self.meta_bytes + sum(r for _, r in self.k) + sum(r for _, r in self.v)
+
+
+@dataclass(frozen=True)
+class KvCells:
+    """Cells sorted by position: metadata rows and per-layer K/V rows (numpy uint8 views)."""
+
+    positions: np.ndarray  # int32
+    meta: np.ndarray  # [n, meta_bytes]
+    k: list[np.ndarray]  # per layer [n, row bytes]
+    v: list[np.ndarray]
+
+    def since(self, start: int) -> "KvCells":
+        keep = self.positions >= start
+        return KvCells(self.positions[keep], self.meta[keep], [a[keep] for a in self.k], [a[keep] for a in self.v])
+
+    def to_bytes(self) -> bytes:
+        return b"".join(a.tobytes() for a in (self.meta, *self.k, *self.v))
+
+    @classmethod
+    def from_bytes(cls, layout: KvLayout, data: bytes) -> "KvCells":
+        n, rest = divmod(len(data), layout.cell_bytes)
+        if rest:
+            raise StateFormatError(f"{len(data)} bytes is not a whole number of {layout.cell_bytes}-byte cells")
+        raw = np.frombuffer(data, dtype=np.uint8)
+        arrays, offset = [], 0
+        for width in (layout.meta_bytes, *(r for _, r in layout.k), *(r for _, r in layout.v)):
+            arrays.append(raw[offset : offset + n * width].reshape(n, width))
+            offset += n * width
+        meta = arrays[0]
+        positions = meta[:, :4].copy().view("<i4").reshape(n) if n else np.zeros(0, np.int32)
+        n_layer = len(layout.k)
+        return cls(positions, meta, arrays[1 : 1 + n_layer], arrays[1 + n_layer :])
+
+    @staticmethod
+    def concat(parts: list["KvCells"]) -> "KvCells":
+        return KvCells(
+            np.concatenate([p.positions for p in parts]),
+            np.concatenate([p.meta for p in parts]),
+            [np.concatenate(layer) for layer in zip(*(p.k for p in parts))],
+            [np.concatenate(layer) for layer in zip(*(p.v for p in parts))],
+        )
+
+
+class _Reader:
+    def __init__(self, data: bytes, offset: int = 0) -> None:
+        self.data, self.offset = memoryview(data), offset
+
+    def take(self, fmt: struct.Struct) -> int:
+        value = fmt.unpack_from(self.data, self.offset)[0]
+        self.offset += fmt.size
+        return value
+
+    def skip(self, n: int) -> memoryview:
+        if self.offset + n > len(self.data):
+            raise StateFormatError("the state blob ends early")
+        view = self.data[self.offset : self.offset + n]
+        self.offset += n
+        return view
+
+
+def split_header(blob: bytes) -> tuple[int, bytes]:
+    """(seq_id, body) of a blob; checks the magic."""
+    if len(blob) < 8 or _U32.unpack_from(blob, 0)[0] != MAGIC:
+        raise StateFormatError("not a llama.cpp sequence state (bad magic)")
+    return _I32.unpack_from(blob, 4)[0], bytes(blob[8:])
+
+
+def _parse_kv(body: bytes, meta_bytes: int) -> tuple[KvLayout, KvCells, int]:
+    r = _Reader(body)
+    n_stream = r.take(_U32)
+    found: tuple[int, int, bytes] | None = None
+    for stream in range(n_stream):
+        count = r.take(_U32)
+        if count == 0:
+            continue
+        if found is not None:
+            raise StateFormatError("the sequence spans several KV streams")
+        meta = bytes(r.skip(count * meta_bytes))
+        found = (stream, count, meta)
+        v_trans, n_layer = r.take(_U32), r.take(_U32)
+        if v_trans not in (0, 1) or n_layer > 4096:
+            raise StateFormatError("implausible KV header")
+        if v_trans:
+            raise StateFormatError("V is stored transposed (flash attention off); cannot split by cell")
+        k, v = [], []
+        for rows in (k, v):
+            for _ in range(n_layer):
+                kind, row_bytes = r.take(_I32), r.take(_U64)
+                rows.append(((kind, row_bytes), np.frombuffer(r.skip(count * row_bytes), np.uint8).reshape(count, row_bytes)))
+    if found is None:
+        layout = KvLayout(n_stream, 0, meta_bytes, 0, (), ())
+        empty = KvCells(np.zeros(0, np.int32), np.zeros((0, meta_bytes), np.uint8), [], [])
+        return layout, empty, r.offset
+    stream, count, meta = found
+    layout = KvLayout(n_stream, stream, meta_bytes, 0, tuple(x for x, _ in k), tuple(x for x, _ in v))
+    meta_rows = np.frombuffer(meta, np.uint8).reshape(count, meta_bytes)
+    positions = meta_rows[:, :4].copy().view("<i4").reshape(count)
+    order = np.argsort(positions, kind="stable")
+    cells = KvCells(positions[order], meta_rows[order], [a[order] for _, a in k], [a[order] for _, a in v])
+    return layout, cells, r.offset
+
+
+def parse_kv(body: bytes, kv_length: int) -> tuple[KvLayout, KvCells]:
+    """Split the first ``kv_length`` bytes of a blob body (after the header) into layout and cells.
+
+    Whether cells carry the extra (x, y, tok) fields depends on the model's rope type; both are
+    tried and the one that consumes the KV part exactly is taken.
+    """
+    for meta_bytes in (12, 24):  # pos, n_seq_id, seq_id  |  pos, n_seq_id, x, y, tok, seq_id
+        try:
+            layout, cells, used = _parse_kv(body[:kv_length], meta_bytes)
+        except (StateFormatError, struct.error, ValueError):
+            continue
+        if used == kv_length and _single_sequence(cells, meta_bytes):
+            return layout, cells
+    raise StateFormatError("the KV part has a layout this version cannot split")
+
+
+def _single_sequence(cells: KvCells, meta_bytes: int) -> bool:
+    n_seq_id = cells.meta[:, 4:8].copy().view("<u4").reshape(-1) if len(cells.positions) else np.ones(0)
+    return bool(np.all(n_seq_id == 1)) and bool(np.all(cells.positions >= 0))
+
+
+def build_kv(layout: KvLayout, cells: KvCells) -> bytes:
+    """The KV part bytes for ``cells`` (in position order), ready to precede the recurrent part."""
+    out = [_U32.pack(layout.n_stream)]
+    for stream in range(layout.n_stream):
+        count = len(cells.positions) if stream == layout.stream else 0
+        out.append(_U32.pack(count))
+        if count == 0:
+            continue
+        out += [cells.meta.tobytes(), _U32.pack(layout.v_trans), _U32.pack(len(layout.k))]
+        for specs, rows in ((layout.k, cells.k), (layout.v, cells.v)):
+            for (kind, row_bytes), data in zip(specs, rows):
+                out += [_I32.pack(kind), _U64.pack(row_bytes), data.tobytes()]
+    return b"".join(out)
+
+
+def build_blob(seq_id: int, kv: bytes, recurrent: bytes) -> bytes:
+    return _U32.pack(MAGIC) + _I32.pack(seq_id) + kv + recurrent

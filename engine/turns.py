@@ -1,0 +1,118 @@
+"""Conversation turns on top of snapshots: where the state starts, what is read, what is saved.
+
+The token history is the source of truth, not a re-tokenized transcript: a turn starts from the
+deepest snapshot on the branch whose text is a prefix of the newly rendered conversation, and only
+the rest of the text is tokenized and read. The live state is reused when it already is that
+snapshot, so a conversation continued after a restart reads exactly the tokens it would have read
+without the restart, and produces exactly the same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine import protocol as p
+from engine.chat_template import ChatMessage, render_chat
+from engine.generation import Generation
+from engine.prompts import text_prompt_tokens
+from engine.session import ModelSession
+from engine.state.snapshots import Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
+from model_store.db import database_path, open_database
+from model_store.file_hashes import file_sha256
+from model_store.snapshots import SnapshotRecord, SnapshotStore
+
+
+@dataclass
+class TurnStart:
+    base: SnapshotRecord | None  # the snapshot the state stands on; None: read from scratch
+    new_tokens: list[int]
+    text_before: str
+    new_text: str
+    restored_tokens: int = 0
+    replayed_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Turns:
+    def __init__(self, keeper: SnapshotKeeper, session: ModelSession) -> None:
+        self.keeper = keeper
+        self.session = session
+        self.live: SnapshotRecord | None = None  # the snapshot the live state equals, if any
+
+    def forget_live(self) -> None:
+        self.live = None
+
+    def begin(self, messages: list[p.ChatTurn]) -> TurnStart:
+        """Stand on the deepest usable snapshot of this branch, or re-read the whole conversation.
+
+        Only the deepest snapshot whose text the conversation still starts with is tried: falling
+        back to an older one would re-tokenize later turns from their text, which need not give the
+        tokens the model actually read. When it cannot be used, the conversation is read again.
+        """
+        model = self.session.model
+        target = render_chat(model.chat_template(), [ChatMessage(m.role, m.content) for m in messages],
+                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos))
+        notes: list[str] = []
+        snapshot = self._deepest_snapshot(messages, target, notes)
+        if snapshot is not None:
+            try:
+                restored, replayed = self._stand_on(snapshot, notes)
+            except SnapshotUnusable as exc:
+                notes.append(f"the saved state was refused ({exc}); the conversation was read again")
+            else:
+                new_text = target[len(snapshot.text):]
+                tokens = model.tokenize(new_text, add_special=False, parse_special=True)
+                return TurnStart(snapshot, tokens, snapshot.text, new_text, restored, replayed, notes)
+        self.live = None
+        return TurnStart(None, text_prompt_tokens(model, target), "", target, notes=notes)
+
+    def _deepest_snapshot(self, messages: list[p.ChatTurn], target: str, notes: list[str]) -> SnapshotRecord | None:
+        store = self.keeper.store
+        for message in reversed(messages):
+            if message.id is None:
+                continue
+            snapshot = store.find(message.id, self.keeper.fingerprint)
+            if snapshot is not None and target.startswith(snapshot.text):
+                return snapshot
+            if snapshot is None and store.for_message(message.id):
+                notes.append("the saved state was made by another model file or other settings; "
+                             "the conversation was read again")
+                return None
+        return None
+
+    def _stand_on(self, snapshot: SnapshotRecord, notes: list[str]) -> tuple[int, int]:
+        """(tokens restored without reading, tokens replayed) to make the state equal ``snapshot``."""
+        if self.live is not None and self.live.id == snapshot.id and self.session.n_past == snapshot.n_tokens:
+            return snapshot.n_tokens, 0
+        self.live = None
+        replayed = self.keeper.restore(snapshot, notes)
+        self.live = snapshot
+        return snapshot.n_tokens - replayed, replayed
+
+    def finish(self, start: TurnStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
+        """Decode the last sampled token so the state ends exactly at the turn's end, and save it."""
+        self.live = None
+        session, model = self.session, self.session.model
+        if run.pending_token is None:  # cancelled while reading: the state is half a prompt
+            return None
+        if session.n_past + 1 >= session.n_ctx:
+            return None
+        pending = run.pending_token
+        session.feed([pending])
+        ended_on_eog = model.is_eog(pending)
+        decoded = run.token_ids + ([pending] if ended_on_eog else [])
+        written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
+        text = start.text_before + start.new_text + written + (model.token_text(pending) if ended_on_eog else "")
+        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
+                                  segment=Segment(start.new_tokens, decoded), text=text)
+        self.live = record
+        return record
+
+
+def open_turns(data_dir: Path, session: ModelSession) -> Turns:
+    """Turns for ``session`` backed by the conversation database in ``data_dir``."""
+    db = open_database(database_path(data_dir))
+    store = SnapshotStore(db)
+    fingerprint = model_fingerprint(file_sha256(db, Path(session.facts.path)), session.context.settings)
+    return Turns(SnapshotKeeper(store, session, fingerprint), session)

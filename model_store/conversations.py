@@ -1,0 +1,305 @@
+"""Conversations and their messages.
+
+Messages form a tree, not a list: each message points at the one before it (``parent_id``;
+``None`` for the first). Sending a message appends a child to the current newest message. Editing
+a message adds a *sibling* of it (another child of the same parent) holding the new text, and
+regenerating an answer adds a sibling assistant message, so nothing is ever overwritten and every
+earlier version stays reachable as its own branch. :meth:`ConversationStore.children` lists the
+alternatives at a fork, oldest first.
+
+``conversations.leaf_id`` picks the branch the conversation shows: the transcript is the path from
+the root to that leaf (:meth:`ConversationStore.current_branch`). Adding a message moves the leaf
+to it; :meth:`ConversationStore.set_leaf` switches branch. Deleting a conversation deletes its
+messages and their state snapshots through ``ON DELETE CASCADE``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+import uuid
+from dataclasses import dataclass, fields
+from typing import Any
+
+import sqlite_utils
+
+from model_store.db import StoreError, from_json, read_transaction, to_json, write_transaction
+
+MESSAGE_STATUSES = ("done", "generating", "interrupted", "error")
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation row."""
+
+    id: str
+    title: str
+    model: str
+    settings: dict[str, Any]
+    created_at: float
+    updated_at: float
+    leaf_id: str | None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message; ``status`` is one of :data:`MESSAGE_STATUSES`."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: str
+    content: str
+    status: str
+    created_at: float
+    stats: dict[str, Any]
+
+
+# The records' fields are the tables' columns (dict fields are JSON text). Selecting them by
+# name keeps rows stable when later migrations append columns.
+_CONVERSATION_COLUMNS = ", ".join(f.name for f in fields(Conversation))
+_MESSAGE_COLUMNS = ", ".join(f.name for f in fields(Message))
+
+
+class ConversationStore:
+    """Reads and writes conversations and messages in one database."""
+
+    def __init__(self, db: sqlite_utils.Database):
+        """Wrap an open database (see :func:`model_store.db.open_database`)."""
+        self.db = db
+
+    def create(
+        self, title: str, model: str = "default", settings: dict[str, Any] | None = None
+    ) -> Conversation:
+        """Start a new, empty conversation.
+
+        Args:
+            title: Shown in the conversation list.
+            model: The model reference it uses.
+            settings: Sampling and other per-conversation settings (JSON-serialisable).
+
+        Returns:
+            The new conversation.
+        """
+        now = time.time()
+        conv = Conversation(uuid.uuid4().hex, title, model, dict(settings or {}), now, now, None)
+        with write_transaction(self.db):
+            self.db.execute(
+                "INSERT INTO conversations (id, title, model, settings, created_at, updated_at,"
+                " leaf_id) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                [conv.id, title, model, to_json(conv.settings), now, now],
+            )
+        return conv
+
+    def get(self, conversation_id: str) -> Conversation:
+        """Return one conversation.
+
+        Raises:
+            StoreError: If there is no such conversation.
+        """
+        row = self.db.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", [conversation_id]
+        ).fetchone()
+        if row is None:
+            raise StoreError(
+                f"no conversation {conversation_id}; list them with `hearth conversations`"
+            )
+        return _conversation(row)
+
+    def list(self, query: str | None = None) -> builtins.list[Conversation]:
+        """List conversations, most recently updated first.
+
+        Args:
+            query: If given, keep only conversations whose title or any message contains it
+                (case-insensitive for ASCII letters, as SQL ``LIKE``).
+        """
+        sql = f"SELECT {_CONVERSATION_COLUMNS} FROM conversations AS c"
+        params: builtins.list[str] = []
+        if query:
+            pattern = "%" + _escape_like(query) + "%"
+            sql += (
+                " WHERE c.title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages AS m"
+                " WHERE m.conversation_id = c.id AND m.content LIKE ? ESCAPE '\\')"
+            )
+            params = [pattern, pattern]
+        sql += " ORDER BY c.updated_at DESC, c.created_at DESC, c.rowid DESC"
+        return [_conversation(row) for row in self.db.execute(sql, params)]
+
+    def rename(self, conversation_id: str, title: str) -> None:
+        """Change a conversation's title (and bump its ``updated_at``)."""
+        with write_transaction(self.db):
+            cur = self.db.execute(
+                "UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?",
+                [title, time.time(), conversation_id],
+            )
+            if cur.rowcount == 0:
+                self.get(conversation_id)  # raises the helpful error
+
+    def delete(self, conversation_id: str) -> None:
+        """Delete a conversation with all its messages, snapshots and snapshot parts."""
+        with write_transaction(self.db):
+            cur = self.db.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+            if cur.rowcount == 0:
+                self.get(conversation_id)
+
+    def add_message(
+        self,
+        conversation_id: str,
+        role: str,
+        content: str,
+        *,
+        parent_id: str | None,
+        status: str = "done",
+        stats: dict[str, Any] | None = None,
+        message_id: str | None = None,
+    ) -> Message:
+        """Append a message under ``parent_id`` and make it the conversation's leaf.
+
+        Args:
+            conversation_id: The conversation.
+            role: ``"system"``, ``"user"``, ``"assistant"``, ...
+            content: The text (may be empty while an answer is still generating).
+            parent_id: The message it follows; ``None`` for a first message. Pass the parent of
+                an existing message to add an alternative to it (edit or regenerate).
+            status: One of :data:`MESSAGE_STATUSES`.
+            stats: Timings and counters (JSON-serialisable).
+            message_id: Use this id instead of a new random one.
+
+        Returns:
+            The stored message.
+
+        Raises:
+            StoreError: If the conversation or the parent does not exist, or the parent belongs
+                to another conversation.
+        """
+        _check_status(status)
+        msg = Message(
+            message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
+            time.time(), dict(stats or {}),
+        )
+        with write_transaction(self.db):
+            self.get(conversation_id)
+            if parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
+                raise StoreError(f"message {parent_id} is not in conversation {conversation_id}")
+            self.db.execute(
+                "INSERT INTO messages (id, conversation_id, parent_id, role, content, status,"
+                " created_at, stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [msg.id, conversation_id, parent_id, role, content, status, msg.created_at,
+                 to_json(msg.stats)],
+            )
+            self.db.execute(
+                "UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
+                [msg.id, msg.created_at, conversation_id],
+            )
+        return msg
+
+    def update_message(
+        self,
+        message_id: str,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        stats: dict[str, Any] | None = None,
+    ) -> Message:
+        """Change a message's content, status and/or stats; ``None`` leaves a field as it is.
+
+        Returns:
+            The message as stored afterwards.
+        """
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = content
+        if status is not None:
+            _check_status(status)
+            changes["status"] = status
+        if stats is not None:
+            changes["stats"] = to_json(stats)
+        with write_transaction(self.db):
+            self.message(message_id)
+            if changes:
+                assignments = ", ".join(f"{column} = ?" for column in changes)
+                self.db.execute(
+                    f"UPDATE messages SET {assignments} WHERE id = ?",
+                    [*changes.values(), message_id],
+                )
+            return self.message(message_id)
+
+    def message(self, message_id: str) -> Message:
+        """Return one message.
+
+        Raises:
+            StoreError: If there is no such message.
+        """
+        row = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", [message_id]
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no message {message_id}")
+        return _message(row)
+
+    def branch(self, leaf_id: str) -> builtins.list[Message]:
+        """Return the messages from the root down to ``leaf_id``, following ``parent_id``.
+
+        Raises:
+            StoreError: If ``leaf_id`` is not a message.
+        """
+        rows = self.db.execute(
+            f"""WITH RECURSIVE up(id, depth) AS (
+                   SELECT id, 0 FROM messages WHERE id = ?
+                   UNION ALL
+                   SELECT m.parent_id, up.depth + 1 FROM messages AS m JOIN up ON m.id = up.id
+                   WHERE m.parent_id IS NOT NULL
+               )
+               SELECT {_MESSAGE_COLUMNS} FROM up JOIN messages USING (id)
+               ORDER BY up.depth DESC""",
+            [leaf_id],
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"no message {leaf_id}")
+        return [_message(row) for row in rows]
+
+    def current_branch(self, conversation_id: str) -> builtins.list[Message]:
+        """Return the branch the conversation shows (root to ``leaf_id``); ``[]`` if empty."""
+        with read_transaction(self.db):
+            leaf_id = self.get(conversation_id).leaf_id
+            return self.branch(leaf_id) if leaf_id else []
+
+    def children(self, message_id: str) -> builtins.list[Message]:
+        """Return the messages that follow ``message_id``, oldest first (its alternatives)."""
+        rows = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE parent_id = ?"
+            " ORDER BY created_at, rowid", [message_id]
+        )
+        return [_message(row) for row in rows]
+
+    def set_leaf(self, conversation_id: str, message_id: str) -> None:
+        """Show the branch ending at ``message_id``.
+
+        Raises:
+            StoreError: If the message does not exist or belongs to another conversation.
+        """
+        with write_transaction(self.db):
+            if self.message(message_id).conversation_id != conversation_id:
+                raise StoreError(f"message {message_id} is not in conversation {conversation_id}")
+            self.db.execute(
+                "UPDATE conversations SET leaf_id = ? WHERE id = ?", [message_id, conversation_id]
+            )
+
+
+def _conversation(row: tuple) -> Conversation:
+    values = dict(zip(_CONVERSATION_COLUMNS.split(", "), row))
+    return Conversation(**{**values, "settings": from_json(values["settings"])})
+
+
+def _message(row: tuple) -> Message:
+    values = dict(zip(_MESSAGE_COLUMNS.split(", "), row))
+    return Message(**{**values, "stats": from_json(values["stats"])})
+
+
+def _check_status(status: str) -> None:
+    if status not in MESSAGE_STATUSES:
+        raise ValueError(f"message status {status!r} is not one of {', '.join(MESSAGE_STATUSES)}")
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

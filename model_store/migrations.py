@@ -1,0 +1,185 @@
+"""The database schema, built by named migrations applied in order.
+
+This module is the only place the schema changes. Each migration is a function decorated with
+:func:`migration`; its name (``m001_conversations``, ...) is recorded in the ``_migrations``
+table once applied, so :func:`migrate` runs only the ones a database has not seen yet. Never edit
+or rename a migration that has shipped: add a new one.
+
+Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together with its record, and
+re-checks the record inside that transaction, so two processes opening a new file at the same
+time apply every migration exactly once. A migration that must rebuild a table (SQLite cannot
+alter constraints) has to run with foreign keys off, which cannot be switched inside a
+transaction; add support for that when the first such migration is needed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from model_store.db import write_transaction
+
+MIGRATIONS_TABLE = "_migrations"
+
+MigrationFn = Callable[[sqlite_utils.Database], None]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One registered schema change."""
+
+    name: str
+    fn: MigrationFn
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: MigrationFn) -> MigrationFn:
+    """Register ``fn`` as the next migration, named after the function.
+
+    Args:
+        fn: Takes the database and changes the schema with plain SQL.
+
+    Returns:
+        ``fn`` unchanged.
+    """
+    if any(m.name == fn.__name__ for m in MIGRATIONS):
+        raise ValueError(f"migration {fn.__name__} is registered twice")
+    MIGRATIONS.append(Migration(fn.__name__, fn))
+    return fn
+
+
+def applied_migrations(db: sqlite_utils.Database) -> list[str]:
+    """Return the names of the migrations already applied to ``db``, in the order applied."""
+    if not db[MIGRATIONS_TABLE].exists():
+        return []
+    rows = db.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY applied_at, rowid")
+    return [name for (name,) in rows]
+
+
+def migrate(db: sqlite_utils.Database, *, upto: str | None = None) -> list[str]:
+    """Apply the migrations ``db`` is missing, in registration order.
+
+    Args:
+        db: The database.
+        upto: Stop after the migration with this name (tests use it to build old schemas).
+
+    Returns:
+        The names applied by this call (empty when the schema was already current).
+    """
+    wanted = _registered_upto(upto)
+    done = set(applied_migrations(db))
+    applied = []
+    for m in wanted:
+        if m.name in done:
+            continue
+        with write_transaction(db):
+            # Another process may have applied it since we looked; we now hold the write lock.
+            if m.name in _names_locked(db):
+                continue
+            m.fn(db)
+            db.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
+                [m.name, time.time()],
+            )
+        applied.append(m.name)
+    return applied
+
+
+def _registered_upto(upto: str | None) -> list[Migration]:
+    if upto is None:
+        return list(MIGRATIONS)
+    names = [m.name for m in MIGRATIONS]
+    if upto not in names:
+        raise ValueError(f"no migration named {upto!r}; known: {', '.join(names)}")
+    return MIGRATIONS[: names.index(upto) + 1]
+
+
+def _names_locked(db: sqlite_utils.Database) -> set[str]:
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at REAL)"
+    )
+    return {name for (name,) in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+
+
+@migration
+def m001_conversations(db: sqlite_utils.Database) -> None:
+    """Conversations and their tree of messages."""
+    db.execute(
+        """CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL,
+            model TEXT NOT NULL,
+            settings TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            leaf_id TEXT
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE messages (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            parent_id TEXT REFERENCES messages(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            stats TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    db.execute("CREATE INDEX messages_conversation_id ON messages(conversation_id)")
+    db.execute("CREATE INDEX messages_parent_id ON messages(parent_id)")
+
+
+@migration
+def m002_snapshots(db: sqlite_utils.Database) -> None:
+    """Model-state snapshots at turn ends, their parts stored as chunks."""
+    db.execute(
+        """CREATE TABLE snapshots (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            parent_id TEXT REFERENCES snapshots(id) ON DELETE CASCADE,
+            fingerprint TEXT NOT NULL,
+            format_version INTEGER NOT NULL,
+            n_tokens INTEGER NOT NULL,
+            kv_start INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            layout TEXT NOT NULL DEFAULT '{}',
+            checksums TEXT NOT NULL DEFAULT '{}',
+            part_bytes TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            last_used_at REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX snapshots_message_fingerprint ON snapshots(message_id, fingerprint)")
+    # Foreign-key columns: cascading deletes and the "has a child" test of eviction use these.
+    db.execute("CREATE INDEX snapshots_conversation_id ON snapshots(conversation_id)")
+    db.execute("CREATE INDEX snapshots_parent_id ON snapshots(parent_id)")
+    db.execute(
+        """CREATE TABLE snapshot_parts (
+            snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+            part TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (snapshot_id, part, seq)
+        )"""
+    )
+
+
+@migration
+def m003_file_hashes(db: sqlite_utils.Database) -> None:
+    """Cached sha256 of files (model weights), keyed by resolved path."""
+    db.execute(
+        """CREATE TABLE file_hashes (
+            path TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            sha256 TEXT NOT NULL
+        )"""
+    )

@@ -1,0 +1,358 @@
+"""Snapshots of the model's sequence state, saved at the exact end of a turn.
+
+A snapshot lets the engine resume a conversation without prefilling it again: it is the state
+after the last token of one message (``message_id``) for one model configuration
+(``fingerprint``: weights hash, quantisation, context size, backend version). Its bytes come as
+named *parts* -- for example ``"recurrent"`` (the fixed-size recurrent layers' state), ``"kv"``
+(attention keys/values from ``kv_start`` on), ``"prefill_tokens"``, ``"decoded_tokens"``. The
+store never interprets them; ``layout`` (JSON) is the engine's description of how to.
+
+Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``, so
+neither writing nor reading ever needs more than one chunk beyond the part itself in memory
+(:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk). Each part's size
+and blake2b-128 digest are kept on the snapshot row and checked on every read; a mismatch raises
+:class:`SnapshotCorrupt` and the caller falls back to a full prefill.
+
+Atomicity. A snapshot row and all its chunks are written in one transaction, so after a crash or
+a ``kill -9`` a snapshot is either whole or absent; no half-written parts are ever visible.
+
+Chains and eviction. ``parent_id`` points at the snapshot of an earlier turn of the same branch,
+so snapshots form trees like the messages they belong to. :meth:`SnapshotStore.evict` frees space
+by dropping one part (the large ``"recurrent"`` state by default) of least-recently-used
+snapshots that have a child. The newest snapshot of each branch (one with no child) is always
+kept whole: it is the one that resumes the conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import sqlite_utils
+
+from model_store.db import StoreError, from_json, read_transaction, to_json, write_transaction
+
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A snapshot's metadata; its parts' bytes are read with :meth:`SnapshotStore.read_part`."""
+
+    id: str
+    conversation_id: str
+    message_id: str
+    parent_id: str | None
+    fingerprint: str
+    format_version: int
+    n_tokens: int
+    kv_start: int
+    text: str
+    layout: dict[str, Any]
+    checksums: dict[str, str]
+    part_bytes: dict[str, int]
+    created_at: float
+    last_used_at: float
+
+    def has_part(self, name: str) -> bool:
+        """Whether the part ``name`` is stored (it may have been dropped by eviction)."""
+        return name in self.part_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """The total size of the stored parts."""
+        return sum(self.part_bytes.values())
+
+
+# The record's fields are the table's columns (dict fields are JSON text).
+_FIELD_NAMES = tuple(f.name for f in fields(SnapshotRecord))
+_COLUMNS = ", ".join(_FIELD_NAMES)
+
+
+class SnapshotCorrupt(StoreError):
+    """A snapshot part cannot be read back as it was saved.
+
+    Attributes:
+        snapshot_id: The snapshot.
+        part: The part being read.
+        reason: Why: a missing chunk, a size or checksum mismatch, a part that is not stored
+            (dropped by eviction) or a snapshot that no longer exists.
+    """
+
+    def __init__(self, snapshot_id: str, part: str, reason: str):
+        self.snapshot_id = snapshot_id
+        self.part = part
+        self.reason = reason
+        super().__init__(f"snapshot {snapshot_id}, part {part!r}: {reason}")
+
+
+class SnapshotStore:
+    """Saves, reads and evicts snapshots in one database."""
+
+    def __init__(self, db: sqlite_utils.Database):
+        """Wrap an open database (see :func:`model_store.db.open_database`)."""
+        self.db = db
+
+    def save(
+        self,
+        *,
+        conversation_id: str,
+        message_id: str,
+        parent_id: str | None,
+        fingerprint: str,
+        format_version: int,
+        n_tokens: int,
+        kv_start: int,
+        text: str,
+        layout: dict[str, Any],
+        parts: Mapping[str, bytes | bytearray | memoryview],
+    ) -> SnapshotRecord:
+        """Store a snapshot and all its parts in one transaction.
+
+        Args:
+            conversation_id: The conversation of ``message_id``.
+            message_id: The message whose end the state corresponds to.
+            parent_id: The snapshot of an earlier turn this one extends, if any.
+            fingerprint: Identifies the model configuration the state is valid for.
+            format_version: The engine's serialisation format.
+            n_tokens: Tokens in the sequence.
+            kv_start: First position the ``"kv"`` part covers.
+            text: The text the state corresponds to (lets the engine check a prefix match).
+            layout: The engine's description of the parts.
+            parts: Part name to bytes; each is checksummed and split into chunks.
+
+        Returns:
+            The stored record.
+
+        Raises:
+            StoreError: If the message (in that conversation) or the parent snapshot is gone.
+        """
+        views = {name: memoryview(data).cast("B") for name, data in parts.items()}
+        now = time.time()
+        record = SnapshotRecord(
+            uuid.uuid4().hex, conversation_id, message_id, parent_id, fingerprint,
+            format_version, n_tokens, kv_start, text, dict(layout),
+            {name: _digest(view) for name, view in views.items()},
+            {name: view.nbytes for name, view in views.items()}, now, now,
+        )
+        with write_transaction(self.db):
+            self._check_references(record)
+            row = _row(record)
+            self.db.execute(
+                f"INSERT INTO snapshots ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})",
+                row,
+            )
+            for name, view in views.items():
+                self.db.conn.executemany(
+                    "INSERT INTO snapshot_parts (snapshot_id, part, seq, data) VALUES (?, ?, ?, ?)",
+                    ((record.id, name, seq, chunk) for seq, chunk in _chunks(view)),
+                )
+        return record
+
+    def get(self, snapshot_id: str) -> SnapshotRecord | None:
+        """Return a snapshot's record, or ``None`` if there is none with that id."""
+        row = self.db.execute(
+            f"SELECT {_COLUMNS} FROM snapshots WHERE id = ?", [snapshot_id]
+        ).fetchone()
+        return _record(row) if row else None
+
+    def find(self, message_id: str, fingerprint: str) -> SnapshotRecord | None:
+        """Return the newest snapshot for ``message_id`` made with ``fingerprint``, if any."""
+        row = self.db.execute(
+            f"SELECT {_COLUMNS} FROM snapshots WHERE message_id = ? AND fingerprint = ?"
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            [message_id, fingerprint],
+        ).fetchone()
+        return _record(row) if row else None
+
+    def for_message(self, message_id: str) -> list[SnapshotRecord]:
+        """Return every snapshot of ``message_id`` (any fingerprint), newest first."""
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM snapshots WHERE message_id = ?"
+            " ORDER BY created_at DESC, rowid DESC",
+            [message_id],
+        )
+        return [_record(row) for row in rows]
+
+    def chain(self, snapshot_id: str) -> list[SnapshotRecord]:
+        """Return the snapshot, its parent, grandparent, ... up to the root (``[]`` if absent)."""
+        rows = self.db.execute(
+            f"""WITH RECURSIVE up(id, depth) AS (
+                    SELECT id, 0 FROM snapshots WHERE id = ?
+                    UNION ALL
+                    SELECT s.parent_id, up.depth + 1 FROM snapshots AS s JOIN up ON s.id = up.id
+                    WHERE s.parent_id IS NOT NULL
+                )
+                SELECT {_COLUMNS} FROM up JOIN snapshots USING (id) ORDER BY up.depth""",
+            [snapshot_id],
+        )
+        return [_record(row) for row in rows]
+
+    def read_part(self, snapshot_id: str, part: str) -> bytearray:
+        """Reassemble one part, checking its chunks, size and checksum.
+
+        Memory stays bounded: the result is preallocated at the recorded size and filled one
+        chunk at a time from a cursor.
+
+        Args:
+            snapshot_id: The snapshot.
+            part: The part name.
+
+        Returns:
+            The part's bytes (a ``bytearray``, so callers can hand it to C without a copy).
+
+        Raises:
+            SnapshotCorrupt: If a chunk is missing, the size or checksum differs from what was
+                saved, the part is not stored or the snapshot does not exist.
+        """
+        with read_transaction(self.db):
+            record = self.get(snapshot_id)
+            if record is None:
+                raise SnapshotCorrupt(snapshot_id, part, "the snapshot does not exist")
+            if not record.has_part(part):
+                raise SnapshotCorrupt(snapshot_id, part, "the part is not stored")
+            cursor = self.db.conn.execute(
+                # CAST: a damaged row holding TEXT must fail the checks, not UTF-8 decoding.
+                "SELECT seq, CAST(data AS BLOB) FROM snapshot_parts"
+                " WHERE snapshot_id = ? AND part = ? ORDER BY seq",
+                [snapshot_id, part],
+            )
+            return _assemble(record, part, cursor)
+
+    def touch(self, snapshot_id: str) -> None:
+        """Mark a snapshot as just used (eviction drops the least recently used first)."""
+        with write_transaction(self.db):
+            self.db.execute(
+                "UPDATE snapshots SET last_used_at = ? WHERE id = ?", [time.time(), snapshot_id]
+            )
+
+    def drop_part(self, snapshot_id: str, part: str) -> int:
+        """Delete one part of a snapshot, keeping the rest.
+
+        Returns:
+            The bytes freed (0 if the part was not stored).
+        """
+        with write_transaction(self.db):
+            self.db.execute(
+                "DELETE FROM snapshot_parts WHERE snapshot_id = ? AND part = ?", [snapshot_id, part]
+            )
+            record = self.get(snapshot_id)
+            if record is None or not record.has_part(part):
+                return 0
+            checksums = {k: v for k, v in record.checksums.items() if k != part}
+            sizes = {k: v for k, v in record.part_bytes.items() if k != part}
+            self.db.execute(
+                "UPDATE snapshots SET checksums = ?, part_bytes = ? WHERE id = ?",
+                [to_json(checksums), to_json(sizes), snapshot_id],
+            )
+            return record.part_bytes[part]
+
+    def total_bytes(self) -> int:
+        """Return the size of every stored part of every snapshot."""
+        (total,) = self.db.execute(
+            "SELECT coalesce(sum(p.value), 0) FROM snapshots AS s, json_each(s.part_bytes) AS p"
+        ).fetchone()
+        return int(total)
+
+    def conversation_bytes(self, conversation_id: str) -> dict[str, int]:
+        """Return one conversation's snapshot sizes, per part name."""
+        rows = self.db.execute(
+            "SELECT p.key, sum(p.value) FROM snapshots AS s, json_each(s.part_bytes) AS p"
+            " WHERE s.conversation_id = ? GROUP BY p.key ORDER BY p.key",
+            [conversation_id],
+        )
+        return {key: int(size) for key, size in rows}
+
+    def evict(self, budget_bytes: int, part: str = "recurrent") -> list[str]:
+        """Drop ``part`` of least-recently-used inner snapshots until the total fits the budget.
+
+        Only snapshots with at least one child snapshot are candidates, so the newest snapshot
+        of every branch stays whole. Each drop is its own short transaction, so the other
+        process is never locked out for long. Stops early when no candidate is left.
+
+        Args:
+            budget_bytes: The total (:meth:`total_bytes`) to get down to.
+            part: The part to drop.
+
+        Returns:
+            The ids of the snapshots whose part was dropped, in eviction order.
+        """
+        total = self.total_bytes()
+        if total <= budget_bytes:
+            return []
+        candidates = self.db.execute(
+            "SELECT s.id, s.part_bytes FROM snapshots AS s"
+            " WHERE EXISTS (SELECT 1 FROM snapshots AS c WHERE c.parent_id = s.id)"
+            " ORDER BY s.last_used_at, s.created_at, s.rowid"
+        ).fetchall()
+        evicted = []
+        for snapshot_id, part_bytes in candidates:
+            if total <= budget_bytes:
+                break
+            if part in from_json(part_bytes):
+                freed = self.drop_part(snapshot_id, part)
+                total -= freed
+                if freed:
+                    evicted.append(snapshot_id)
+        return evicted
+
+    def _check_references(self, record: SnapshotRecord) -> None:
+        found = self.db.execute(
+            "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+            [record.message_id, record.conversation_id],
+        ).fetchone()
+        if found is None:
+            raise StoreError(
+                f"cannot save a snapshot: no message {record.message_id} "
+                f"in conversation {record.conversation_id}"
+            )
+        if record.parent_id is not None and self.get(record.parent_id) is None:
+            raise StoreError(f"cannot save a snapshot: no parent snapshot {record.parent_id}")
+
+
+def _assemble(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]]) -> bytearray:
+    size = record.part_bytes[part]
+    buffer = bytearray(size)
+    digest = hashlib.blake2b(digest_size=16)
+    offset = next_seq = 0
+    for seq, data in rows:
+        if seq != next_seq:
+            raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
+        end = offset + len(data)
+        if end > size:
+            raise SnapshotCorrupt(record.id, part, f"size mismatch: more than {size} bytes")
+        buffer[offset:end] = data
+        digest.update(data)
+        offset, next_seq = end, next_seq + 1
+    if offset < size:
+        if next_seq < -(-size // CHUNK_BYTES):
+            raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
+        raise SnapshotCorrupt(record.id, part, f"size mismatch: {offset} of {size} bytes")
+    if digest.hexdigest() != record.checksums.get(part):
+        raise SnapshotCorrupt(record.id, part, "checksum mismatch")
+    return buffer
+
+
+def _chunks(view: memoryview) -> Iterator[tuple[int, memoryview]]:
+    for seq, start in enumerate(range(0, view.nbytes, CHUNK_BYTES)):
+        yield seq, view[start : start + CHUNK_BYTES]
+
+
+def _digest(view: memoryview) -> str:
+    return hashlib.blake2b(view, digest_size=16).hexdigest()
+
+
+def _row(record: SnapshotRecord) -> list[Any]:
+    values = (getattr(record, name) for name in _FIELD_NAMES)
+    return [to_json(v) if isinstance(v, dict) else v for v in values]
+
+
+def _record(row: tuple) -> SnapshotRecord:
+    values = dict(zip(_FIELD_NAMES, row))
+    for name in ("layout", "checksums", "part_bytes"):
+        values[name] = from_json(values[name])
+    return SnapshotRecord(**values)

@@ -1,0 +1,105 @@
+"""Damaged, foreign and outdated snapshots are refused with a reason; the answer stays exact."""
+
+import pytest
+
+from tests.process.test_snapshot_exactness import USER_MESSAGES, Chat
+
+pytestmark = pytest.mark.process
+
+
+def latest_snapshot_id(chat):
+    leaf = chat.store.current_branch(chat.conversation.id)[-1]
+    return chat.store.db.execute("select id from snapshots where message_id = ?", [leaf.id]).fetchone()[0]
+
+
+def flip_byte(chat, snapshot_id, part):
+    chat.store.db.execute(
+        "update snapshot_parts set data = cast(substr(data, 1, 10) || x'5a' || substr(data, 12) as blob) "
+        "where snapshot_id = ? and part = ? and seq = 0", [snapshot_id, part])
+    chat.store.db.conn.commit()
+
+
+def drop_last_chunk_bytes(chat, snapshot_id, part):
+    chat.store.db.execute("update snapshot_parts set data = substr(data, 1, length(data) - 7) "
+                          "where snapshot_id = ? and part = ?", [snapshot_id, part])
+    chat.store.db.conn.commit()
+
+
+def sql(chat, statement, *args):
+    chat.store.db.execute(statement, list(args))
+    chat.store.db.conn.commit()
+
+
+DAMAGE = {
+    "corrupt recurrent bytes": lambda chat, sid: flip_byte(chat, sid, "recurrent"),
+    "corrupt kv bytes": lambda chat, sid: flip_byte(chat, sid, "kv"),
+    "truncated kv chunk": lambda chat, sid: drop_last_chunk_bytes(chat, sid, "kv"),
+}
+FOREIGN = {
+    "another model": lambda chat, sid: sql(chat, "update snapshots set fingerprint = 'someone-else'"),
+    "another format version": lambda chat, sid: sql(chat, "update snapshots set format_version = 99 where id = ?", sid),
+    "damaged token record": lambda chat, sid: (flip_byte(chat, sid, "recurrent"),
+                                               drop_last_chunk_bytes(chat, sid, "decoded_tokens")),
+}
+
+
+def run_with(tmp_path, model, damage, name):
+    chat = Chat(tmp_path / name, model)
+    chat.start_worker()
+    for text in USER_MESSAGES[:2]:
+        chat.say(text)
+    chat.stop_worker()
+    damage(chat, latest_snapshot_id(chat))
+    chat.start_worker()
+    result = chat.say(USER_MESSAGES[2])
+    chat.stop_worker()
+    return result.finished
+
+
+def uninterrupted(tmp_path, model):
+    chat = Chat(tmp_path / "uninterrupted", model)
+    chat.start_worker()
+    ids = [chat.say(text).finished.token_ids for text in USER_MESSAGES[:3]]
+    chat.stop_worker()
+    return ids[-1]
+
+
+def read_from_scratch(tmp_path, model):
+    """The same conversation continued by a worker that has no snapshots at all."""
+    chat = Chat(tmp_path / "source", model)
+    chat.start_worker()
+    for text in USER_MESSAGES[:2]:
+        chat.say(text)
+    chat.stop_worker()
+    chat.store.db.execute("delete from snapshots")
+    chat.store.db.conn.commit()
+    chat.start_worker()
+    finished = chat.say(USER_MESSAGES[2]).finished
+    chat.stop_worker()
+    assert not finished.snapshot.restored
+    return finished.token_ids
+
+
+@pytest.fixture(params=["hybrid_tiny", "smollm2"])
+def model(request):
+    return str(request.getfixturevalue(request.param))
+
+
+@pytest.mark.parametrize("model_fixture, name", [
+    ("hybrid_tiny", "corrupt recurrent bytes"), ("hybrid_tiny", "corrupt kv bytes"), ("hybrid_tiny", "truncated kv chunk"),
+    ("smollm2", "corrupt kv bytes"), ("smollm2", "truncated kv chunk"),  # a transformer has no recurrent part
+])
+def test_damaged_state_is_refused_and_rebuilt_exactly(request, tmp_path, model_fixture, name):
+    model = str(request.getfixturevalue(model_fixture))
+    finished = run_with(tmp_path, model, DAMAGE[name], name.replace(" ", "-"))
+    assert finished.snapshot.restored
+    assert any("refused" in note for note in finished.snapshot.notes), finished.snapshot.notes
+    assert finished.token_ids == uninterrupted(tmp_path, model)
+
+
+@pytest.mark.parametrize("name", list(FOREIGN))
+def test_unusable_snapshot_falls_back_to_reading_the_conversation(tmp_path, model, name):
+    finished = run_with(tmp_path, model, FOREIGN[name], name.replace(" ", "-"))
+    assert not finished.snapshot.restored
+    assert finished.snapshot.notes and "read again" in finished.snapshot.notes[-1]
+    assert finished.token_ids == read_from_scratch(tmp_path, model)

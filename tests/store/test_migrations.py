@@ -1,0 +1,115 @@
+"""Named migrations: fresh files, re-runs, old schemas brought up to date, unusable files."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import sqlite_utils
+
+from model_store.conversations import ConversationStore
+from model_store.db import StoreError, open_database
+from model_store.migrations import MIGRATIONS, applied_migrations, migrate
+
+ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes"]
+TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes"}
+
+
+def test_registry_order():
+    assert [m.name for m in MIGRATIONS] == ALL
+
+
+def test_fresh_database_gets_every_table_and_record(db):
+    assert set(db.table_names()) == TABLES
+    rows = list(db.execute("SELECT name, applied_at FROM _migrations ORDER BY rowid"))
+    assert [name for name, _ in rows] == ALL
+    assert all(isinstance(applied_at, float) for _, applied_at in rows)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 10000
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
+def test_schema_cascades_and_indexes(db):
+    def cascades(table):
+        # foreign_key_list rows: id, seq, table, from, to, on_update, on_delete, match
+        rows = db.execute(f"PRAGMA foreign_key_list({table})").fetchall()
+        return {(row[2], row[3]) for row in rows if row[6] == "CASCADE"}
+
+    assert cascades("messages") == {("conversations", "conversation_id"), ("messages", "parent_id")}
+    assert cascades("snapshots") == {
+        ("conversations", "conversation_id"), ("messages", "message_id"), ("snapshots", "parent_id")
+    }
+    assert cascades("snapshot_parts") == {("snapshots", "snapshot_id")}
+    message_indexes = {tuple(i.columns) for i in db["messages"].indexes}
+    assert message_indexes >= {("conversation_id",), ("parent_id",)}
+    assert ("message_id", "fingerprint") in {tuple(i.columns) for i in db["snapshots"].indexes}
+    assert db["snapshot_parts"].pks == ["snapshot_id", "part", "seq"]
+    assert db["file_hashes"].pks == ["path"]
+
+
+def test_migrating_twice_applies_nothing(db, db_path):
+    assert migrate(db) == []
+    db.close()
+    again = open_database(db_path)
+    try:
+        assert applied_migrations(again) == ALL
+        assert again.execute("SELECT count(*) FROM _migrations").fetchone()[0] == 3
+    finally:
+        again.close()
+
+
+def test_old_schema_is_brought_up_to_date(db_path):
+    db_path.parent.mkdir(parents=True)
+    old = sqlite_utils.Database(db_path)
+    assert migrate(old, upto="m001_conversations") == ["m001_conversations"]
+    assert set(old.table_names()) == {"_migrations", "conversations", "messages"}
+    conv = ConversationStore(old).create("from an old version")
+    old.close()
+
+    db = open_database(db_path)
+    try:
+        assert applied_migrations(db) == ALL
+        assert set(db.table_names()) == TABLES
+        assert ConversationStore(db).get(conv.id).title == "from an old version"
+    finally:
+        db.close()
+
+
+def test_unknown_upto_is_refused(db):
+    with pytest.raises(ValueError, match="m999"):
+        migrate(db, upto="m999")
+
+
+@pytest.mark.parametrize("content", [os.urandom(8192), b"not a database, just text\n" * 10])
+def test_garbage_file_raises_store_error_naming_it(tmp_path, content):
+    path = tmp_path / "hearth.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreError) as err:
+        open_database(path)
+    assert str(path) in str(err.value)
+    assert "move it aside" in str(err.value)
+    assert path.read_bytes() == content  # the user's file is left alone
+
+
+def test_concurrent_first_opens_apply_each_migration_once(db_path):
+    results, errors = [], []
+
+    def open_one():
+        try:
+            db = open_database(db_path)
+            try:
+                results.append(applied_migrations(db))
+            finally:
+                db.close()
+        except Exception as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert results == [ALL] * 4
