@@ -39,14 +39,29 @@ def generate_command(history: list[Message], conversation_id: str, answer_id: st
 
 def send_turn(
     store: ConversationStore, client: EngineClient, conversation_id: str, text: str, *,
-    reply_to: str | None = None, sampling: p.SamplingSpec | None = None, max_tokens: int = 512,
-    on_event: Callable[[ClientEvent], None] | None = None,
+    reply_to: str | None = None, **options,
 ) -> TurnResult:
-    """Run one turn to its end; ``reply_to`` answers from an earlier message (an edit)."""
+    """Add a user message and answer it; ``reply_to`` answers from an earlier message (an edit)."""
     history = store.branch(reply_to) if reply_to else store.current_branch(conversation_id)
     user = store.add_message(conversation_id, "user", text, parent_id=history[-1].id if history else None)
+    return answer_turn(store, client, conversation_id, [*history, user], **options)
+
+
+def regenerate_turn(store: ConversationStore, client: EngineClient, conversation_id: str, user_message_id: str,
+                    **options) -> TurnResult:
+    """A new answer to an existing user message; the earlier answers stay as other branches."""
+    return answer_turn(store, client, conversation_id, store.branch(user_message_id), **options)
+
+
+def answer_turn(
+    store: ConversationStore, client: EngineClient, conversation_id: str, history: list[Message], *,
+    sampling: p.SamplingSpec | None = None, max_tokens: int = 512,
+    on_event: Callable[[ClientEvent], None] | None = None,
+) -> TurnResult:
+    """Answer the last message of ``history`` (a user message) and store the answer as its child."""
+    user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    command = generate_command([*history, user], conversation_id, answer.id, sampling or p.SamplingSpec(), max_tokens)
+    command = generate_command(history, conversation_id, answer.id, sampling or p.SamplingSpec(), max_tokens)
     result = TurnResult(user, answer, None)
     started, written = time.time(), []
     for event in client.stream(command):

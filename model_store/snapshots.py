@@ -10,7 +10,7 @@ store never interprets them; ``layout`` (JSON) is the engine's description of ho
 Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``, so
 neither writing nor reading ever needs more than one chunk beyond the part itself in memory
 (:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk). Each part's size
-and blake2b-128 digest are kept on the snapshot row and checked on every read; a mismatch raises
+and SHA-256 digest (hardware-accelerated on current CPUs) are kept on the snapshot row and checked on every read; a mismatch raises
 :class:`SnapshotCorrupt` and the caller falls back to a full prefill.
 
 Atomicity. A snapshot row and all its chunks are written in one transaction, so after a crash or
@@ -317,7 +317,7 @@ class SnapshotStore:
 def _assemble(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]]) -> bytearray:
     size = record.part_bytes[part]
     buffer = bytearray(size)
-    digest = hashlib.blake2b(digest_size=16)
+    digest = hashlib.sha256()
     offset = next_seq = 0
     for seq, data in rows:
         if seq != next_seq:
@@ -343,7 +343,7 @@ def _chunks(view: memoryview) -> Iterator[tuple[int, memoryview]]:
 
 
 def _digest(view: memoryview) -> str:
-    return hashlib.blake2b(view, digest_size=16).hexdigest()
+    return hashlib.sha256(view).hexdigest()
 
 
 def _row(record: SnapshotRecord) -> list[Any]:

@@ -314,8 +314,9 @@ class LlamaContext:
         written = llama_cpp.llama_state_seq_get_data_ext(self.handle, buf, size, seq_id, flags)
         return bytes(memoryview(buf)[:written])
 
-    def state_set(self, blob: bytes, seq_id: int = 0, flags: int = 0) -> bool:
-        buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+    def state_set(self, blob: bytes | bytearray, seq_id: int = 0, flags: int = 0) -> bool:
+        array_type = ctypes.c_uint8 * len(blob)
+        buf = array_type.from_buffer(blob) if isinstance(blob, bytearray) else array_type.from_buffer_copy(blob)
         return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, len(blob), seq_id, flags) > 0
 
 

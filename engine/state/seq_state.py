@@ -81,15 +81,6 @@ class KvCells:
         n_layer = len(layout.k)
         return cls(positions, meta, arrays[1 : 1 + n_layer], arrays[1 + n_layer :])
 
-    @staticmethod
-    def concat(parts: list["KvCells"]) -> "KvCells":
-        return KvCells(
-            np.concatenate([p.positions for p in parts]),
-            np.concatenate([p.meta for p in parts]),
-            [np.concatenate(layer) for layer in zip(*(p.k for p in parts))],
-            [np.concatenate(layer) for layer in zip(*(p.v for p in parts))],
-        )
-
 
 class _Reader:
     def __init__(self, data: bytes, offset: int = 0) -> None:
@@ -171,20 +162,33 @@ def _single_sequence(cells: KvCells, meta_bytes: int) -> bool:
     return bool(np.all(n_seq_id == 1)) and bool(np.all(cells.positions >= 0))
 
 
-def build_kv(layout: KvLayout, cells: KvCells) -> bytes:
-    """The KV part bytes for ``cells`` (in position order), ready to precede the recurrent part."""
-    out = [_U32.pack(layout.n_stream)]
+def build_blob(seq_id: int, layout: KvLayout | None, pieces: list[KvCells], recurrent: bytes) -> bytearray:
+    """The whole blob, written once into one buffer: header, KV part (cells of ``pieces`` in order,
+    which must be in position order), recurrent part. ``layout=None`` means no KV part."""
+    header = _U32.pack(MAGIC) + _I32.pack(seq_id)
+    kv = _kv_segments(layout, pieces) if layout is not None else []
+    total = len(header) + sum(len(memoryview(seg).cast("B")) for seg in kv) + len(recurrent)
+    out = bytearray(total)
+    offset = 0
+    for segment in (header, *kv, recurrent):
+        view = memoryview(segment).cast("B")
+        out[offset : offset + len(view)] = view
+        offset += len(view)
+    return out
+
+
+def _kv_segments(layout: KvLayout, pieces: list[KvCells]) -> list:
+    count = sum(len(p.positions) for p in pieces)
+    out: list = [_U32.pack(layout.n_stream)]
     for stream in range(layout.n_stream):
-        count = len(cells.positions) if stream == layout.stream else 0
-        out.append(_U32.pack(count))
-        if count == 0:
+        n = count if stream == layout.stream else 0
+        out.append(_U32.pack(n))
+        if n == 0:
             continue
-        out += [cells.meta.tobytes(), _U32.pack(layout.v_trans), _U32.pack(len(layout.k))]
-        for specs, rows in ((layout.k, cells.k), (layout.v, cells.v)):
-            for (kind, row_bytes), data in zip(specs, rows):
-                out += [_I32.pack(kind), _U64.pack(row_bytes), data.tobytes()]
-    return b"".join(out)
-
-
-def build_blob(seq_id: int, kv: bytes, recurrent: bytes) -> bytes:
-    return _U32.pack(MAGIC) + _I32.pack(seq_id) + kv + recurrent
+        out += [np.ascontiguousarray(p.meta) for p in pieces]
+        out += [_U32.pack(layout.v_trans), _U32.pack(len(layout.k))]
+        for specs, layer_rows in ((layout.k, [p.k for p in pieces]), (layout.v, [p.v for p in pieces])):
+            for layer, (kind, row_bytes) in enumerate(specs):
+                out += [_I32.pack(kind), _U64.pack(row_bytes)]
+                out += [np.ascontiguousarray(rows[layer]) for rows in layer_rows]
+    return out

@@ -28,7 +28,7 @@ import numpy as np
 from engine.backends.base import ContextSettings
 from engine.backends.llama_cpp import BACKEND_VERSION, STATE_PARTIAL_ONLY
 from engine.session import ModelSession
-from engine.state.seq_state import KvCells, KvLayout, StateFormatError, build_blob, build_kv, parse_kv, split_header
+from engine.state.seq_state import KvCells, KvLayout, StateFormatError, build_blob, parse_kv, split_header
 from model_store.snapshots import SnapshotCorrupt, SnapshotRecord, SnapshotStore
 
 FORMAT_VERSION = 1
@@ -173,21 +173,20 @@ class SnapshotKeeper:
             return index
         return len(chain)
 
-    def _assemble(self, chain: list[SnapshotRecord]) -> bytes:
+    def _assemble(self, chain: list[SnapshotRecord]) -> bytearray:
         head = chain[0]
         if self.has_recurrent and "recurrent" not in head.part_bytes:
             raise SnapshotUnusable("its recurrent part was evicted to stay within the disk budget")
         recurrent = self.store.read_part(head.id, "recurrent") if self.has_recurrent else b""
-        kv = b""
         layout_json = head.layout.get("kv")
-        if self.has_kv and layout_json is not None:
-            layout = KvLayout.from_json(layout_json)
-            pieces = [KvCells.from_bytes(layout, self.store.read_part(r.id, "kv")) for r in reversed(chain)]
-            cells = KvCells.concat(pieces)
-            if not np.array_equal(cells.positions, np.arange(head.n_tokens, dtype=np.int32)):
-                raise SnapshotUnusable("the stored KV cells do not line up")
-            kv = build_kv(layout, cells)
-        return build_blob(0, kv, recurrent)
+        if not self.has_kv or layout_json is None:
+            return build_blob(0, None, [], recurrent)
+        layout = KvLayout.from_json(layout_json)
+        pieces = [KvCells.from_bytes(layout, self.store.read_part(r.id, "kv")) for r in reversed(chain)]
+        positions = np.concatenate([piece.positions for piece in pieces])
+        if not np.array_equal(positions, np.arange(head.n_tokens, dtype=np.int32)):
+            raise SnapshotUnusable("the stored KV cells do not line up")
+        return build_blob(0, layout, pieces, recurrent)
 
     def _replay(self, segment: Segment) -> None:
         self.session.feed(segment.prefill)

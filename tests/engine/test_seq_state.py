@@ -7,7 +7,7 @@ from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.prompts import raw_prompt_tokens
 from engine.session import open_session
 from engine.state.seq_state import (
-    KvCells, StateFormatError, build_blob, build_kv, parse_kv, split_header,
+    KvCells, StateFormatError, build_blob, parse_kv, split_header,
 )
 
 
@@ -32,7 +32,7 @@ def test_blob_splits_into_cells_and_rebuilds_identically(fed_session):
     layout, cells = parse_kv(body, len(body) - len(recurrent))
     assert np.array_equal(cells.positions, np.arange(fed_session.n_past))
     assert len(layout.k) == len(layout.v) >= 1
-    assert build_blob(seq_id, build_kv(layout, cells), recurrent) == fed_session.context.state_get(0)
+    assert build_blob(seq_id, layout, [cells], recurrent) == fed_session.context.state_get(0)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 11])
@@ -41,7 +41,7 @@ def test_cells_stored_in_two_pieces_reassemble(fed_session, cut):
     layout, cells = parse_kv(body, len(body) - len(recurrent))
     head = KvCells(cells.positions[:cut], cells.meta[:cut], [a[:cut] for a in cells.k], [a[:cut] for a in cells.v])
     pieces = [KvCells.from_bytes(layout, head.to_bytes()), KvCells.from_bytes(layout, cells.since(cut).to_bytes())]
-    rebuilt = build_blob(0, build_kv(layout, KvCells.concat(pieces)), recurrent)
+    rebuilt = build_blob(0, layout, pieces, recurrent)
     assert rebuilt == fed_session.context.state_get(0)
 
 
@@ -53,7 +53,7 @@ def test_rebuilt_blob_restores_the_same_next_token_logits(fed_session):
     fed_session.feed([43])
     after_extra = fed_session.last_logits().copy()
     fed_session.reset()
-    assert fed_session.context.state_set(build_blob(0, build_kv(layout, cells), recurrent))
+    assert fed_session.context.state_set(build_blob(0, layout, [cells], recurrent))
     fed_session.tokens = [0] * n_past
     fed_session.feed([43])
     np.testing.assert_array_equal(fed_session.last_logits(), after_extra)

@@ -24,8 +24,10 @@ class Chat:
         self.conversation = self.store.create("test", model=model)
         self.client = None
 
-    def start_worker(self):
+    def start_worker(self, snapshot_budget_bytes=None):
         self.client = ProcessClient(data_dir=self.data_dir)
+        if snapshot_budget_bytes is not None:
+            self.client.snapshot_budget_bytes = snapshot_budget_bytes
         self.client.start()
         self.client.load_model(self.model)
 
@@ -92,3 +94,42 @@ def test_edit_at_an_earlier_turn_restores_that_turn(tmp_path, model):
     branch = chat.store.current_branch(chat.conversation.id)
     assert [m.role for m in branch] == ["user", "assistant", "user", "assistant"]
     assert len(chat.store.children(first.answer.id)) == 2  # the old branch is still there
+
+
+def test_regenerate_restores_the_turn_before_and_keeps_both_answers(tmp_path, hybrid_tiny):
+    from app.turn import regenerate_turn
+
+    chat = Chat(tmp_path, str(hybrid_tiny))
+    chat.start_worker()
+    chat.say(USER_MESSAGES[0])
+    second = chat.say(USER_MESSAGES[1])
+    chat.stop_worker()
+    chat.start_worker()
+    again = regenerate_turn(chat.store, chat.client, chat.conversation.id, second.user.id,
+                            sampling=GREEDY, max_tokens=24)
+    chat.stop_worker()
+    assert again.finished.snapshot.restored
+    assert again.finished.token_ids == second.finished.token_ids  # greedy: the same answer again
+    assert [m.id for m in chat.store.children(second.user.id)] == [second.answer.id, again.answer.id]
+
+
+def test_small_disk_budget_evicts_inner_recurrent_parts_and_edits_stay_exact(tmp_path, hybrid_tiny):
+    reference = Chat(tmp_path / "reference", str(hybrid_tiny))
+    reference.start_worker()
+    for text in USER_MESSAGES[:2]:
+        reference.say(text)
+    expected = reference.say("Edited third question.").finished.token_ids
+    reference.stop_worker()
+
+    chat = Chat(tmp_path / "tight", str(hybrid_tiny))
+    chat.start_worker(snapshot_budget_bytes=60_000)  # room for about two turns
+    turns = [chat.say(text) for text in USER_MESSAGES]
+    chat.stop_worker()
+    records = [chat.store.db.execute("select part_bytes from snapshots where message_id = ?",
+                                     [t.answer.id]).fetchone()[0] for t in turns]
+    assert '"recurrent"' not in records[1] and '"recurrent"' in records[-1]  # inner evicted, newest kept
+    chat.start_worker()
+    edited = chat.say("Edited third question.", reply_to=turns[1].answer.id)
+    chat.stop_worker()
+    assert any("evicted" in note for note in edited.finished.snapshot.notes)
+    assert edited.finished.token_ids == expected

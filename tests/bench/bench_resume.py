@@ -1,0 +1,140 @@
+"""Time to first token when a saved conversation is resumed from its snapshot vs read again.
+
+For each length, a conversation whose first message has about that many tokens is answered once
+(which saves the turn-end snapshot). Then, in a fresh engine, the next message is sent twice: once
+with the snapshot (restore + read the new message) and once with the snapshots deleted (read the
+whole conversation again). Time to first token is measured by the caller, from sending the request
+to the first token delta. Also reports the snapshot's bytes, split into the fixed recurrent part
+and the growing KV part. Prints one JSON object.
+Usage: ``python tests/bench/bench_resume.py [--models smollm2,hybrid-bench] [--lengths 1024,4096,...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from app.turn import send_turn  # noqa: E402
+from engine import protocol as p  # noqa: E402
+from engine.client import InprocClient  # noqa: E402
+from engine.model_files import embedded_model_path  # noqa: E402
+from engine.prompts import raw_prompt_tokens  # noqa: E402
+from engine.session import open_session  # noqa: E402
+from model_store.conversations import ConversationStore  # noqa: E402
+from model_store.db import database_path, open_database  # noqa: E402
+from model_store.snapshots import SnapshotStore  # noqa: E402
+from tests.fixtures.make_models import make_models  # noqa: E402
+
+WORDS = ("river stone light house garden winter market letter window music paper forest "
+         "bridge candle morning harbor orchard valley meadow lantern").split()
+GREEDY = p.SamplingSpec(temperature=0)
+
+
+def long_text(n_words: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n_words)) + "\nSummarise this in one line."
+
+
+def timed_turn(client, store, conversation_id: str, text: str) -> tuple[float, p.Finished]:
+    sent = time.perf_counter()
+    first: list[float] = []
+
+    def on_event(event):  # the first token, or the end if the answer was empty
+        if isinstance(event, (p.TokenDelta, p.Finished)) and not first:
+            first.append(time.perf_counter())
+
+    result = send_turn(store, client, conversation_id, text, sampling=GREEDY, max_tokens=4, on_event=on_event)
+    assert result.finished is not None and not result.errors, result.errors
+    return (first[0] - sent) * 1000, result.finished
+
+
+def tokens_per_word(model: Path) -> float:
+    session = open_session(str(model), n_ctx=256)
+    try:
+        return len(raw_prompt_tokens(session.model, long_text(2000, 0))) / 2000
+    finally:
+        session.close()
+
+
+def fresh_client(model: Path, data_dir: Path, n_ctx: int) -> InprocClient:
+    client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
+    client.start()
+    client.load_model(str(model), n_ctx=n_ctx)
+    return client
+
+
+def bench_length(model: Path, words: int, n_ctx: int, work: Path) -> dict:
+    data_dir = work / f"len-{words}"
+    store = ConversationStore(open_database(database_path(data_dir)))
+    conversation = store.create("bench")
+    client = fresh_client(model, data_dir, n_ctx)
+    _, first = timed_turn(client, store, conversation.id, long_text(words, words))
+    client.close()
+    snapshots = SnapshotStore(store.db)
+    sizes = snapshots.conversation_bytes(conversation.id)
+    # resume: a fresh engine, the snapshot on disk
+    client = fresh_client(model, data_dir, n_ctx)
+    branch = store.current_branch(conversation.id)
+    resume_ms, resumed = timed_turn(client, store, conversation.id, "And in one word?")
+    client.close()
+    # re-read: the same conversation state (same leaf), no snapshots
+    store.set_leaf(conversation.id, branch[-1].id)
+    store.db.execute("delete from snapshots")
+    store.db.conn.commit()
+    client = fresh_client(model, data_dir, n_ctx)
+    reread_ms, reread = timed_turn(client, store, conversation.id, "And in one word?")
+    client.close()
+    assert resumed.snapshot.restored and not reread.snapshot.restored
+    return {
+        "conversation_tokens": first.timings.prompt_n + first.timings.gen_n + 1,
+        "resume_ttft_ms": round(resume_ms, 1),
+        "reread_ttft_ms": round(reread_ms, 1),
+        "speedup": round(reread_ms / resume_ms, 1),
+        "resume_read_tokens": resumed.snapshot.prefilled_tokens,
+        "reread_read_tokens": reread.snapshot.prefilled_tokens,
+        "same_first_tokens": resumed.token_ids == reread.token_ids,
+        "snapshot_fixed_bytes": sizes.get("recurrent", 0),
+        "snapshot_kv_bytes": sizes.get("kv", 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--models", default="smollm2,hybrid-bench")
+    parser.add_argument("--lengths", default="1024,4096,8192,16384,32768", help="target conversation tokens")
+    parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    args = parser.parse_args()
+    wanted = args.models.split(",")
+    paths = {"smollm2": embedded_model_path()}
+    generated = [n for n in wanted if n != "smollm2"]
+    if generated:
+        paths.update(make_models(args.cache, generated))
+    trained = {"smollm2": 8192, "hybrid-bench": 32768, "transformer-bench": 32768}
+    work = Path(tempfile.mkdtemp(prefix="hearth-bench-resume-"))
+    results = []
+    try:
+        for name in wanted:
+            for target in map(int, args.lengths.split(",")):
+                if target > trained.get(name, 8192):
+                    continue
+                words = int(target * 0.9 / tokens_per_word(paths[name]))
+                row = bench_length(paths[name], words, min(trained.get(name, 8192), target + 512), work)
+                row.update(model=name, target_tokens=target)
+                results.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({"bench": "resume", "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
