@@ -95,3 +95,16 @@ def _stats(finished: p.Finished | None, elapsed_s: float) -> dict:
         if finished.snapshot is not None:
             stats["snapshot"] = msgspec.to_builtins(finished.snapshot)
     return stats
+
+
+def open_conversation(store: ConversationStore, client: EngineClient, conversation_id: str) -> p.SnapshotReport:
+    """Have the engine restore the conversation's newest snapshot before the next message is typed."""
+    history = store.current_branch(conversation_id)
+    command = p.OpenConversation(request_id=new_request_id("open"), conversation_id=conversation_id,
+                                 messages=[p.ChatTurn(m.role, m.content, m.id) for m in history])
+    for event in client.stream(command):
+        if isinstance(event, p.ConversationOpened):
+            return event.snapshot
+        if isinstance(event, (p.Error, EngineDead)):
+            return p.SnapshotReport(notes=[event.message])
+    return p.SnapshotReport()

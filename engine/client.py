@@ -43,7 +43,7 @@ class EngineError(Exception):
 
 
 ClientEvent = p.Event | EngineDead
-_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong)
+_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened)
 _ids = itertools.count(1)
 
 

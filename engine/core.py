@@ -69,6 +69,8 @@ class EngineCore:
             self.emit(p.ModelUnloaded(request_id=command.request_id))
         elif isinstance(command, p.Generate):
             self.generate(command)
+        elif isinstance(command, p.OpenConversation):
+            self.open_conversation(command)
         elif isinstance(command, p.Ping):
             self.emit(p.Pong(request_id=command.request_id))
 
@@ -125,6 +127,22 @@ class EngineCore:
         self._refresh_state_sizes()
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
                              token_ids=run.token_ids, snapshot=report))
+
+    def open_conversation(self, command: p.OpenConversation) -> None:
+        rid = command.request_id
+        if self.session is None:
+            self.emit(p.Error(code="no_model", message="no model is loaded; load one first", request_id=rid))
+            return
+        try:
+            turn = self._conversation_turns().open(command.messages)
+        except (ChatTemplateError, ValueError, StoreError) as exc:
+            self.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
+            return
+        self._refresh_state_sizes()
+        report = p.SnapshotReport(restored=turn.base is not None, restored_tokens=turn.restored_tokens,
+                                  prefilled_tokens=turn.replayed_tokens, notes=turn.notes,
+                                  snapshot_id=turn.base.id if turn.base else None)
+        self.emit(p.ConversationOpened(request_id=rid, snapshot=report))
 
     def _fail(self, rid: str, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
         self.emit(p.Error(code=code, message=message, request_id=rid))

@@ -74,6 +74,15 @@ class Generate(_Message, tag="generate"):
     save_snapshot_as: str | None = None  # the assistant message id to snapshot the turn end under
 
 
+class OpenConversation(_Message, tag="open_conversation"):
+    """Restore the conversation's newest snapshot now (while the user reads and types), so the
+    next ``Generate`` only reads the new message."""
+
+    request_id: str
+    conversation_id: str
+    messages: list[ChatTurn]
+
+
 class Cancel(_Message, tag="cancel"):
     request_id: str
 
@@ -90,7 +99,7 @@ class Shutdown(_Message, tag="shutdown"):
     mode: Literal["drain", "abort"] = "drain"
 
 
-Command = Union[Hello, LoadModel, UnloadModel, Generate, Cancel, SetTelemetry, Ping, Shutdown]
+Command = Union[Hello, LoadModel, UnloadModel, Generate, OpenConversation, Cancel, SetTelemetry, Ping, Shutdown]
 
 # ------------------------------------------------------------------------------------------ events
 
@@ -160,6 +169,11 @@ class SnapshotReport(msgspec.Struct):
     notes: list[str] = []  # why a snapshot was refused, if one was
 
 
+class ConversationOpened(_Message, tag="conversation_opened"):
+    request_id: str
+    snapshot: SnapshotReport
+
+
 class Finished(_Message, tag="finished"):
     request_id: str
     finish_reason: Literal["stop", "length", "cancelled", "error"]
@@ -204,7 +218,8 @@ class Error(_Message, tag="error"):
 
 
 Event = Union[
-    Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, Pong, Telemetry, Error
+    Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
+    Telemetry, Error,
 ]
 
 # ------------------------------------------------------------------------------------- encoding

@@ -67,6 +67,23 @@ class Turns:
         self.live = None
         return TurnStart(None, text_prompt_tokens(model, target), "", target, notes=notes)
 
+    def open(self, messages: list[p.ChatTurn]) -> TurnStart:
+        """Restore the snapshot of the newest message that has one, before anything new is said."""
+        model = self.session.model
+        target = render_chat(model.chat_template(), [ChatMessage(m.role, m.content) for m in messages],
+                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos),
+                             add_generation_prompt=False) if messages else ""
+        notes: list[str] = []
+        snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
+        if snapshot is None:
+            return TurnStart(None, [], "", "", notes=notes)
+        try:
+            restored, replayed = self._stand_on(snapshot, notes)
+        except SnapshotUnusable as exc:
+            notes.append(f"the saved state was refused ({exc}); it will be read again")
+            return TurnStart(None, [], "", "", notes=notes)
+        return TurnStart(snapshot, [], snapshot.text, "", restored, replayed, notes)
+
     def _deepest_snapshot(self, messages: list[p.ChatTurn], target: str, notes: list[str]) -> SnapshotRecord | None:
         store = self.keeper.store
         for message in reversed(messages):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.turn import send_turn
+from app.turn import open_conversation, send_turn
 from engine import protocol as p
 from engine.process_client import ProcessClient
 from model_store.conversations import ConversationStore
@@ -48,7 +48,8 @@ def model(request):
 
 
 @pytest.mark.parametrize("turns_before_restart", [1, 3])
-def test_new_worker_continues_token_identically(tmp_path, model, turns_before_restart):
+@pytest.mark.parametrize("open_first", [False, True], ids=["restore-on-send", "restore-on-open"])
+def test_new_worker_continues_token_identically(tmp_path, model, turns_before_restart, open_first):
     reference = Chat(tmp_path / "uninterrupted", model)
     reference.start_worker()
     expected = [reference.say(text).finished.token_ids for text in USER_MESSAGES[: turns_before_restart + 2]]
@@ -60,6 +61,9 @@ def test_new_worker_continues_token_identically(tmp_path, model, turns_before_re
         chat.say(text)
     chat.stop_worker()
     chat.start_worker()  # a new process: nothing of the conversation is in memory
+    if open_first:
+        opened = open_conversation(chat.store, chat.client, chat.conversation.id)
+        assert opened.restored and opened.restored_tokens > 0 and opened.notes == []
     got = []
     for i, text in enumerate(USER_MESSAGES[turns_before_restart: turns_before_restart + 2]):
         result = chat.say(text)
@@ -68,6 +72,8 @@ def test_new_worker_continues_token_identically(tmp_path, model, turns_before_re
         assert report.restored and report.notes == []
         if i == 0:
             assert report.restored_tokens > 0 and report.prefilled_tokens < report.restored_tokens + 40
+            if open_first:
+                assert report.prefilled_tokens < 40  # only the new message: the state was already there
     chat.stop_worker()
     assert got == expected[turns_before_restart:]
     assert any(len(ids) > 3 for ids in got)
