@@ -25,6 +25,9 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=defaults.top_p, help="1 = off")
     parser.add_argument("--min-p", type=float, default=defaults.min_p, help="0 = off")
     parser.add_argument("--seed", type=int, default=None, help="fixed seed for reproducible sampling")
+    parser.add_argument("--draft", default="auto", metavar="SPEC",
+                        help="speculative drafting: auto (default), off, lookup, mtp or model:PATH; never changes the output")
+    parser.add_argument("--draft-max", type=int, default=4, metavar="N", help="longest draft (default 4)")
 
 
 def build_parser() -> argparse.ArgumentParser:

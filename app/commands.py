@@ -23,11 +23,12 @@ class UserError(Exception):
 
 
 @contextmanager
-def engine_for(model: str, data_dir: Path | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+def engine_for(model: str, data_dir: Path | None = None,
+               draft_max: int = 4) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
     client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
     try:
         client.start()
-        loaded = client.load_model(model)
+        loaded = client.load_model(model, draft_max=draft_max)
     except EngineError as exc:
         client.close(mode="abort")
         raise UserError(str(exc)) from exc
@@ -91,12 +92,27 @@ def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | Non
         messages=messages,
         sampling=sampling_from_args(args),
         max_tokens=args.max_tokens,
+        **draft_options(args),
     )
+
+
+def draft_options(args: argparse.Namespace) -> dict:
+    """The Generate fields for ``--draft`` and ``--draft-max``."""
+    if args.draft_max < 1:
+        raise UserError(f"--draft-max must be at least 1, got {args.draft_max}")
+    return {"draft": args.draft, "draft_max": args.draft_max}
+
+
+def draft_json(stats: p.DraftStats | None) -> dict:
+    stats = stats or p.DraftStats()
+    return {"kind": stats.kind, "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
+            "mean_accepted_len": round(stats.mean_accepted_len, 4), "auto_off": stats.auto_off,
+            "reason": stats.reason}
 
 
 def run_generate(args: argparse.Namespace) -> int:
     command = _generate_command(args)
-    with engine_for(args.model) as (client, _loaded):
+    with engine_for(args.model, draft_max=args.draft_max) as (client, _loaded):
         reply = run_request(client, command, echo=not args.json)
     if reply.errors:
         raise UserError("; ".join(reply.errors))
@@ -107,6 +123,7 @@ def run_generate(args: argparse.Namespace) -> int:
             "token_ids": finished.token_ids,
             "finish_reason": finished.finish_reason,
             "timings": msgspec.to_builtins(finished.timings),
+            "draft": draft_json(finished.draft),
         }, ensure_ascii=False))
     else:
         print()

@@ -9,7 +9,7 @@ import time
 
 import msgspec
 
-from app.commands import UserError, engine_for, sampling_from_args
+from app.commands import UserError, draft_json, draft_options, engine_for, sampling_from_args
 from app.paths import user_paths
 from app.turn import send_turn
 from engine import protocol as p
@@ -53,9 +53,11 @@ def run_send(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise UserError(str(exc)) from exc
     sampling = sampling_from_args(args)
-    with engine_for(args.model or conversation.model or "default", data_dir=user_paths().data) as (client, _):
-        result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to,
-                           sampling=sampling, max_tokens=args.max_tokens, on_event=None if args.json else _echo)
+    options = draft_options(args)
+    with engine_for(args.model or conversation.model or "default", data_dir=user_paths().data,
+                    draft_max=args.draft_max) as (client, _):
+        result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to, sampling=sampling,
+                           max_tokens=args.max_tokens, on_event=None if args.json else _echo, **options)
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering")
     finished = result.finished
@@ -68,6 +70,7 @@ def run_send(args: argparse.Namespace) -> int:
         "token_ids": finished.token_ids,
         "finish_reason": finished.finish_reason,
         "timings": msgspec.to_builtins(finished.timings),
+        "draft": draft_json(finished.draft),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,

@@ -28,11 +28,11 @@ class TurnResult:
 
 
 def generate_command(history: list[Message], conversation_id: str, answer_id: str,
-                     sampling: p.SamplingSpec, max_tokens: int) -> p.Generate:
+                     sampling: p.SamplingSpec, max_tokens: int, draft: str = "off", draft_max: int = 4) -> p.Generate:
     return p.Generate(
         request_id=new_request_id("turn"),
         messages=[p.ChatTurn(m.role, m.content, m.id) for m in history],
-        sampling=sampling, max_tokens=max_tokens,
+        sampling=sampling, max_tokens=max_tokens, draft=draft, draft_max=draft_max,
         conversation_id=conversation_id, save_snapshot_as=answer_id,
     )
 
@@ -55,13 +55,14 @@ def regenerate_turn(store: ConversationStore, client: EngineClient, conversation
 
 def answer_turn(
     store: ConversationStore, client: EngineClient, conversation_id: str, history: list[Message], *,
-    sampling: p.SamplingSpec | None = None, max_tokens: int = 512,
+    sampling: p.SamplingSpec | None = None, max_tokens: int = 512, draft: str = "off", draft_max: int = 4,
     on_event: Callable[[ClientEvent], None] | None = None,
 ) -> TurnResult:
     """Answer the last message of ``history`` (a user message) and store the answer as its child."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    command = generate_command(history, conversation_id, answer.id, sampling or p.SamplingSpec(), max_tokens)
+    command = generate_command(history, conversation_id, answer.id, sampling or p.SamplingSpec(), max_tokens,
+                               draft, draft_max)
     result = TurnResult(user, answer, None)
     started, written = time.time(), []
     for event in client.stream(command):

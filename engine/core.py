@@ -22,6 +22,8 @@ from engine.generation import Generation, GenerationSettings, TextDelta, Timings
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
+from engine.speculative.decoder import DraftStats
+from engine.speculative.setup import Drafting, parse_draft_spec
 from engine.state.seq_state import StateFormatError
 from engine.telemetry.rates import LiveRates
 from engine.turns import TurnStart, Turns, open_turns
@@ -53,6 +55,7 @@ class EngineCore:
         self.is_cancelled = is_cancelled
         self.session: ModelSession | None = None
         self.live = LiveState()
+        self.drafting: Drafting | None = None
         self.data_dir: Path | None = None
         self.snapshot_budget = 4 * 1024**3
         self._turns: Turns | None = None
@@ -88,18 +91,23 @@ class EngineCore:
                 command.model,
                 n_ctx=command.n_ctx or None,
                 n_threads=command.n_threads or None,
+                draft_max=command.draft_max,
                 on_progress=lambda f: self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=f)),
             )
         except ModelLoadError as exc:
             self.emit(p.Error(code="model_load_failed", message=str(exc), request_id=rid))
             return
         facts = self.session.facts
+        self.drafting = Drafting(self.session)
         self.live.model_bytes = facts.size_bytes
         self._refresh_state_sizes()
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=CPU_PLAN))
 
     def unload(self) -> None:
         self._turns = None
+        if self.drafting is not None:
+            self.drafting.close()
+            self.drafting = None
         if self.session is not None:
             self.session.close()
             self.session = None
@@ -113,8 +121,8 @@ class EngineCore:
             self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
             return
         try:
-            run, turn = self._make_generation(command)
-        except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt) as exc:
+            run, turn, draft_stats = self._make_generation(command)
+        except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
             self._fail(rid, "no_model" if self.session is None else "bad_request", str(exc))
             return
         try:
@@ -125,8 +133,10 @@ class EngineCore:
             return
         report = self._finish_turn(command, turn, run) if turn is not None else None
         self._refresh_state_sizes()
+        if run.source is not None and hasattr(run.source, "stats"):
+            draft_stats = run.source.stats
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
-                             token_ids=run.token_ids, snapshot=report))
+                             token_ids=run.token_ids, snapshot=report, draft=draft_stats))
 
     def open_conversation(self, command: p.OpenConversation) -> None:
         rid = command.request_id
@@ -148,16 +158,19 @@ class EngineCore:
         self.emit(p.Error(code=code, message=message, request_id=rid))
         self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
 
-    def _make_generation(self, command: p.Generate) -> tuple[Generation, TurnStart | None]:
+    def _make_generation(self, command: p.Generate) -> tuple[Generation, TurnStart | None, DraftStats]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
+        make_source, draft_stats = self.drafting.plan(parse_draft_spec(command.draft), command.draft_max,
+                                                      command.draft_auto_off)
         s = command.sampling
         sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
         run = Generation(self.session, tokens, settings, on_progress=self._progress_reporter(command.request_id),
-                         cancelled=lambda: self.is_cancelled(command.request_id), reset=turn is None or turn.base is None)
-        return run, turn
+                         cancelled=lambda: self.is_cancelled(command.request_id), reset=turn is None or turn.base is None,
+                         make_source=make_source)
+        return run, turn, draft_stats
 
     def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
         model = self.session.model
@@ -225,6 +238,9 @@ class EngineCore:
             else:
                 self.live.rates.record("decode", len(delta.token_ids), now - last_token_at)
             last_token_at = now
+            stats = getattr(run.source, "stats", None)
+            if stats is not None and stats.drafted:
+                self.live.rates.draft_acceptance = stats.accepted / stats.drafted
             pending.add(delta)
             if pending.due(now):
                 self.emit(pending.take(now))
@@ -250,17 +266,25 @@ class _PendingDelta:
     def __init__(self, rid: str) -> None:
         self.rid = rid
         self.text = ""
-        self.n_tokens = 0
+        self.n_tokens = self.n_from_draft = 0
+        self.spans: list[tuple[int, bool]] = []
         self.last_sent: float | None = None
 
     def add(self, delta: TextDelta) -> None:
         self.text += delta.text
         self.n_tokens += len(delta.token_ids)
+        self.n_from_draft += delta.n_from_draft
+        for chars, from_draft in delta.spans:
+            if self.spans and self.spans[-1][1] == from_draft:
+                self.spans[-1] = (self.spans[-1][0] + chars, from_draft)
+            else:
+                self.spans.append((chars, from_draft))
 
     def due(self, now: float) -> bool:
         return self.last_sent is None or now - self.last_sent >= COALESCE_S
 
     def take(self, now: float) -> p.TokenDelta:
-        event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens)
-        self.text, self.n_tokens, self.last_sent = "", 0, now
+        event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens,
+                             n_from_draft=self.n_from_draft, draft_spans=self.spans)
+        self.text, self.n_tokens, self.n_from_draft, self.spans, self.last_sent = "", 0, 0, [], now
         return event

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from engine.sampling import SamplingParams, distribution, make_rng
+from engine.sampling import SamplingParams, make_rng
 from engine.session import ModelSession
+from engine.speculative.decoder import PlainSource
 from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
@@ -51,6 +52,8 @@ class TextDelta:
 
     text: str
     token_ids: tuple[int, ...]
+    n_from_draft: int = 0  # of those tokens, how many were accepted draft tokens
+    spans: tuple[tuple[int, bool], ...] = ()  # (characters, from an accepted draft) covering text
 
 
 class PromptTooLongError(ValueError):
@@ -73,6 +76,7 @@ class Generation:
         on_progress: ProgressCallback | None = None,
         cancelled: CancelCheck | None = None,
         reset: bool = True,
+        make_source=None,
     ) -> None:
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
@@ -83,6 +87,8 @@ class Generation:
                 "shorten it, start a new conversation, or use a longer context"
             )
         self.reset = reset
+        self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
+        self.source = None
         self.session = session
         self.prompt_tokens = prompt_tokens
         self.settings = settings.validate()
@@ -116,40 +122,113 @@ class Generation:
         return True
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
-        session, settings = self.session, self.settings
+        settings = self.settings
         rng = make_rng(settings.sampling.seed)
-        utf8, stops = Utf8Stream(), StopStringFilter(settings.stop)
+        source = self.make_source(self.session, settings.sampling, rng) if self.make_source else PlainSource(
+            self.session, settings.sampling, rng)
+        self.source = source
+        out = _TextOut(self.session.model, settings.stop)
         decode_start = time.perf_counter()
-        unsent: list[int] = []  # tokens whose text is still held back (half a character, a stop prefix)
+        tokens, flags = [source.first()], [False]
+        self.timings.ttft_ms = _ms_since(start)
         while True:
-            token = distribution(session.last_logits(), settings.sampling).sample(rng)
-            if not self.token_ids:
-                self.timings.ttft_ms = _ms_since(start)
-            self.pending_token = token
-            if session.model.is_eog(token):
-                self.finish_reason = "stop"
+            used, finish = 0, None
+            for token, from_draft in zip(tokens, flags):
+                finish = self._take(token, from_draft, out)
+                if out.ready():
+                    yield out.take()
+                if finish:
+                    break
+                used += 1
+            kept = min(used, len(tokens) - 1)  # tokens that stay in the state; the next one is pending
+            source.settle(kept)
+            self.pending_token = tokens[kept]
+            if finish is None and self.cancelled():
+                finish = "cancelled"
+            elif finish is None and self.session.n_past + 1 >= self.session.n_ctx:
+                finish = "length"
+            if finish:
+                self.finish_reason = finish
                 break
-            self.token_ids.append(token)
-            unsent.append(token)
-            text = stops.feed(utf8.feed(session.model.piece(token)))
-            if text:
-                self.text += text
-                yield TextDelta(text, tuple(unsent))
-                unsent.clear()
-            if stops.stopped:
-                self.finish_reason = "stop"
-                break
-            if len(self.token_ids) >= settings.max_tokens or session.n_past + 1 >= session.n_ctx:
-                self.finish_reason = "length"
-                break
-            if self.cancelled():
-                self.finish_reason = "cancelled"
-                break
-            session.feed([token])
-            self.pending_token = None
-        tail = "" if stops.stopped else stops.feed(utf8.flush()) + stops.flush()
-        if tail or unsent:
-            self.text += tail
-            yield TextDelta(tail, tuple(unsent))
+            tokens, flags = source.step(tokens[-1]), source.from_draft
+        tail = out.finish()
+        if tail is not None:
+            yield tail
+        self.text = out.text
         self.timings.gen_n = len(self.token_ids)
         self.timings.gen_ms = _ms_since(decode_start)
+
+    def _take(self, token: int, from_draft: bool, out: "_TextOut") -> str | None:
+        """Account for one generated token; returns a finish reason if it ends the answer."""
+        if self.session.model.is_eog(token):
+            return "stop"
+        self.token_ids.append(token)
+        out.add(token, from_draft)
+        if out.stopped:
+            return "stop"
+        if len(self.token_ids) >= self.settings.max_tokens:
+            return "length"
+        return None
+
+
+class _TextOut:
+    """Turns tokens into text deltas: whole characters only, nothing of a stop string, and which
+    characters came from accepted draft tokens."""
+
+    def __init__(self, model, stop: tuple[str, ...]) -> None:
+        self.model = model
+        self.utf8, self.stops = Utf8Stream(), StopStringFilter(stop)
+        self.text = ""
+        self._ready = ""
+        self._ids: list[int] = []
+        self._n_from_draft = 0
+        self._spans: list[list] = []  # [chars, from_draft] of text decoded but not yet sent
+
+    @property
+    def stopped(self) -> bool:
+        return self.stops.stopped
+
+    def add(self, token: int, from_draft: bool) -> None:
+        decoded = self.utf8.feed(self.model.piece(token))
+        self._ids.append(token)
+        self._n_from_draft += from_draft
+        self._queue_span(len(decoded), from_draft)
+        self._ready += self.stops.feed(decoded)
+
+    def _queue_span(self, chars: int, from_draft: bool) -> None:
+        if self._spans and self._spans[-1][1] == from_draft:
+            self._spans[-1][0] += chars
+        elif chars:
+            self._spans.append([chars, from_draft])
+
+    def ready(self) -> bool:
+        return bool(self._ready)
+
+    def take(self) -> TextDelta:
+        text, self._ready = self._ready, ""
+        self.text += text
+        delta = TextDelta(text, tuple(self._ids), self._n_from_draft, self._take_spans(len(text)))
+        self._ids, self._n_from_draft = [], 0
+        return delta
+
+    def _take_spans(self, chars: int) -> tuple[tuple[int, bool], ...]:
+        taken: list[tuple[int, bool]] = []
+        while chars > 0 and self._spans:
+            n, flag = self._spans[0]
+            used = min(n, chars)
+            taken.append((used, flag))
+            chars -= used
+            if used == n:
+                self._spans.pop(0)
+            else:
+                self._spans[0][0] = n - used
+        return tuple(taken)
+
+    def finish(self) -> TextDelta | None:
+        if not self.stopped:
+            tail = self.utf8.flush()
+            self._queue_span(len(tail), False)
+            self._ready += self.stops.feed(tail) + self.stops.flush()
+        if self._ready or self._ids:
+            return self.take()
+        return None

@@ -17,6 +17,7 @@ import msgspec
 
 from engine.backends.base import ModelFacts
 from engine.generation import Timings
+from engine.speculative.decoder import DraftStats
 
 PROTOCOL_VERSION = 1
 
@@ -57,6 +58,7 @@ class LoadModel(_Message, tag="load_model"):
     model: str  # "default", a path, or (later) a catalogue id
     n_ctx: int = 0  # 0: the model's trained context, capped by the engine's default
     n_threads: int = 0  # 0: one per available core
+    draft_max: int = 4  # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes)
 
 
 class UnloadModel(_Message, tag="unload_model"):
@@ -70,6 +72,9 @@ class Generate(_Message, tag="generate"):
     sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
     max_tokens: int = 512
     stop: list[str] = []
+    draft: str = "off"  # auto | off | lookup | mtp | model:PATH
+    draft_max: int = 4
+    draft_auto_off: bool = True  # let measured speed switch a losing drafter off
     conversation_id: str | None = None  # continue from the conversation's snapshots
     save_snapshot_as: str | None = None  # the assistant message id to snapshot the turn end under
 
@@ -156,6 +161,7 @@ class TokenDelta(_Message, tag="token_delta"):
     text: str
     n_tokens: int
     n_from_draft: int = 0
+    draft_spans: list[tuple[int, bool]] = []  # (characters, from an accepted draft) covering text
 
 
 class SnapshotReport(msgspec.Struct):
@@ -180,6 +186,7 @@ class Finished(_Message, tag="finished"):
     timings: Timings
     token_ids: list[int] = []
     snapshot: SnapshotReport | None = None
+    draft: DraftStats | None = None
 
 
 class Pong(_Message, tag="pong"):

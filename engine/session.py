@@ -16,11 +16,11 @@ DEFAULT_CONTEXT = 8192  # tokens; capped by what the model was trained on
 class ModelSession:
     """Owns a model and its context; feeds tokens and hands out the logits of the last one."""
 
-    def __init__(self, model: LlamaModel, settings: ContextSettings) -> None:
+    def __init__(self, model: LlamaModel, settings: ContextSettings, facts: ModelFacts | None = None) -> None:
         self.model = model
         self.context = LlamaContext(model, settings)
         self.tokens: list[int] = []
-        self._facts: ModelFacts | None = None
+        self._facts = facts
 
     @property
     def facts(self) -> ModelFacts:
@@ -65,6 +65,7 @@ def open_session(
     n_ctx: int | None = None,
     n_threads: int | None = None,
     on_progress: Callable[[float], None] | None = None,
+    draft_max: int = 0,
 ) -> ModelSession:
     """Resolve ``ref`` (``default`` or a path), check the file, load it and create its context."""
     path = resolve_model_ref(ref)
@@ -72,9 +73,12 @@ def open_session(
     model = LlamaModel(path, on_progress=on_progress)
     trained = model.n_ctx_train
     threads = n_threads or default_threads()
-    settings = ContextSettings(n_ctx=n_ctx or min(trained, DEFAULT_CONTEXT), n_threads=threads)
+    facts = model.facts()
+    # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
+    rollback = draft_max if (facts.is_recurrent or facts.is_hybrid) and facts.supports_rollback else 0
+    settings = ContextSettings(n_ctx=n_ctx or min(trained, DEFAULT_CONTEXT), n_threads=threads, n_rs_seq=rollback)
     try:
-        return ModelSession(model, settings)
+        return ModelSession(model, settings, facts)
     except Exception:
         model.close()
         raise

@@ -255,8 +255,9 @@ class LlamaContext:
             pos=np.ctypeslib.as_array(self._batch.pos, shape=(settings.n_batch,)),
             logits=np.ctypeslib.as_array(self._batch.logits, shape=(settings.n_batch,)),
         )
-        self._batch_seq = -1
-        self._set_batch_seq(0)
+        self._batch_seq, self._batch_seq_rows = 0, 0
+        self._n_seq_id = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(settings.n_batch,))
+        self._n_seq_id[:] = 1
 
     def close(self) -> None:
         if self.handle:
@@ -264,21 +265,20 @@ class LlamaContext:
             llama_cpp.llama_free(self.handle)
             self.handle = None
 
-    def _set_batch_seq(self, seq_id: int) -> None:
-        if seq_id == self._batch_seq:
-            return
-        n_seq_id = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(self.settings.n_batch,))
-        n_seq_id[:] = 1
-        for i in range(self.settings.n_batch):
+    def _set_batch_seq(self, seq_id: int, n: int) -> None:
+        """Rows 0..n-1 of the batch belong to ``seq_id`` (rows are only rewritten when that changes)."""
+        if seq_id != self._batch_seq:
+            self._batch_seq, self._batch_seq_rows = seq_id, 0
+        for i in range(self._batch_seq_rows, n):
             self._batch.seq_id[i][0] = seq_id
-        self._batch_seq = seq_id
+        self._batch_seq_rows = max(self._batch_seq_rows, n)
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0) -> None:
         """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row."""
         n = len(tokens)
         if not 0 < n <= self.settings.n_batch:
             raise ValueError(f"a batch holds 1..{self.settings.n_batch} tokens, got {n}")
-        self._set_batch_seq(seq_id)
+        self._set_batch_seq(seq_id, n)
         views = self._views
         views.token[:n] = tokens
         views.pos[:n] = np.arange(start_pos, start_pos + n, dtype=np.int32)
@@ -301,6 +301,10 @@ class LlamaContext:
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, p0, p1))
+
+    def seq_cp(self, src: int, dst: int) -> None:
+        """Make sequence ``dst`` a copy of ``src`` (recurrent cells are copied on the next decode)."""
+        llama_cpp.llama_memory_seq_cp(self.memory, src, dst, -1, -1)
 
     def seq_pos_max(self, seq_id: int = 0) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, seq_id))

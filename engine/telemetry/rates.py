@@ -20,6 +20,7 @@ class LiveRates:
         self._records = {phase: deque() for phase in PHASES}
         self._lock = threading.Lock()
         self.ttft_ms: float | None = None
+        self.draft_acceptance: float | None = None  # accepted / drafted tokens of the latest request
         self.phase_devices: dict[str, str] = {}
 
     def record(self, phase: str, n_tokens: int, seconds: float, now: float | None = None) -> None:

@@ -61,6 +61,6 @@ class TelemetryThread:
             prefill_tok_s=rates.rate("prefill"),
             decode_tok_s=rates.rate("decode"),
             ttft_ms=p.UNAVAILABLE if rates.ttft_ms is None else rates.ttft_ms,
-            draft_acceptance=p.UNAVAILABLE,
+            draft_acceptance=p.UNAVAILABLE if rates.draft_acceptance is None else rates.draft_acceptance,
             phase_devices=dict(rates.phase_devices),
         )

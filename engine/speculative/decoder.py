@@ -1,0 +1,112 @@
+"""Where generated tokens come from: one plain decode step, or a speculative round.
+
+Both are *token sources* for :class:`engine.generation.Generation`. Between steps the session
+holds the history and one *pending* token (sampled, not yet decoded). ``step(pending)`` decodes it
+(with a draft, in one batch with logits at every row), and returns the tokens that follow it:
+accepted draft tokens, then one token the target sampled itself. The caller consumes them in order
+and may stop early (end of text, a stop string, the token limit); ``settle(n_used)`` then trims the
+state to the pending token plus the ``n_used`` tokens it kept, with one ``llama_memory_seq_rm``:
+the KV is truncated and, for hybrid models, the recurrent state rolls back through its snapshot
+planes (``n_rs_seq``), so the state is exactly what plain decoding would have built.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import msgspec
+
+from engine.sampling import SamplingParams, distribution
+from engine.session import ModelSession
+from engine.speculative.policy import DraftPolicy
+from engine.speculative.proposer import Proposer
+from engine.speculative.verifier import verify
+
+
+class DraftStats(msgspec.Struct):
+    """Per-request drafting counters (sent in ``Finished``)."""
+
+    kind: str = "off"
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    mean_accepted_len: float = 0.0  # accepted draft tokens per round
+    rollbacks: int = 0  # rounds whose rejected tokens were rolled back out of the state
+    auto_off: bool = False
+    reason: str = ""
+
+
+class PlainSource:
+    """One token per step: decode the pending token, sample the next."""
+
+    def __init__(self, session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        self.session, self.sampling, self.rng = session, sampling, rng
+        self.from_draft: list[bool] = [False]
+
+    def first(self) -> int:
+        return distribution(self.session.last_logits(), self.sampling).sample(self.rng)
+
+    def step(self, pending: int) -> list[int]:
+        self.session.feed([pending])
+        return [self.first()]
+
+    def settle(self, n_used: int) -> None:
+        pass
+
+
+class SpeculativeSource(PlainSource):
+    def __init__(self, session: ModelSession, sampling: SamplingParams, rng: np.random.Generator,
+                 proposer: Proposer, policy: DraftPolicy) -> None:
+        super().__init__(session, sampling, rng)
+        self.proposer, self.policy = proposer, policy
+        self.stats = DraftStats(kind=proposer.kind)
+        self._round: tuple[int, int] | None = None  # (position of the pending token, draft length)
+        self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
+        proposer.reset()
+
+    def _room(self) -> int:
+        return self.session.n_ctx - self.session.n_past - 2
+
+    def step(self, pending: int) -> list[int]:
+        started = time.perf_counter()
+        k = min(self.policy.draft_length(), self._room())
+        draft = self.proposer.propose(self.session.tokens + [pending], k) if k > 0 else None
+        if draft is None or not draft.tokens:
+            tokens = super().step(pending)
+            self.batches.append(1)
+            self.from_draft = [False]
+            self.policy.record_plain(time.perf_counter() - started)
+            self.stats.auto_off, self.stats.reason = self.policy.ever_off, self.policy.reason
+            return tokens
+        drafted = draft.tokens[:k]
+        start = self.session.n_past
+        self.session.context.decode([pending, *drafted], start, all_logits=True)
+        self.session.tokens.extend([pending, *drafted])
+        rows = [self.session.context.logits(i) for i in range(len(drafted) + 1)]
+        verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng)
+        self._round = (start, len(drafted))
+        self.from_draft = [True] * verdict.n_accepted + [False]
+        self._count(len(drafted), verdict.n_accepted, time.perf_counter() - started)
+        return verdict.tokens
+
+    def _count(self, n_draft: int, n_accepted: int, seconds: float) -> None:
+        s = self.stats
+        s.rounds, s.drafted, s.accepted = s.rounds + 1, s.drafted + n_draft, s.accepted + n_accepted
+        s.mean_accepted_len = s.accepted / s.rounds
+        self.policy.record_round(n_draft, n_accepted, n_accepted + 1, seconds)
+        s.auto_off, s.reason = self.policy.ever_off, self.policy.reason
+
+    def settle(self, n_used: int) -> None:
+        if self._round is None:
+            return
+        start, n_draft = self._round
+        self._round = None
+        keep = start + 1 + n_used
+        self.batches.append(1 + n_used)
+        if n_used < n_draft:
+            if not self.session.context.seq_rm(0, keep, -1):
+                raise RuntimeError("llama.cpp refused to roll back the rejected draft tokens")
+            del self.session.tokens[keep:]
+            self.stats.rollbacks += 1
+        self.proposer.settle(self.session.tokens)

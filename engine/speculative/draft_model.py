@@ -1,0 +1,107 @@
+"""Drafting with a second, smaller model that shares the target's vocabulary.
+
+The draft model keeps its own context. Sequence 0 holds the target's accepted history (minus the
+pending token); each round copies it to sequence 1 and drafts there one token at a time, so
+rejected guesses are thrown away with sequence 1 and never need a rollback — which matters for a
+hybrid draft model, whose recurrent state cannot be rolled back after single-token steps. At the
+next round sequence 0 catches up with the newly accepted tokens in one batch. Greedy drafting
+stops early when the draft model's own top probability falls below ``p_min``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.backends.base import ContextSettings, ModelLoadError
+from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.model_files import check_model_file
+from engine.sampling import SamplingParams, distribution
+from engine.speculative.proposer import Draft, Proposer
+
+DRAFT_SEQ = 1
+
+
+class DraftIncompatible(ValueError):
+    """The draft model cannot draft for this target; the message says why."""
+
+
+def check_same_vocabulary(target: LlamaModel, draft: LlamaModel) -> None:
+    if target.n_vocab != draft.n_vocab:
+        raise DraftIncompatible(f"the draft model has {draft.n_vocab} tokens, the target {target.n_vocab}; "
+                                "a draft model must share the target's vocabulary")
+    for token in range(target.n_vocab):
+        if target.token_text(token) != draft.token_text(token):
+            raise DraftIncompatible(f"token {token} is {draft.token_text(token)!r} in the draft model but "
+                                    f"{target.token_text(token)!r} in the target; they do not share a vocabulary")
+
+
+class DraftModel(Proposer):
+    kind = "model"
+
+    def __init__(self, path: Path, target: LlamaModel, *, n_ctx: int, n_threads: int,
+                 sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.3) -> None:
+        check_model_file(path)
+        self.model = LlamaModel(path)
+        try:
+            check_same_vocabulary(target, self.model)
+            self.context = LlamaContext(self.model, ContextSettings(n_ctx=n_ctx, n_seq_max=2, n_threads=n_threads))
+        except (DraftIncompatible, ModelLoadError):
+            self.model.close()
+            raise
+        self.path = path
+        self.sampling, self.rng, self.p_min = sampling, rng, p_min
+        self.recurrent = self.model.facts().is_recurrent or self.model.facts().is_hybrid
+        self.tokens: list[int] = []  # what sequence 0 holds
+
+    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        self.sampling, self.rng = sampling, rng
+
+    def propose(self, history: list[int], k: int) -> Draft:
+        self._catch_up(history[:-1])
+        context = self.context
+        context.seq_rm(DRAFT_SEQ, -1, -1)
+        context.seq_cp(0, DRAFT_SEQ)
+        token, position, draft = history[-1], len(history) - 1, Draft()
+        for _ in range(k):
+            context.decode([token], position, seq_id=DRAFT_SEQ)
+            token, q, confident = self._pick(context.logits(-1))
+            if not confident and draft.tokens:
+                break
+            draft.tokens.append(token)
+            draft.q.append(q)
+            position += 1
+        return draft
+
+    def _pick(self, logits: np.ndarray):
+        if self.sampling.greedy:
+            top = int(np.argmax(logits))
+            shifted = np.exp(logits - logits[top])
+            return top, None, 1.0 / shifted.sum() >= self.p_min
+        q = distribution(logits, self.sampling)
+        return q.sample(self.rng), q, True
+
+    def _catch_up(self, history: list[int]) -> None:
+        """Make sequence 0 hold exactly ``history``."""
+        common = 0
+        for mine, theirs in zip(self.tokens, history):
+            if mine != theirs:
+                break
+            common += 1
+        if common < len(self.tokens):
+            if self.recurrent or not self.context.seq_rm(0, common, -1):
+                self.context.seq_rm(0, -1, -1)
+                common = 0
+            del self.tokens[common:]
+        for begin in range(common, len(history), self.context.settings.n_batch):
+            chunk = history[begin : begin + self.context.settings.n_batch]
+            self.context.decode(chunk, begin, seq_id=0)
+            self.tokens.extend(chunk)
+
+    def reset(self) -> None:
+        pass  # the history is compared on every round; nothing to forget
+
+    def close(self) -> None:
+        self.context.close()
+        self.model.close()

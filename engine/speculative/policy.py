@@ -1,0 +1,92 @@
+"""How long each draft is, and whether drafting is worth it at all on this workload.
+
+Draft length adapts per round: one more after a fully accepted draft, one less after a round that
+accepted nothing. Auto-off compares measured speed, not a model: tokens per second over recent
+drafting rounds against tokens per second over recent plain steps (a short plain probe is run when
+there is no recent plain measurement). When drafting is slower it is switched off, with the numbers
+as the reason, and tried again every so often, since the text being written can change.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class _Rate:
+    """Tokens per second over the last ``keep`` samples."""
+
+    def __init__(self, keep: int = 16) -> None:
+        self.samples: deque[tuple[int, float]] = deque(maxlen=keep)
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.samples.append((tokens, seconds))
+
+    @property
+    def per_second(self) -> float:
+        seconds = sum(s for _, s in self.samples)
+        return sum(t for t, _ in self.samples) / seconds if seconds > 0 else 0.0
+
+
+class DraftPolicy:
+    WARMUP_ROUNDS = 4  # drafting rounds before the first comparison
+    PROBE_STEPS = 6  # plain steps measured for a comparison
+    STALE_ROUNDS = 48  # drafting rounds after which the plain measurement is taken again
+    REPROBE_EVERY = 64  # plain steps, once off, before drafting is tried again
+    REPROBE_ROUNDS = 4
+
+    def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
+        self.max_draft = max_draft
+        self.auto_off = auto_off
+        self.length = max(1, min(start, max_draft))
+        self.drafting, self.plain = _Rate(), _Rate()
+        self.mode = "draft"  # draft | probe_plain | off | probe_draft
+        self.count = 0  # rounds or steps in the current mode
+        self.ever_off = False
+        self.reason = ""
+
+    @property
+    def off(self) -> bool:
+        return self.mode in ("off", "probe_draft")
+
+    def draft_length(self) -> int:
+        """How many tokens to draft now; 0 means a plain step."""
+        return self.length if self.max_draft > 0 and self.mode in ("draft", "probe_draft") else 0
+
+    def record_round(self, n_draft: int, n_accepted: int, n_tokens: int, seconds: float) -> None:
+        self.drafting.add(n_tokens, seconds)
+        if n_accepted == n_draft:
+            self.length = min(self.length + 1, self.max_draft)
+        elif n_accepted == 0:
+            self.length = max(1, self.length - 1)
+        self.count += 1
+        if not self.auto_off:
+            return
+        if self.mode == "probe_draft" and self.count >= self.REPROBE_ROUNDS:
+            self._decide()
+        elif self.mode == "draft" and self.count >= self.WARMUP_ROUNDS:
+            if len(self.plain.samples) < self.PROBE_STEPS or self.count >= self.STALE_ROUNDS:
+                self._enter("probe_plain")
+            else:
+                self._decide()
+
+    def record_plain(self, seconds: float) -> None:
+        self.plain.add(1, seconds)
+        if self.mode == "probe_plain":
+            self.count += 1
+            if self.count >= self.PROBE_STEPS:
+                self._decide()
+        elif self.mode == "off":
+            self.count += 1
+            if self.count >= self.REPROBE_EVERY:
+                self._enter("probe_draft")
+
+    def _enter(self, mode: str) -> None:
+        self.mode, self.count = mode, 0
+
+    def _decide(self) -> None:
+        drafted, plain = self.drafting.per_second, self.plain.per_second
+        off = drafted < plain
+        self.ever_off |= off
+        self.reason = (f"drafting measured {drafted:.1f} tok/s against {plain:.1f} tok/s without; "
+                       + ("switched off" if off else "kept on"))
+        self._enter("off" if off else "draft")

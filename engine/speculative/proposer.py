@@ -1,0 +1,39 @@
+"""The one interface every drafter implements: propose up to k tokens that may follow the history.
+
+A proposal carries, for each drafted token, the drafter's distribution ``q`` when it sampled from
+one (a draft model at temperature > 0) or ``None`` when the token is a deterministic guess (prompt
+lookup, greedy drafting): the verifier treats ``None`` as a point mass. Because the verifier only
+sees token ids and these distributions, an EAGLE-3 head or a tree drafter can be added as another
+proposer without touching it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from engine.sampling import TokenDistribution
+
+
+@dataclass
+class Draft:
+    tokens: list[int] = field(default_factory=list)
+    q: list[TokenDistribution | None] = field(default_factory=list)  # one per token
+
+
+class Proposer(ABC):
+    kind: str = "none"
+
+    @abstractmethod
+    def propose(self, history: list[int], k: int) -> Draft:
+        """Up to ``k`` tokens that may follow ``history`` (the target's tokens so far, the last one
+        sampled but not yet decoded)."""
+
+    def settle(self, history: list[int]) -> None:
+        """The target accepted some of the draft; ``history`` is now its exact token list."""
+
+    def reset(self) -> None:
+        """A new generation starts; forget any per-sequence state."""
+
+    def close(self) -> None:
+        pass

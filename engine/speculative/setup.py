@@ -1,0 +1,111 @@
+"""Choosing a drafter for a request: parse the user's choice, refuse what cannot work, build it.
+
+``auto`` picks the best drafter this model has (its MTP head where supported, else prompt lookup)
+and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
+recurrent state cannot be rolled back (e.g. qwen3next) cannot draft: a checkpoint-and-replay
+fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` simply stays off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.sampling import SamplingParams
+from engine.session import ModelSession
+from engine.speculative.decoder import DraftStats, SpeculativeSource
+from engine.speculative.draft_model import DraftModel
+from engine.speculative.policy import DraftPolicy
+from engine.speculative.prompt_lookup import PromptLookup
+from engine.speculative.proposer import Proposer
+
+SPEC_HELP = "auto, off, lookup, mtp or model:PATH"
+
+
+class DraftRefused(ValueError):
+    """This drafting choice cannot work for this model; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    kind: str  # auto | off | lookup | mtp | model
+    path: str | None = None
+
+
+def parse_draft_spec(text: str) -> DraftSpec:
+    if text in ("auto", "off", "lookup", "mtp"):
+        return DraftSpec(text)
+    if text.startswith("model:") and len(text) > len("model:"):
+        return DraftSpec("model", text[len("model:"):])
+    raise DraftRefused(f"unknown drafting choice {text!r}; use {SPEC_HELP}")
+
+
+SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
+
+
+class Drafting:
+    """The drafters for one loaded target model (a draft model stays loaded between requests)."""
+
+    def __init__(self, session: ModelSession) -> None:
+        self.session = session
+        self._draft_model: DraftModel | None = None
+
+    def close(self) -> None:
+        if self._draft_model is not None:
+            self._draft_model.close()
+            self._draft_model = None
+
+    def plan(self, spec: DraftSpec, draft_max: int, auto_off: bool = True) -> tuple[SourceFactory | None, DraftStats]:
+        """A token-source factory (None: plain decoding) and the stats to report if drafting is off."""
+        if spec.kind == "off":
+            return None, DraftStats(kind="off")
+        reason = self._cannot_draft()
+        if reason and spec.kind == "auto":
+            return None, DraftStats(kind="off", auto_off=True, reason=reason)
+        if reason:
+            raise DraftRefused(reason)
+        limit = self._draft_limit(draft_max)
+        kind = "lookup" if spec.kind == "auto" else spec.kind
+        proposer = self._proposer(kind, spec.path)
+
+        def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
+            if isinstance(proposer, DraftModel):
+                proposer.configure(sampling, rng)
+            return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(limit, auto_off=auto_off))
+
+        return make, DraftStats(kind=kind)
+
+    def _cannot_draft(self) -> str:
+        facts = self.session.facts
+        if (facts.is_recurrent or facts.is_hybrid) and not facts.supports_rollback:
+            return (f"drafting is not possible with {facts.arch}: this llama.cpp cannot roll back its recurrent "
+                    "state, and re-reading checkpoints is slower than not drafting (32 → 6 tok/s measured upstream)")
+        return ""
+
+    def _draft_limit(self, draft_max: int) -> int:
+        if draft_max < 1:
+            raise DraftRefused(f"the draft length must be at least 1, got {draft_max}")
+        facts = self.session.facts
+        if facts.is_recurrent or facts.is_hybrid:
+            return min(draft_max, self.session.context.n_rs_seq)  # rollback depth the context was made with
+        return draft_max
+
+    def _proposer(self, kind: str, path: str | None) -> Proposer:
+        if kind == "lookup":
+            return PromptLookup()
+        if kind == "model":
+            return self._load_draft_model(Path(path).expanduser())
+        raise DraftRefused("MTP drafting is not available in this version; use lookup or model:PATH")
+
+    def _load_draft_model(self, path: Path) -> DraftModel:
+        if self._draft_model is not None and self._draft_model.path == path:
+            return self._draft_model
+        self.close()
+        settings = self.session.context.settings
+        self._draft_model = DraftModel(path, self.session.model, n_ctx=self.session.n_ctx,
+                                       n_threads=settings.n_threads, sampling=SamplingParams(),
+                                       rng=np.random.default_rng())
+        return self._draft_model

@@ -1,0 +1,166 @@
+"""Drafting changes no token: greedy ids identical to plain decoding, sampled output with the
+target's distribution, and the state after rollbacks equal to plain decoding's."""
+
+import numpy as np
+import pytest
+
+from engine.generation import Generation, GenerationSettings
+from engine.prompts import raw_prompt_tokens
+from engine.sampling import GREEDY, SamplingParams
+from engine.session import open_session
+from engine.speculative.setup import DraftRefused, Drafting, parse_draft_spec
+from tests.stats import chi2_critical, two_sample_chi2
+
+WORDS = "the cat sat on a mat and the dog ran to the park while birds sang over the river".split()
+
+
+def prompts(n=20):
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(n):
+        phrase = " ".join(rng.choice(WORDS, size=6))
+        out.append(f"{phrase}. {' '.join(rng.choice(WORDS, size=4))} {phrase}. {phrase.split()[0]}")
+    return out
+
+
+def run(session, prompt, settings, make_source=None):
+    generation = Generation(session, raw_prompt_tokens(session.model, prompt), settings, make_source=make_source)
+    list(generation)
+    return generation
+
+
+def drafter(session, spec, draft_max=4):
+    make, _ = Drafting(session).plan(parse_draft_spec(spec), draft_max, auto_off=False)
+    return make
+
+
+@pytest.fixture(scope="module")
+def tiny(hybrid_tiny):
+    session = open_session(str(hybrid_tiny), n_ctx=1024, draft_max=4)
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("spec", ["lookup", "model:hybrid-tiny-q8", "model:hybrid-draft"])
+def test_greedy_output_is_identical_for_every_drafter_on_the_hybrid_model(tiny, test_models, spec):
+    if spec.startswith("model:"):
+        spec = "model:" + str(test_models[spec.split(":")[1]])
+    make = drafter(tiny, spec)
+    totals = {"rounds": 0, "accepted": 0, "drafted": 0, "rollbacks": 0}
+    for prompt in prompts():
+        plain = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40))
+        drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40), make)
+        assert drafted.token_ids == plain.token_ids, prompt
+        for key in totals:
+            totals[key] += getattr(drafted.source.stats, key)
+    assert totals["accepted"] > 0, totals
+    assert totals["rollbacks"] > 0, totals  # partial acceptances happened and were rolled back
+
+
+def test_greedy_lookup_on_smollm2_quoting_is_identical(smollm2):
+    from engine.chat_template import ChatMessage
+    from engine.prompts import chat_prompt_tokens
+
+    session = open_session(str(smollm2), n_ctx=2048)
+    make = drafter(session, "lookup")
+    accepted = rollbacks = 0
+    try:
+        for prompt in prompts():
+            tokens = chat_prompt_tokens(session.model, [ChatMessage("user", f"Repeat exactly: {prompt}")])
+            plain = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=48))
+            list(plain)
+            drafted = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=48), make_source=make)
+            list(drafted)
+            assert drafted.token_ids == plain.token_ids
+            accepted += drafted.source.stats.accepted
+            rollbacks += drafted.source.stats.rollbacks
+    finally:
+        session.close()
+    assert accepted > 20 and rollbacks > 0
+
+
+def test_state_after_rollbacks_equals_plain_decoding(tiny, test_models):
+    """After rounds with rejected (rolled back) draft tokens, the next-token logits equal those of
+    decoding the same tokens one at a time, up to the rounding that differs between batch shapes
+    (a verify batch computes its rows together); a state that kept a rejected token is far off."""
+    make = drafter(tiny, "model:" + str(test_models["hybrid-draft"]))
+    for prompt in prompts(5):
+        drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=30), make)
+        assert drafted.source.stats.rollbacks > 0
+        tiny.feed([drafted.pending_token])
+        after_drafting = tiny.last_logits().copy()
+        history, n_prompt = list(tiny.tokens), len(drafted.prompt_tokens)
+
+        tiny.reset()
+        tiny.feed(history[:n_prompt])
+        for token in history[n_prompt:]:
+            tiny.feed([token])
+        one_by_one = tiny.last_logits().copy()
+        np.testing.assert_allclose(after_drafting, one_by_one, rtol=1e-3, atol=1e-4)
+        assert int(np.argmax(after_drafting)) == int(np.argmax(one_by_one))
+
+        tiny.feed([int(np.argmax(one_by_one))])  # what keeping one rejected token would look like
+        assert np.abs(tiny.last_logits() - one_by_one).max() > 100 * 1e-3
+
+
+SAMPLING_CONFIGS = [
+    SamplingParams(temperature=1.0, top_k=6, top_p=1.0, min_p=0.0),
+    SamplingParams(temperature=1.5, top_k=0, top_p=0.95, min_p=0.0),
+    SamplingParams(temperature=2.0, top_k=10, top_p=1.0, min_p=0.02),
+    SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.01),
+    SamplingParams(temperature=1.8, top_k=4, top_p=0.99, min_p=0.0),
+]
+RUNS = 600
+
+
+def first_tokens(session, prefix_blob, prefix_tokens, last, params, seeds, make=None):
+    """The 2nd and 3rd generated tokens (the 1st comes from the prompt's logits with or without a
+    draft) of runs that all start from the same restored prompt state."""
+    out, first_tokens.accepted, first_tokens.rejected = [], 0, 0
+    for seed in seeds:
+        session.reset()
+        assert session.context.state_set(prefix_blob)
+        session.tokens = list(prefix_tokens)
+        g = Generation(session, [last], GenerationSettings(SamplingParams(**{**params.__dict__, "seed": seed}), 3),
+                       reset=False, make_source=make)
+        list(g)
+        out.append(tuple(g.token_ids[1:3]))
+        if make is not None:
+            first_tokens.accepted += g.source.stats.accepted
+            first_tokens.rejected += g.source.stats.drafted - g.source.stats.accepted
+    return out
+
+
+@pytest.mark.parametrize("params", SAMPLING_CONFIGS, ids=[f"cfg{i}" for i in range(len(SAMPLING_CONFIGS))])
+def test_sampled_drafting_keeps_the_target_distribution(tiny, test_models, params):
+    tokens = raw_prompt_tokens(tiny.model, "the cat sat on the mat and the dog")
+    tiny.reset()
+    tiny.feed(tokens[:-1])
+    blob = tiny.context.state_get(0)
+    make = drafter(tiny, "model:" + str(test_models["hybrid-draft"]), draft_max=3)
+    plain = first_tokens(tiny, blob, tokens[:-1], tokens[-1], params, range(RUNS))
+    drafted = first_tokens(tiny, blob, tokens[:-1], tokens[-1], params, range(10_000, 10_000 + RUNS), make)
+    assert first_tokens.accepted > RUNS / 10 and first_tokens.rejected > RUNS / 10  # both paths of the rule ran
+    for position in (0, 1):
+        statistic, df = two_sample_chi2([t[position] for t in plain], [t[position] for t in drafted])
+        assert df >= 2, "the configuration must spread the tokens over several values"
+        assert statistic < chi2_critical(df), (position, statistic, df)
+
+
+def test_sampled_check_can_fail():
+    """The two-sample test does reject samples from different distributions of this size."""
+    rng = np.random.default_rng(0)
+    a = list(rng.choice(6, size=RUNS, p=[0.3, 0.2, 0.2, 0.1, 0.1, 0.1]))
+    b = list(rng.choice(6, size=RUNS, p=[0.2, 0.2, 0.2, 0.2, 0.1, 0.1]))
+    statistic, df = two_sample_chi2(a, b)
+    assert statistic > chi2_critical(df)
+
+
+def test_mismatched_vocabulary_is_refused(tiny, smollm2):
+    with pytest.raises(DraftRefused.__mro__[1], match="vocabulary"):
+        Drafting(tiny).plan(parse_draft_spec(f"model:{smollm2}"), 4)
+
+
+def test_unknown_spec_is_a_clear_error():
+    with pytest.raises(DraftRefused, match="auto, off, lookup"):
+        parse_draft_spec("fast")
