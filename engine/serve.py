@@ -18,7 +18,7 @@ import threading
 
 from engine import protocol as p
 from engine.backends.base import default_threads
-from engine.backends.llama_cpp import BACKEND_VERSION
+from engine.backends.llama_cpp import BACKEND_VERSION, build_info
 from engine.core import EngineCore, Emit
 from engine.telemetry.sampler import TelemetryThread
 
@@ -37,6 +37,7 @@ def make_ready() -> p.Ready:
         "onnxruntime": _version("onnxruntime"),
         "onnxruntime-qnn": _version("onnxruntime-qnn"),
         "python": platform.python_version(),
+        "llama.cpp build": build_info(),
     }
     cpu = p.DeviceInfo(kind="cpu", name=platform.processor() or platform.machine(),
                        detail=f"{default_threads()} cores available to Hearth")

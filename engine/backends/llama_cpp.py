@@ -28,6 +28,11 @@ STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part
 BACKEND_VERSION = f"llama-cpp-python {llama_cpp.__version__}"
 
 
+def build_info() -> str:
+    """llama.cpp's description of how it was built (CPU features, llamafile, ...)."""
+    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+
+
 class _LlamaLog:
     """Keeps llama.cpp's recent log lines (for error messages) and forwards warnings to logging."""
 

@@ -45,11 +45,14 @@ class PlainSource:
         self.from_draft: list[bool] = [False]
 
     def first(self) -> int:
+        return self._sample()
+
+    def _sample(self) -> int:
         return distribution(self.session.last_logits(), self.sampling).sample(self.rng)
 
     def step(self, pending: int) -> list[int]:
         self.session.feed([pending])
-        return [self.first()]
+        return [self._sample()]
 
     def settle(self, n_used: int) -> None:
         pass
@@ -64,6 +67,11 @@ class SpeculativeSource(PlainSource):
         self._round: tuple[int, int] | None = None  # (position of the pending token, draft length)
         self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
         proposer.reset()
+
+    def first(self) -> int:
+        token = super().first()
+        self.proposer.prepare(self.session.tokens)
+        return token
 
     def _room(self) -> int:
         return self.session.n_ctx - self.session.n_past - 2

@@ -41,7 +41,7 @@ class DraftModel(Proposer):
     kind = "model"
 
     def __init__(self, path: Path, target: LlamaModel, *, n_ctx: int, n_threads: int,
-                 sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.3) -> None:
+                 sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.1) -> None:
         check_model_file(path)
         self.model = LlamaModel(path)
         try:
@@ -98,6 +98,9 @@ class DraftModel(Proposer):
             chunk = history[begin : begin + self.context.settings.n_batch]
             self.context.decode(chunk, begin, seq_id=0)
             self.tokens.extend(chunk)
+
+    def prepare(self, history: list[int]) -> None:
+        self._catch_up(history)
 
     def reset(self) -> None:
         pass  # the history is compared on every round; nothing to forget

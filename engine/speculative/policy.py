@@ -28,11 +28,11 @@ class _Rate:
 
 
 class DraftPolicy:
-    WARMUP_ROUNDS = 4  # drafting rounds before the first comparison
-    PROBE_STEPS = 6  # plain steps measured for a comparison
-    STALE_ROUNDS = 48  # drafting rounds after which the plain measurement is taken again
-    REPROBE_EVERY = 64  # plain steps, once off, before drafting is tried again
-    REPROBE_ROUNDS = 4
+    WARMUP_ROUNDS = 3  # drafting rounds before the first comparison
+    PROBE_STEPS = 4  # plain steps measured for a comparison
+    STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
+    REPROBE_EVERY = 128  # plain steps, once off, before drafting is tried again (doubles after each loss)
+    REPROBE_ROUNDS = 2
 
     def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
         self.max_draft = max_draft
@@ -42,6 +42,7 @@ class DraftPolicy:
         self.mode = "draft"  # draft | probe_plain | off | probe_draft
         self.count = 0  # rounds or steps in the current mode
         self.ever_off = False
+        self.reprobe_every = self.REPROBE_EVERY
         self.reason = ""
 
     @property
@@ -77,7 +78,7 @@ class DraftPolicy:
                 self._decide()
         elif self.mode == "off":
             self.count += 1
-            if self.count >= self.REPROBE_EVERY:
+            if self.count >= self.reprobe_every:
                 self._enter("probe_draft")
 
     def _enter(self, mode: str) -> None:
@@ -86,6 +87,8 @@ class DraftPolicy:
     def _decide(self) -> None:
         drafted, plain = self.drafting.per_second, self.plain.per_second
         off = drafted < plain
+        if off and self.mode == "probe_draft":
+            self.reprobe_every *= 2  # it lost again: try less often
         self.ever_off |= off
         self.reason = (f"drafting measured {drafted:.1f} tok/s against {plain:.1f} tok/s without; "
                        + ("switched off" if off else "kept on"))

@@ -29,6 +29,9 @@ class Proposer(ABC):
         """Up to ``k`` tokens that may follow ``history`` (the target's tokens so far, the last one
         sampled but not yet decoded)."""
 
+    def prepare(self, history: list[int]) -> None:
+        """The prompt has been read; ``history`` is what the target holds (catch up here, untimed)."""
+
     def settle(self, history: list[int]) -> None:
         """The target accepted some of the draft; ``history`` is now its exact token list."""
 

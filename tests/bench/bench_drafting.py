@@ -1,0 +1,116 @@
+"""Decode speed with speculative drafting divided by plain decoding, measured alternately in one run.
+
+Cases: (1) SmolLM2 + prompt lookup on a document-grounded task (quote a given text); (2) the
+hybrid bench model with its Q8_0 self-draft; (3) with a smaller draft model; (4) MTP. Each drafter
+runs twice: kept on (``draft_auto_off=False``) to show what drafting itself does, and under the
+``auto`` policy, which must never lose more than 5%. Outputs are checked to be token-identical to
+plain decoding (greedy). Prints one JSON object.
+Usage: ``python tests/bench/bench_drafting.py [--reps N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from engine.chat_template import ChatMessage  # noqa: E402
+from engine.generation import Generation, GenerationSettings  # noqa: E402
+from engine.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
+from engine.sampling import GREEDY  # noqa: E402
+from engine.session import open_session  # noqa: E402
+from engine.speculative.setup import DraftRefused, Drafting, parse_draft_spec  # noqa: E402
+from tests.fixtures.make_models import make_models  # noqa: E402
+
+DOCUMENT = (
+    "The lighthouse at Port Ellen was built in 1832 to guide ships through the narrow channel between "
+    "the island and the mainland. Its keeper, Margaret Hale, kept a daily log of the weather, the ships "
+    "that passed and the state of the lamp. In the winter of 1847 a storm destroyed the jetty and cut the "
+    "island off for eleven days; the log records that the lamp was never allowed to go dark. The tower "
+    "was automated in 1961 and is now a small museum that keeps the original lens and the keeper's log."
+)
+
+
+def decode_rate(session, tokens, max_tokens, make=None) -> tuple[float, Generation]:
+    run = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=max_tokens), make_source=make)
+    for _ in run:
+        pass
+    t = run.timings
+    return (t.gen_n - 1) / ((t.gen_ms - (t.ttft_ms - t.prompt_ms)) / 1000), run
+
+
+def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4) -> dict:
+    session = open_session(str(model), n_ctx=4096, draft_max=draft_max)
+    drafting = Drafting(session)
+    try:
+        kept, _ = drafting.plan(parse_draft_spec(spec), draft_max, auto_off=False)
+        auto, _ = drafting.plan(parse_draft_spec(spec), draft_max, auto_off=True)
+    except DraftRefused as exc:
+        session.close()
+        return {"case": name, "drafter": spec, "available": False, "reason": str(exc)}
+    rates = {"plain": [], "drafted": [], "auto": []}
+    stats, identical = None, True
+    decode_rate(session, tokens, 16)  # warm-up
+    for rep in range(reps):
+        order = ("plain", "drafted", "auto") if rep % 2 == 0 else ("auto", "drafted", "plain")
+        for mode in order:
+            rate, run = decode_rate(session, tokens, max_tokens, {"plain": None, "drafted": kept, "auto": auto}[mode])
+            rates[mode].append(rate)
+            if mode == "plain":
+                reference = run.token_ids
+            elif mode == "drafted":
+                stats, drafted_ids = run.source.stats, run.token_ids
+            else:
+                auto_stats = run.source.stats
+        identical &= drafted_ids == reference
+    drafting.close()
+    session.close()
+    med = {mode: statistics.median(values) for mode, values in rates.items()}
+    return {
+        "case": name, "drafter": spec, "available": True, "tokens": max_tokens,
+        "plain_tok_s": round(med["plain"], 1), "drafted_tok_s": round(med["drafted"], 1),
+        "auto_tok_s": round(med["auto"], 1),
+        "speedup": round(med["drafted"] / med["plain"], 3), "auto_speedup": round(med["auto"] / med["plain"], 3),
+        "identical_output": identical,
+        "acceptance": round(stats.accepted / stats.drafted, 3) if stats.drafted else 0.0,
+        "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
+        "mean_accepted_len": round(stats.mean_accepted_len, 3), "rollbacks": stats.rollbacks,
+        "auto_off": auto_stats.auto_off, "auto_reason": auto_stats.reason,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    args = parser.parse_args()
+    from engine.model_files import embedded_model_path
+
+    paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft"])
+    smollm2 = embedded_model_path()
+    probe = open_session(str(smollm2), n_ctx=512)
+    quote = chat_prompt_tokens(probe.model, [ChatMessage("user", f"Repeat this text exactly:\n\n{DOCUMENT}")])
+    probe.close()
+    probe = open_session(str(paths["hybrid-bench"]), n_ctx=512)
+    story = raw_prompt_tokens(probe.model, "the lighthouse keeper wrote in the log that the storm")
+    probe.close()
+    cases = [
+        ("smollm2 + prompt lookup (quote a document)", smollm2, quote, "lookup", 160),
+        ("hybrid-bench + Q8_0 self-draft", paths["hybrid-bench"], story, f"model:{paths['hybrid-bench-q8']}", 160),
+        ("hybrid-bench + draft model", paths["hybrid-bench"], story, f"model:{paths['hybrid-bench-draft']}", 160),
+        ("hybrid-bench + MTP head", paths["hybrid-bench"], story, "mtp", 160),
+    ]
+    results = []
+    for name, model, tokens, spec, n in cases:
+        results.append(bench_case(name, model, tokens, spec, args.reps, n))
+        print(json.dumps(results[-1]), file=sys.stderr)
+    print(json.dumps({"bench": "drafting", "reps": args.reps, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+from engine.speculative.policy import DraftPolicy
+
+
+def drive(policy, draft_s_per_token, plain_s, steps=400, accept=2):
+    """Simulate a workload: drafting rounds produce accept+1 tokens; returns rounds and plain steps."""
+    rounds = plain = 0
+    for _ in range(steps):
+        k = policy.draft_length()
+        if k:
+            policy.record_round(k, min(accept, k), min(accept, k) + 1, draft_s_per_token * (min(accept, k) + 1))
+            rounds += 1
+        else:
+            policy.record_plain(plain_s)
+            plain += 1
+    return rounds, plain
+
+
+def test_a_losing_drafter_is_switched_off_with_the_numbers():
+    policy = DraftPolicy(max_draft=4)
+    rounds, plain = drive(policy, draft_s_per_token=0.02, plain_s=0.01)
+    assert policy.off and policy.ever_off
+    assert "switched off" in policy.reason and "tok/s" in policy.reason
+    assert rounds < 20 and plain > 350  # a few probes, then plain decoding
+
+
+def test_a_winning_drafter_stays_on():
+    policy = DraftPolicy(max_draft=4)
+    rounds, plain = drive(policy, draft_s_per_token=0.004, plain_s=0.01)
+    assert not policy.off and not policy.ever_off
+    assert rounds > 300 and "kept on" in policy.reason
+
+
+def test_draft_length_adapts_to_acceptance():
+    policy = DraftPolicy(max_draft=6, auto_off=False)
+    for _ in range(10):
+        policy.record_round(policy.length, policy.length, policy.length + 1, 0.01)
+    assert policy.length == 6
+    for _ in range(10):
+        policy.record_round(policy.length, 0, 1, 0.01)
+    assert policy.length == 1
+
+
+def test_without_auto_off_drafting_never_stops():
+    policy = DraftPolicy(max_draft=4, auto_off=False)
+    rounds, plain = drive(policy, draft_s_per_token=0.05, plain_s=0.01)
+    assert rounds == 400 and not policy.off
