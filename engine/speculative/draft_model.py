@@ -54,6 +54,14 @@ class DraftModel(Proposer):
         self.sampling, self.rng, self.p_min = sampling, rng, p_min
         self.recurrent = self.model.facts().is_recurrent or self.model.facts().is_hybrid
         self.tokens: list[int] = []  # what sequence 0 holds
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One throw-away decode on each sequence, so the first real round is not paying for
+        llama.cpp's graph allocation (which would make auto-off judge drafting too harshly)."""
+        for seq in (0, DRAFT_SEQ):
+            self.context.decode([0], 0, seq_id=seq)
+        self.context.clear()
 
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
         self.sampling, self.rng = sampling, rng

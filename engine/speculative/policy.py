@@ -28,8 +28,8 @@ class _Rate:
 
 
 class DraftPolicy:
-    WARMUP_ROUNDS = 3  # drafting rounds before the first comparison
-    PROBE_STEPS = 4  # plain steps measured for a comparison
+    WARMUP_ROUNDS = 2  # drafting rounds before the first comparison
+    PROBE_STEPS = 3  # plain steps measured for a comparison
     STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
     REPROBE_EVERY = 128  # plain steps, once off, before drafting is tried again (doubles after each loss)
     REPROBE_ROUNDS = 2
