@@ -133,7 +133,7 @@ class EngineCore:
             return
         report = self._finish_turn(command, turn, run) if turn is not None else None
         self._refresh_state_sizes()
-        if run.source is not None and hasattr(run.source, "stats"):
+        if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
                              token_ids=run.token_ids, snapshot=report, draft=draft_stats))
@@ -238,7 +238,7 @@ class EngineCore:
             else:
                 self.live.rates.record("decode", len(delta.token_ids), now - last_token_at)
             last_token_at = now
-            stats = getattr(run.source, "stats", None)
+            stats = run.source.stats
             if stats is not None and stats.drafted:
                 self.live.rates.draft_acceptance = stats.accepted / stats.drafted
             pending.add(delta)

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
-from model_store.db import StoreError, from_json, read_transaction, to_json, write_transaction
+from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
 MESSAGE_STATUSES = ("done", "generating", "interrupted", "error")
 
@@ -243,17 +243,7 @@ class ConversationStore:
         Raises:
             StoreError: If ``leaf_id`` is not a message.
         """
-        rows = self.db.execute(
-            f"""WITH RECURSIVE up(id, depth) AS (
-                   SELECT id, 0 FROM messages WHERE id = ?
-                   UNION ALL
-                   SELECT m.parent_id, up.depth + 1 FROM messages AS m JOIN up ON m.id = up.id
-                   WHERE m.parent_id IS NOT NULL
-               )
-               SELECT {_MESSAGE_COLUMNS} FROM up JOIN messages USING (id)
-               ORDER BY up.depth DESC""",
-            [leaf_id],
-        ).fetchall()
+        rows = ancestors(self.db, "messages", _MESSAGE_COLUMNS, leaf_id)[::-1]  # root first
         if not rows:
             raise StoreError(f"no message {leaf_id}")
         return [_message(row) for row in rows]

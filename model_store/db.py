@@ -140,13 +140,8 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    try:
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # the block or the commit failed: undo everything
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
@@ -175,6 +170,30 @@ def read_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databas
     finally:
         if conn.in_transaction:
             conn.execute("COMMIT")
+
+
+def ancestors(db: sqlite_utils.Database, table: str, columns: str, start_id: str) -> list[tuple]:
+    """Rows of ``table`` from ``start_id`` up its ``parent_id`` links, the start first.
+
+    Args:
+        db: The database.
+        table: A table with ``id`` and ``parent_id`` columns (messages, snapshots).
+        columns: The columns to select, as SQL.
+        start_id: Where to start.
+
+    Returns:
+        The rows, nearest first; empty if ``start_id`` is not in the table.
+    """
+    return db.execute(
+        f"""WITH RECURSIVE up(id, depth) AS (
+               SELECT id, 0 FROM {table} WHERE id = ?
+               UNION ALL
+               SELECT t.parent_id, up.depth + 1 FROM {table} AS t JOIN up ON t.id = up.id
+               WHERE t.parent_id IS NOT NULL
+           )
+           SELECT {columns} FROM up JOIN {table} USING (id) ORDER BY up.depth""",
+        [start_id],
+    ).fetchall()
 
 
 def to_json(value: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 import sqlite_utils
 
-from model_store.db import StoreError, from_json, read_transaction, to_json, write_transaction
+from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
 CHUNK_BYTES = 1 << 20
 
@@ -180,16 +180,7 @@ class SnapshotStore:
 
     def chain(self, snapshot_id: str) -> list[SnapshotRecord]:
         """Return the snapshot, its parent, grandparent, ... up to the root (``[]`` if absent)."""
-        rows = self.db.execute(
-            f"""WITH RECURSIVE up(id, depth) AS (
-                    SELECT id, 0 FROM snapshots WHERE id = ?
-                    UNION ALL
-                    SELECT s.parent_id, up.depth + 1 FROM snapshots AS s JOIN up ON s.id = up.id
-                    WHERE s.parent_id IS NOT NULL
-                )
-                SELECT {_COLUMNS} FROM up JOIN snapshots USING (id) ORDER BY up.depth""",
-            [snapshot_id],
-        )
+        rows = ancestors(self.db, "snapshots", _COLUMNS, snapshot_id)
         return [_record(row) for row in rows]
 
     def read_part(self, snapshot_id: str, part: str) -> bytearray:

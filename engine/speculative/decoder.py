@@ -43,6 +43,7 @@ class PlainSource:
     def __init__(self, session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> None:
         self.session, self.sampling, self.rng = session, sampling, rng
         self.from_draft: list[bool] = [False]
+        self.stats: DraftStats | None = None  # plain decoding drafts nothing
 
     def first(self) -> int:
         return self._sample()
