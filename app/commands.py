@@ -14,7 +14,8 @@ from pathlib import Path
 import msgspec
 
 from engine import protocol as p
-from engine.client import EngineClient, EngineDead, EngineError, InprocClient, new_request_id
+from engine.client import EngineClient, EngineDead, EngineError, new_request_id
+from engine.inproc_client import InprocClient
 from engine.sampling import SamplingError, SamplingParams
 
 

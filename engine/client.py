@@ -1,6 +1,6 @@
 """How the app talks to the engine: one :class:`EngineClient` interface, two ways to run it.
 
-:class:`InprocClient` runs the worker loop on a thread in this process (CLI, tests, benchmarks);
+:class:`engine.inproc_client.InprocClient` runs the worker loop on a thread in this process (CLI, tests, benchmarks);
 :class:`engine.process_client.ProcessClient` runs it in a child process (the GUI), so a crash there
 cannot take the window down. Both speak the same messages and behave the same. Events are read
 with :meth:`EngineClient.next_event`; the blocking helpers (:meth:`~EngineClient.load_model`,
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import queue
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -24,7 +23,6 @@ from pathlib import Path
 import msgspec
 
 from engine import protocol as p
-from engine.serve import WorkerLoop
 
 
 class EngineDead(msgspec.Struct):
@@ -135,34 +133,3 @@ def _raise_if_failure(event: ClientEvent) -> None:
         raise EngineError(event.code, event.message)
     if isinstance(event, EngineDead):
         raise EngineError("engine_dead", event.message)
-
-
-class InprocClient(EngineClient):
-    """The worker loop on a thread of this process. Commands still go through msgpack, so a message
-    the process worker would refuse is refused here too."""
-
-    def __init__(self, telemetry_interval_ms: int = 1000, data_dir: Path | None = None) -> None:
-        self.telemetry_interval_ms = telemetry_interval_ms
-        self.data_dir = data_dir
-        self._events: queue.Queue[ClientEvent] = queue.Queue()
-        self._loop: WorkerLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def _launch(self) -> None:
-        self._events = queue.Queue()
-        self._loop = WorkerLoop(self._events.put, self.telemetry_interval_ms)
-        self._thread = threading.Thread(target=self._loop.run, name="engine", daemon=True)
-        self._thread.start()
-
-    def send(self, command: p.Command) -> None:
-        if self._loop is None:
-            raise EngineError("not_started", "the engine is not running; start it first")
-        self._loop.submit(p.decode_command(p.encode(command)))
-
-    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
-        if self._loop is None:
-            return
-        self._loop.stop(abort=mode == "abort")
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._loop = self._thread = None

@@ -18,11 +18,11 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
-from engine.generation import Generation, GenerationSettings, TextDelta, Timings
+from engine.generation import Generation, GenerationSettings, TextDelta
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
-from engine.speculative.decoder import DraftStats
+from engine.records import DraftStats, Timings
 from engine.speculative.setup import Drafting, parse_draft_spec
 from engine.state.seq_state import StateFormatError
 from engine.telemetry.rates import LiveRates

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import msgspec
 
+from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
 from engine.session import ModelSession
 from engine.speculative.decoder import PlainSource
@@ -21,16 +21,6 @@ from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
 CancelCheck = Callable[[], bool]
-
-
-class Timings(msgspec.Struct):
-    """Raw timings of one request, in tokens and milliseconds."""
-
-    prompt_n: int = 0
-    prompt_ms: float = 0.0
-    gen_n: int = 0
-    gen_ms: float = 0.0
-    ttft_ms: float = 0.0
 
 
 @dataclass(frozen=True)

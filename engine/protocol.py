@@ -16,8 +16,7 @@ from typing import Literal, Union
 import msgspec
 
 from engine.backends.base import ModelFacts
-from engine.generation import Timings
-from engine.speculative.decoder import DraftStats
+from engine.records import DraftStats, Timings
 
 PROTOCOL_VERSION = 1
 

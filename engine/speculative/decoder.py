@@ -15,26 +15,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import msgspec
 
+from engine.records import DraftStats
 from engine.sampling import SamplingParams, distribution
 from engine.session import ModelSession
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.proposer import Proposer
 from engine.speculative.verifier import verify
-
-
-class DraftStats(msgspec.Struct):
-    """Per-request drafting counters (sent in ``Finished``)."""
-
-    kind: str = "off"
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    mean_accepted_len: float = 0.0  # accepted draft tokens per round
-    rollbacks: int = 0  # rounds whose rejected tokens were rolled back out of the state
-    auto_off: bool = False
-    reason: str = ""
 
 
 class PlainSource:

@@ -21,27 +21,7 @@ from engine.speculative.draft_model import DraftModel
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
-
-SPEC_HELP = "auto, off, lookup, mtp or model:PATH"
-
-
-class DraftRefused(ValueError):
-    """This drafting choice cannot work for this model; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class DraftSpec:
-    kind: str  # auto | off | lookup | mtp | model
-    path: str | None = None
-
-
-def parse_draft_spec(text: str) -> DraftSpec:
-    if text in ("auto", "off", "lookup", "mtp"):
-        return DraftSpec(text)
-    if text.startswith("model:") and len(text) > len("model:"):
-        return DraftSpec("model", text[len("model:"):])
-    raise DraftRefused(f"unknown drafting choice {text!r}; use {SPEC_HELP}")
-
+from engine.speculative.spec import SPEC_HELP, DraftRefused, DraftSpec, parse_draft_spec
 
 SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
 

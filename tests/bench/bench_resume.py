@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.turn import open_conversation, send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
-from engine.client import InprocClient  # noqa: E402
+from engine.inproc_client import InprocClient  # noqa: E402
 from engine.model_files import embedded_model_path  # noqa: E402
 from engine.prompts import raw_prompt_tokens  # noqa: E402
 from engine.session import open_session  # noqa: E402

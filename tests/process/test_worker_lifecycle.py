@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineDead, EngineError, InprocClient
+from engine.client import EngineDead, EngineError
+from engine.inproc_client import InprocClient
 from engine.process_client import ProcessClient
 from tests.process.conftest import collect, finished, generate, text_of, wait_for
 

@@ -1,0 +1,43 @@
+"""The engine on a thread of this process, for the CLI, tests and benchmarks (the GUI uses
+:class:`engine.process_client.ProcessClient`)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+
+from engine import protocol as p
+from engine.client import ClientEvent, EngineClient, EngineError
+from engine.serve import WorkerLoop
+
+
+class InprocClient(EngineClient):
+    """The worker loop on a thread of this process. Commands still go through msgpack, so a message
+    the process worker would refuse is refused here too."""
+
+    def __init__(self, telemetry_interval_ms: int = 1000, data_dir: Path | None = None) -> None:
+        self.telemetry_interval_ms = telemetry_interval_ms
+        self.data_dir = data_dir
+        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._loop: WorkerLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _launch(self) -> None:
+        self._events = queue.Queue()
+        self._loop = WorkerLoop(self._events.put, self.telemetry_interval_ms)
+        self._thread = threading.Thread(target=self._loop.run, name="engine", daemon=True)
+        self._thread.start()
+
+    def send(self, command: p.Command) -> None:
+        if self._loop is None:
+            raise EngineError("not_started", "the engine is not running; start it first")
+        self._loop.submit(p.decode_command(p.encode(command)))
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        if self._loop is None:
+            return
+        self._loop.stop(abort=mode == "abort")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._loop = self._thread = None
