@@ -262,6 +262,45 @@ class ConversationStore:
         )
         return [_message(row) for row in rows]
 
+    def siblings(self, message_id: str) -> builtins.list[Message]:
+        """Return the alternatives at ``message_id``'s fork (itself included), oldest first."""
+        message = self.message(message_id)
+        rows = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND parent_id IS ?"
+            " ORDER BY created_at, rowid", [message.conversation_id, message.parent_id]
+        )
+        return [_message(row) for row in rows]
+
+    def newest_leaf(self, message_id: str) -> str:
+        """Follow the newest child from ``message_id`` down to a leaf; return the leaf's id.
+
+        Switching to another version of a message shows the latest thing said after it.
+        """
+        row = self.db.execute(
+            """WITH RECURSIVE down(id, depth) AS (
+                   SELECT ?, 0
+                   UNION ALL
+                   SELECT (SELECT c.id FROM messages AS c WHERE c.parent_id = down.id
+                           ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1), depth + 1
+                   FROM down WHERE EXISTS (SELECT 1 FROM messages AS c WHERE c.parent_id = down.id)
+               )
+               SELECT id FROM down ORDER BY depth DESC LIMIT 1""",
+            [message_id],
+        ).fetchone()
+        self.message(message_id)  # raises the helpful error for an unknown id
+        return row[0]
+
+    def mark_unfinished_interrupted(self) -> int:
+        """Mark answers left ``generating`` by an app that stopped mid-answer as ``interrupted``.
+
+        Returns:
+            How many messages were marked.
+        """
+        with write_transaction(self.db):
+            return self.db.execute(
+                "UPDATE messages SET status = 'interrupted' WHERE status = 'generating'"
+            ).rowcount
+
     def set_leaf(self, conversation_id: str, message_id: str) -> None:
         """Show the branch ending at ``message_id``.
 

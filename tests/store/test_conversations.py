@@ -180,3 +180,37 @@ def test_store_is_shared_through_the_file(db_path, convs):
         assert [m.content for m in ConversationStore(other).current_branch(conv.id)] == ["hi"]
     finally:
         other.close()
+
+
+def test_siblings_list_every_version_at_a_fork_including_first_messages(convs):
+    conv = convs.create("t")
+    first = convs.add_message(conv.id, "user", "v1", parent_id=None)
+    edited = convs.add_message(conv.id, "user", "v2", parent_id=None)
+    answer = convs.add_message(conv.id, "assistant", "a", parent_id=first.id)
+    other = convs.create("other")
+    convs.add_message(other.id, "user", "elsewhere", parent_id=None)
+    assert [m.id for m in convs.siblings(first.id)] == [first.id, edited.id]
+    assert [m.id for m in convs.siblings(answer.id)] == [answer.id]
+
+
+def test_newest_leaf_follows_the_newest_child_down(convs):
+    conv = convs.create("t")
+    user = convs.add_message(conv.id, "user", "q", parent_id=None)
+    old = convs.add_message(conv.id, "assistant", "old", parent_id=user.id)
+    new = convs.add_message(conv.id, "assistant", "new", parent_id=user.id)
+    follow_up = convs.add_message(conv.id, "user", "more", parent_id=old.id)
+    assert convs.newest_leaf(user.id) == new.id
+    assert convs.newest_leaf(old.id) == follow_up.id
+    assert convs.newest_leaf(new.id) == new.id
+    with pytest.raises(StoreError):
+        convs.newest_leaf("nope")
+
+
+def test_unfinished_answers_are_marked_interrupted(convs):
+    conv = convs.create("t")
+    user = convs.add_message(conv.id, "user", "q", parent_id=None)
+    stale = convs.add_message(conv.id, "assistant", "half an ans", parent_id=user.id, status="generating")
+    assert convs.mark_unfinished_interrupted() == 1
+    assert convs.message(stale.id).status == "interrupted"
+    assert convs.message(stale.id).content == "half an ans"
+    assert convs.message(user.id).status == "done"
