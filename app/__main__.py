@@ -1,8 +1,12 @@
-"""``python -m app``: opens the app (the chat in the terminal until the GUI exists)."""
+"""``python -m app`` opens the desktop app; ``python -m app chat|generate|…`` runs the CLI."""
 
 import sys
 
-from app.cli import main
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["chat"]))
+    if sys.argv[1:]:
+        from app.cli import main
+
+        sys.exit(main(sys.argv[1:]))
+    from app.gui import main
+
+    sys.exit(main())

@@ -6,8 +6,11 @@ The tiny qwen35 models are generated once per test session (numpy + gguf, fixed 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # Qt tests never need a screen
 
 import pytest
 

@@ -1,0 +1,31 @@
+"""``python -m app``: the desktop app. Wires the user's folders and settings to the window."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from app.paths import user_paths
+from app.settings import data_dir, load_settings, save_settings, snapshot_budget_bytes
+from engine.process_client import ProcessClient
+from model_store.db import database_path
+from model_store.installed import models_folder
+
+
+def main() -> int:
+    paths = user_paths().ensure()
+    loaded = load_settings(paths.config)
+    settings = loaded.settings
+    data = data_dir(settings, paths)
+    data.mkdir(parents=True, exist_ok=True)
+
+    def make_client() -> ProcessClient:
+        client = ProcessClient(data_dir=data, log_path=paths.cache / "worker.log")
+        client.snapshot_budget_bytes = snapshot_budget_bytes(settings)
+        return client
+
+    from ui.app import AppParts, run  # Qt is loaded only for the GUI, not for the CLI
+
+    return run(AppParts(
+        settings=settings, make_client=make_client, db_path=database_path(data), models_dir=models_folder(data),
+        save_settings=partial(save_settings, config_dir=paths.config), startup_notes=tuple(loaded.problems),
+    ))

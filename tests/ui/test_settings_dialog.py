@@ -1,0 +1,213 @@
+"""The Settings dialog, driven offscreen through its real widgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
+
+from app.settings import NO_NPU_MESSAGE, Settings
+from ui.views.settings_dialog import SEED_MESSAGE, SettingsDialog
+
+INPUT_NAMES = (
+    "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens", "draft_kind", "draft_path",
+    "draft_max", "device_policy", "snapshot_budget_gib", "data_folder", "highlight_drafts",
+)  # fmt: skip
+
+
+@pytest.fixture
+def gguf(tmp_path) -> Path:
+    path = tmp_path / "draft.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+@pytest.fixture
+def open_dialog(qtbot):
+    def open_(settings: Settings = Settings(), **kwargs) -> SettingsDialog:
+        dialog = SettingsDialog(settings, **kwargs)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        return dialog
+
+    return open_
+
+
+def child(dialog: SettingsDialog, kind, name: str):
+    widget = dialog.findChild(kind, name)
+    assert widget is not None, name
+    return widget
+
+
+def press_ok(dialog: SettingsDialog) -> None:
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+
+
+def select(combo: QComboBox, value: str) -> None:
+    combo.setCurrentIndex(combo.findData(value))
+
+
+def error_text(dialog: SettingsDialog, field: str) -> str | None:
+    """The visible error message for a field, or None when its label is hidden."""
+    label = child(dialog, QLabel, f"error_{field}")
+    return label.text() if label.isVisible() else None
+
+
+def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
+    given = Settings(
+        temperature=1.25, top_k=7, top_p=0.8, min_p=0.1, seed=42, max_tokens=300, draft=f"model:{gguf}",
+        draft_max=6, device_policy="cpu", snapshot_budget_gib=2.5, data_folder=str(tmp_path), highlight_drafts=True,
+    )  # fmt: skip
+    dialog = open_dialog(given)
+    assert dialog.windowTitle() == "Settings"
+    assert child(dialog, QDoubleSpinBox, "temperature").value() == 1.25
+    assert child(dialog, QSpinBox, "top_k").value() == 7
+    assert child(dialog, QDoubleSpinBox, "top_p").value() == 0.8
+    assert child(dialog, QDoubleSpinBox, "min_p").value() == 0.1
+    assert child(dialog, QLineEdit, "seed").text() == "42"
+    assert child(dialog, QSpinBox, "max_tokens").value() == 300
+    assert child(dialog, QComboBox, "draft_kind").currentData() == "model"
+    assert child(dialog, QLineEdit, "draft_path").text() == str(gguf)
+    assert child(dialog, QSpinBox, "draft_max").value() == 6
+    assert child(dialog, QComboBox, "device_policy").currentData() == "cpu"
+    assert child(dialog, QDoubleSpinBox, "snapshot_budget_gib").value() == 2.5
+    assert child(dialog, QLineEdit, "data_folder").text() == str(tmp_path)
+    assert child(dialog, QCheckBox, "highlight_drafts").isChecked()
+    assert dialog.form_settings() == given
+
+
+def test_error_labels_start_hidden(open_dialog):
+    dialog = open_dialog()
+    labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
+    assert len(labels) == 12
+    assert all(label.isHidden() for label in labels)
+
+
+def test_draft_path_is_enabled_only_for_a_draft_model(open_dialog):
+    dialog = open_dialog()
+    kind, path = child(dialog, QComboBox, "draft_kind"), child(dialog, QLineEdit, "draft_path")
+    assert not path.isEnabled()
+    select(kind, "model")
+    assert path.isEnabled()
+    select(kind, "lookup")
+    assert not path.isEnabled()
+
+
+def test_edits_and_ok_give_the_new_settings(open_dialog, gguf, tmp_path):
+    base = Settings(model=str(gguf))
+    dialog = open_dialog(base, npu_available=True)
+    child(dialog, QDoubleSpinBox, "temperature").setValue(0.0)
+    child(dialog, QSpinBox, "top_k").setValue(0)
+    child(dialog, QLineEdit, "seed").setText(" 99 ")
+    child(dialog, QSpinBox, "max_tokens").setValue(2048)
+    select(child(dialog, QComboBox, "draft_kind"), "model")
+    child(dialog, QLineEdit, "draft_path").setText(str(gguf))
+    child(dialog, QSpinBox, "draft_max").setValue(10)
+    select(child(dialog, QComboBox, "device_policy"), "npu")
+    child(dialog, QDoubleSpinBox, "snapshot_budget_gib").setValue(8.0)
+    child(dialog, QLineEdit, "data_folder").setText(str(tmp_path / "new-data"))
+    child(dialog, QCheckBox, "highlight_drafts").setChecked(True)
+    press_ok(dialog)
+    assert not dialog.isVisible()
+    assert dialog.result_settings == Settings(
+        model=str(gguf), temperature=0.0, top_k=0, seed=99, max_tokens=2048, draft=f"model:{gguf}", draft_max=10,
+        device_policy="npu", snapshot_budget_gib=8.0, data_folder=str(tmp_path / "new-data"), highlight_drafts=True,
+    )  # fmt: skip
+
+
+def test_invalid_seed_keeps_the_dialog_open_and_focuses_it(open_dialog):
+    dialog = open_dialog()
+    seed = child(dialog, QLineEdit, "seed")
+    seed.setText("abc")
+    press_ok(dialog)
+    assert dialog.isVisible()
+    assert dialog.result_settings is None
+    assert error_text(dialog, "seed") == SEED_MESSAGE
+    assert seed.text() == "abc"
+    assert dialog.focusWidget() is seed
+    seed.setText("5")
+    press_ok(dialog)
+    assert dialog.result_settings == Settings(seed=5)
+
+
+def test_missing_draft_model_path_shows_the_draft_error(open_dialog, tmp_path):
+    dialog = open_dialog()
+    select(child(dialog, QComboBox, "draft_kind"), "model")
+    press_ok(dialog)
+    assert dialog.isVisible()
+    assert "draft model file" in error_text(dialog, "draft")
+    child(dialog, QLineEdit, "draft_path").setText(str(tmp_path / "absent.gguf"))
+    press_ok(dialog)
+    assert dialog.isVisible()
+    assert "absent.gguf" in error_text(dialog, "draft")
+    assert error_text(dialog, "seed") is None
+
+
+def test_every_message_shows_and_the_first_field_gets_focus(open_dialog, tmp_path):
+    dialog = open_dialog()
+    child(dialog, QDoubleSpinBox, "top_p").setValue(0.0)
+    select(child(dialog, QComboBox, "device_policy"), "npu")
+    child(dialog, QLineEdit, "data_folder").setText("relative")
+    press_ok(dialog)
+    assert dialog.isVisible()
+    assert error_text(dialog, "top_p").startswith("Top-p")
+    assert error_text(dialog, "device_policy") == NO_NPU_MESSAGE
+    assert "data folder" in error_text(dialog, "data_folder")
+    assert error_text(dialog, "temperature") is None
+    assert dialog.focusWidget() is child(dialog, QDoubleSpinBox, "top_p")
+
+
+def test_restore_defaults_refills_the_form_and_clears_errors(open_dialog):
+    dialog = open_dialog(Settings(temperature=1.5, top_k=3, draft="off", highlight_drafts=True))
+    child(dialog, QLineEdit, "seed").setText("abc")
+    press_ok(dialog)
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.RestoreDefaults).click()
+    assert dialog.form_settings() == Settings()
+    assert error_text(dialog, "seed") is None
+    press_ok(dialog)
+    assert dialog.result_settings == Settings()
+
+
+def test_cancel_gives_none(open_dialog):
+    dialog = open_dialog()
+    child(dialog, QSpinBox, "top_k").setValue(1)
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Cancel).click()
+    assert not dialog.isVisible()
+    assert dialog.result_settings is None
+
+
+def test_enter_means_ok_and_escape_means_cancel(open_dialog, qtbot):
+    dialog = open_dialog()
+    seed = child(dialog, QLineEdit, "seed")
+    seed.setText("7")
+    qtbot.keyClick(seed, Qt.Key.Key_Return)
+    assert dialog.result_settings == Settings(seed=7)
+
+    other = open_dialog()
+    qtbot.keyClick(child(other, QLineEdit, "seed"), Qt.Key.Key_Escape)
+    assert not other.isVisible()
+    assert other.result_settings is None
+
+
+def test_tab_order_follows_the_form(open_dialog):
+    dialog = open_dialog()
+    start: QWidget = child(dialog, QDoubleSpinBox, "temperature")
+    seen, widget = [], start
+    while True:
+        if widget.objectName() in INPUT_NAMES and widget.objectName() not in seen:
+            seen.append(widget.objectName())
+        widget = widget.nextInFocusChain()
+        if widget is start:
+            break
+    assert seen == list(INPUT_NAMES)

@@ -1,0 +1,204 @@
+"""The telemetry panel and its charts, as real widgets on the offscreen platform."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QLabel
+
+from engine.protocol import UNAVAILABLE, DevicePlan, PhaseDevice, Telemetry
+from ui.views.sparkline import Sparkline
+from ui.views.state_bar import StateBar
+from ui.views.telemetry_panel import VALUE_KEYS, TelemetryPanel
+
+MIB = 1024**2
+GIB = 1024**3
+DASH = "\u2014"
+
+
+def make_telemetry(**changes) -> Telemetry:
+    fields = dict(
+        t=1000.0,
+        rss_bytes=int(1.5 * GIB),
+        available_bytes=6 * GIB,
+        model_bytes=int(1.2 * GIB),
+        state_fixed_bytes=12 * MIB,
+        state_kv_bytes=36 * MIB,
+        cpu_temp_c=61.2,
+        cpu_freq_mhz=3400.0,
+        cpu_freq_max_mhz=3400.0,
+        throttled=False,
+        prefill_tok_s=250.0,
+        decode_tok_s=18.54,
+        ttft_ms=120.0,
+        draft_acceptance=0.734,
+        phase_devices={"prefill": "cpu", "decode": "cpu"},
+    )
+    fields.update(changes)
+    return Telemetry(**fields)
+
+
+PLAN = DevicePlan(
+    prefill=PhaseDevice("npu", "the NPU reads long prompts fastest"),
+    decode=PhaseDevice("cpu", "the CPU is the fastest device for writing"),
+)
+
+
+@pytest.fixture
+def panel(qtbot) -> TelemetryPanel:
+    widget = TelemetryPanel()
+    qtbot.addWidget(widget)
+    widget.resize(260, 520)
+    return widget
+
+
+def test_values_has_exactly_the_documented_keys_and_labels(panel):
+    assert list(panel.values()) == [
+        "prefill_rate", "decode_rate", "ttft", "draft_acceptance", "memory", "model_size",
+        "state_fixed", "state_kv", "cpu_temperature", "throttling", "prefill_device", "decode_device",
+    ]
+    for key in VALUE_KEYS:
+        assert isinstance(panel.findChild(QLabel, f"telemetry_{key}"), QLabel), key
+    assert panel.findChild(Sparkline, "sparkline_prefill") is panel.prefill_sparkline
+    assert panel.findChild(Sparkline, "sparkline_decode") is panel.decode_sparkline
+
+
+def test_a_new_panel_shows_no_values(panel):
+    assert set(panel.values().values()) == {DASH}
+
+
+def test_show_telemetry_updates_every_value(panel):
+    panel.show_telemetry(make_telemetry())
+    assert panel.values() == {
+        "prefill_rate": "250 tok/s",
+        "decode_rate": "18.5 tok/s",
+        "ttft": "120 ms",
+        "draft_acceptance": "73%",
+        "memory": "1.50 GiB (6.00 GiB available)",
+        "model_size": "1.20 GiB",
+        "state_fixed": "12.0 MiB",
+        "state_kv": "36.0 MiB",
+        "cpu_temperature": "61 \u00b0C",
+        "throttling": "not throttled",
+        "prefill_device": "cpu",
+        "decode_device": "cpu",
+    }
+    assert panel.findChild(QLabel, "telemetry_decode_rate").text() == "18.5 tok/s"
+    assert panel.state_bar.parts() == (12 * MIB, 36 * MIB)
+    assert panel.state_bar.fixed_fraction() == pytest.approx(0.25)
+
+
+def test_idle_rates_read_idle(panel):
+    panel.show_telemetry(make_telemetry(prefill_tok_s=0.0, decode_tok_s=0.0))
+    assert panel.values()["prefill_rate"] == panel.values()["decode_rate"] == "idle"
+
+
+def test_unavailable_measurements_read_unavailable(panel):
+    panel.show_telemetry(make_telemetry(
+        cpu_temp_c=UNAVAILABLE, cpu_freq_mhz=UNAVAILABLE, cpu_freq_max_mhz=UNAVAILABLE,
+        throttled=UNAVAILABLE, ttft_ms=UNAVAILABLE, draft_acceptance=UNAVAILABLE,
+    ))
+    values = panel.values()
+    for key in ("cpu_temperature", "throttling", "ttft", "draft_acceptance"):
+        assert values[key] == "unavailable", key
+    assert values["decode_rate"] == "18.5 tok/s"
+
+
+def test_throttled_and_not_throttled(panel):
+    label = panel.findChild(QLabel, "telemetry_throttling")
+    panel.show_telemetry(make_telemetry(throttled=True, cpu_freq_mhz=1200.0, cpu_freq_max_mhz=3400.0))
+    assert panel.values()["throttling"] == "throttled (1.2 of 3.4 GHz)"
+    assert label.font().bold()
+    panel.show_telemetry(make_telemetry(throttled=False))
+    assert panel.values()["throttling"] == "not throttled"
+    assert not label.font().bold()
+
+
+def test_sparklines_grow_by_one_value_per_sample_up_to_capacity(panel):
+    capacity = panel.decode_sparkline.capacity
+    for i in range(capacity + 5):
+        panel.show_telemetry(make_telemetry(prefill_tok_s=float(i), decode_tok_s=float(2 * i)))
+        if i < 3:
+            assert len(panel.prefill_sparkline.values()) == len(panel.decode_sparkline.values()) == i + 1
+    assert panel.decode_sparkline.values() == [float(2 * i) for i in range(5, capacity + 5)]
+    assert len(panel.prefill_sparkline.values()) == capacity
+
+
+def test_sparkline_keeps_its_capacity_and_clears(qtbot):
+    sparkline = Sparkline(capacity=3)
+    qtbot.addWidget(sparkline)
+    for value in (1.0, 2.0, 3.0, 4.0):
+        sparkline.add(value)
+    assert sparkline.values() == [2.0, 3.0, 4.0]
+    sparkline.clear()
+    assert sparkline.values() == []
+    assert sparkline.accessibleName()
+    with pytest.raises(ValueError):
+        Sparkline(capacity=1)
+
+
+def test_device_plan_then_the_device_that_ran_overrides_it(panel):
+    panel.show_device_plan(PLAN)
+    assert panel.values()["prefill_device"] == "npu"
+    assert panel.values()["decode_device"] == "cpu"
+    reason = panel.findChild(QLabel, "telemetry_prefill_device_reason")
+    assert reason.text() == "the NPU reads long prompts fastest"
+    assert reason.wordWrap()
+    assert panel.findChild(QLabel, "telemetry_prefill_device").toolTip() == reason.text()
+
+    panel.show_telemetry(make_telemetry(phase_devices={"prefill": "cpu"}))
+    assert panel.values()["prefill_device"] == "cpu (planned: npu)"
+    assert panel.values()["decode_device"] == "cpu"
+
+    panel.show_telemetry(make_telemetry(phase_devices={"prefill": "npu", "decode": "cpu"}))
+    assert panel.values()["prefill_device"] == "npu"
+
+
+def test_show_model_names_the_model_and_its_size(panel):
+    panel.show_model("SmolLM2 135M Instruct", 270 * MIB)
+    assert panel.values()["model_size"] == "270.0 MiB"
+    assert panel.model_name_label.text() == "SmolLM2 135M Instruct"
+
+
+def test_clear_resets_values_charts_and_devices(panel):
+    panel.show_model("tiny", GIB)
+    panel.show_device_plan(PLAN)
+    panel.show_telemetry(make_telemetry(throttled=True))
+    panel.clear()
+    assert panel.values() == {key: DASH for key in VALUE_KEYS}
+    assert panel.prefill_sparkline.values() == panel.decode_sparkline.values() == []
+    assert panel.state_bar.parts() == (0, 0)
+    assert panel.findChild(QLabel, "telemetry_prefill_device_reason").text() == ""
+    assert panel.model_name_label.text() == "No model loaded"
+    assert not panel.findChild(QLabel, "telemetry_throttling").font().bold()
+
+
+def test_panel_renders(panel):
+    panel.show_device_plan(PLAN)
+    panel.show_telemetry(make_telemetry())
+    pixmap = panel.grab()
+    assert not pixmap.isNull()
+    assert pixmap.width() > 0 and pixmap.height() > 0
+
+
+def test_a_sparkline_with_values_draws_something(qtbot):
+    empty, filled = Sparkline(), Sparkline()
+    for sparkline in (empty, filled):
+        qtbot.addWidget(sparkline)
+        sparkline.resize(sparkline.sizeHint())
+    for value in (1.0, 5.0, 2.0, 8.0):
+        filled.add(value)
+    empty_image, filled_image = empty.grab().toImage(), filled.grab().toImage()
+    assert empty_image.size() == filled_image.size()
+    assert empty_image != filled_image
+    filled.clear()
+    assert filled.grab().toImage() == empty_image
+
+
+def test_state_bar_draws_its_split(qtbot):
+    empty, split = StateBar(), StateBar()
+    for bar in (empty, split):
+        qtbot.addWidget(bar)
+        bar.resize(bar.sizeHint())
+    split.set_parts(1 * MIB, 3 * MIB)
+    assert split.grab().toImage() != empty.grab().toImage()
+    assert "25% fixed" in split.accessibleDescription()

@@ -1,0 +1,54 @@
+"""Build the window from its parts and run Qt's event loop."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication
+
+from app.settings import Settings
+from engine.client import EngineClient
+from ui.bridge import EngineBridge
+from ui.controller import ChatController
+from ui.main_window import MainWindow
+from ui.models.conversations import ConversationListModel
+from ui.models.messages import MessageListModel
+from ui.store_thread import StoreThread
+
+
+@dataclass
+class AppParts:
+    """What the window needs; :mod:`app.gui` fills it in from the user's folders and settings."""
+
+    settings: Settings
+    make_client: Callable[[], EngineClient]
+    db_path: Path
+    models_dir: Path
+    save_settings: Callable[[Settings], None]
+    startup_notes: tuple[str, ...] = ()
+
+
+def build_window(parts: AppParts) -> MainWindow:
+    """Create the window and start the worker; the caller runs the event loop."""
+    store = StoreThread(parts.db_path)
+    bridge = EngineBridge(parts.make_client)
+    controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
+    window = MainWindow(controller, models_dir=parts.models_dir, save_settings=parts.save_settings)
+    problem = store.open_error()
+    notes = [*parts.startup_notes, *([problem] if problem else [])]
+    if notes:
+        window.banner.show_notice("error" if problem else "warning", " ".join(notes))
+    controller.start()
+    return window
+
+
+def run(parts: AppParts) -> int:
+    app = QApplication.instance() or QApplication(sys.argv)
+    app.setApplicationName("Hearth")
+    app.setApplicationDisplayName("Hearth")
+    window = build_window(parts)
+    window.show()
+    return app.exec()

@@ -1,0 +1,326 @@
+"""What the window does, without the widgets: conversations, turns, the model, the worker's life.
+
+The controller is driven by three sources, all on the GUI thread: the user (through the window's
+slots), the engine bridge's events, and the store thread's results. It never waits: store work is
+submitted and continues in a callback, engine requests are sent and continue when their events
+arrive. The window subscribes to its signals and to the two list models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, Signal
+
+from app.settings import Settings, sampling_spec
+from app.turn import PendingTurn, TurnOptions, add_user_message, begin_answer, end_answer, open_conversation_command
+from engine import protocol as p
+from engine.client import EngineDead, new_request_id
+from model_store.conversations import Conversation, ConversationStore, Message
+from ui.models.conversations import ConversationListModel
+from ui.models.messages import MessageListModel, MessageRow, load_transcript
+from ui.store_thread import StoreThread
+from ui.bridge import EngineBridge
+
+
+class ChatController(QObject):
+    generating_changed = Signal(bool)
+    model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
+    model_loaded = Signal(object)  # p.ModelLoaded
+    model_failed = Signal(str)
+    notice = Signal(str, str)  # (kind: info | warning | error, text) for the window's one banner
+    status = Signal(str)  # the line under the chat header ("resumed from snapshot, …")
+    telemetry = Signal(object)  # p.Telemetry
+    conversation_changed = Signal(object)  # Conversation | None
+    editing_changed = Signal(object)  # the user Message being edited, or None
+    turn_finished = Signal(object)  # PendingTurn, after its answer is stored
+
+    def __init__(self, bridge: EngineBridge, store: StoreThread, settings: Settings,
+                 conversations: ConversationListModel, messages: MessageListModel) -> None:
+        super().__init__()
+        self.bridge, self.store, self.settings = bridge, store, settings
+        self.conversations, self.messages = conversations, messages
+        self.conversation: Conversation | None = None
+        self.editing: Message | None = None
+        self.loaded: p.ModelLoaded | None = None
+        self.model_ref = settings.model
+        self.search_text = ""
+        self._turns: dict[str, PendingTurn] = {}
+        self._starting_turn = False
+        self._storing_turns = 0  # ended turns whose answers are being written to the store
+        self._load_request: str | None = None
+        self._open_request: str | None = None
+        self._restarting = False
+        bridge.event.connect(self._on_event)
+        bridge.died.connect(self._on_died)
+        bridge.ready.connect(self._on_ready)
+        bridge.gave_up.connect(lambda message: self.notice.emit("error", message))
+        conversations.rename_requested.connect(self.rename)
+
+    # -- start -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.store.submit(lambda s: s.mark_unfinished_interrupted())
+        self.refresh_list()
+        self.bridge.start()
+
+    def shutdown(self) -> None:
+        """Keep what is being written (marked interrupted), stop the worker, finish the store's work."""
+        for turn in list(self._turns.values()):
+            self._turns.pop(turn.command.request_id)
+            self.store.submit(lambda s, turn=turn: end_answer(s, turn))
+        self.bridge.stop()
+        self.store.stop()
+
+    @property
+    def generating(self) -> bool:
+        return bool(self._turns) or self._starting_turn or self._storing_turns > 0
+
+    # -- the model -------------------------------------------------------------------------------
+
+    def load_model(self, ref: str) -> None:
+        self.model_ref = ref
+        self.loaded = None
+        self._load_request = new_request_id("load")
+        self.model_progress.emit(f"Loading {_model_label(ref)}…", 0.0)
+        if not self.bridge.send(p.LoadModel(request_id=self._load_request, model=ref,
+                                            draft_max=self.settings.draft_max)):
+            self.model_progress.emit("Waiting for the engine to start…", 0.0)
+
+    def _on_ready(self, ready: p.Ready) -> None:
+        self.load_model(self.model_ref)
+
+    def _on_model_event(self, event: p.Event) -> None:
+        if isinstance(event, p.ModelLoading):
+            self.model_progress.emit(f"Loading {_model_label(self.model_ref)}…", event.fraction)
+        elif isinstance(event, p.ModelLoaded):
+            self.loaded = event
+            self.model_progress.emit("", -1.0)
+            self.model_loaded.emit(event)
+            if self.conversation is not None:
+                self._open_in_engine(self.conversation.id)
+            elif self._restarting:
+                self._restarting = False
+                self.notice.emit("info", "The engine restarted and is ready.")
+        elif isinstance(event, p.Error):
+            self.model_progress.emit("", -1.0)
+            self.model_failed.emit(event.message)
+            self.notice.emit("error", f"{event.message} Choose another model in the model menu.")
+
+    # -- conversations ---------------------------------------------------------------------------
+
+    def refresh_list(self) -> None:
+        query = self.search_text or None
+        self.store.submit(lambda s: s.list(query), self.conversations.set_conversations)
+
+    def search(self, text: str) -> None:
+        self.search_text = text.strip()
+        self.refresh_list()
+
+    def new_conversation(self) -> None:
+        self.stop()
+        self._show(None, [])
+
+    def open_conversation(self, conversation_id: str) -> None:
+        if self.conversation is not None and self.conversation.id == conversation_id:
+            return
+        self.stop()
+
+        def read(store: ConversationStore):
+            return store.get(conversation_id), load_transcript(store, conversation_id)
+
+        self.store.submit(read, lambda result: self._opened(*result))
+
+    def _opened(self, conversation: Conversation, rows: list[MessageRow]) -> None:
+        self._show(conversation, rows)
+        self.status.emit("")
+        if self.loaded is not None and rows:
+            self._open_in_engine(conversation.id)
+
+    def _open_in_engine(self, conversation_id: str) -> None:
+        """Have the worker restore the conversation's newest snapshot while the user reads."""
+
+        def command(store: ConversationStore) -> p.OpenConversation:
+            return open_conversation_command(store, conversation_id)
+
+        def send(cmd: p.OpenConversation) -> None:
+            if not cmd.messages:
+                return
+            self._open_request = cmd.request_id
+            self.bridge.send(cmd)
+
+        self.store.submit(command, send)
+
+    def _on_opened(self, event: p.ConversationOpened) -> None:
+        report = event.snapshot
+        if report.restored:
+            text = f"Resumed from snapshot, {report.restored_tokens:,} tokens not re-read."
+        else:
+            reason = "; ".join(report.notes) or "no snapshot saved yet"
+            text = f"No snapshot used ({reason}); the next answer reads the conversation again."
+        self.status.emit(text)
+        if self._restarting:
+            self._restarting = False
+            self.notice.emit("info", f"The engine restarted. {text}")
+
+    def _show(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
+        self.conversation = conversation
+        self.set_editing(None)
+        self.messages.set_rows(rows)
+        self.conversation_changed.emit(conversation)
+
+    def rename(self, conversation_id: str, title: str) -> None:
+        self.store.submit(lambda s: s.rename(conversation_id, title), lambda _: self.refresh_list())
+
+    def delete_now(self, conversation_id: str) -> None:
+        self.store.submit(lambda s: s.delete(conversation_id))
+
+    def switch_version(self, message_id: str, step: int) -> None:
+        """Show another version (edit or regeneration) of a message, with what followed it."""
+        if self.conversation is None or self.generating:
+            return
+        conversation_id = self.conversation.id
+
+        def switch(store: ConversationStore) -> list[MessageRow]:
+            versions = store.siblings(message_id)
+            at = [m.id for m in versions].index(message_id) + step
+            if 0 <= at < len(versions):
+                store.set_leaf(conversation_id, store.newest_leaf(versions[at].id))
+            return load_transcript(store, conversation_id)
+
+        self.store.submit(switch, self.messages.set_rows)
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    def set_editing(self, message: Message | None) -> None:
+        self.editing = message
+        self.editing_changed.emit(message)
+
+    def send(self, text: str) -> bool:
+        """Send a message (or the edited version of one); False when it cannot be sent now."""
+        text = text.strip()
+        if not text or self.generating:
+            return False
+        if self.loaded is None:
+            self.notice.emit("warning", "No model is loaded yet; wait for it to finish loading, or choose one.")
+            return False
+        conversation, editing, options = self.conversation, self.editing, self._options()
+        title = text.splitlines()[0][:60]
+
+        def store_turn(store: ConversationStore):
+            conv = conversation or store.create(title, model=self.model_ref)
+            history = add_user_message(store, conv.id, text, reply_to=editing.parent_id if editing else None,
+                                       from_start=editing is not None and editing.parent_id is None)
+            return conv, begin_answer(store, conv.id, history, options), load_transcript(store, conv.id)
+
+        self._begin(store_turn)
+        self.set_editing(None)
+        return True
+
+    def regenerate(self, answer_id: str | None = None) -> bool:
+        """A new answer to the user message before ``answer_id`` (default: the last answer)."""
+        if self.conversation is None or self.generating or self.loaded is None:
+            return False
+        rows = self.messages.rows()
+        target = next((r.message for r in reversed(rows) if answer_id in (None, r.message.id)
+                       and r.message.role == "assistant"), None)
+        if target is None or target.parent_id is None:
+            return False
+        conversation, user_id, options = self.conversation, target.parent_id, self._options()
+
+        def store_turn(store: ConversationStore):
+            turn = begin_answer(store, conversation.id, store.branch(user_id), options)
+            return conversation, turn, load_transcript(store, conversation.id)
+
+        self._begin(store_turn)
+        return True
+
+    def stop(self) -> None:
+        """Cancel the answer being written (it is kept, marked interrupted)."""
+        for rid in self._turns:
+            self.bridge.send(p.Cancel(request_id=rid))
+
+    def _options(self) -> TurnOptions:
+        s = self.settings
+        return TurnOptions(sampling_spec(s), s.max_tokens, s.draft, s.draft_max)
+
+    def _begin(self, store_turn) -> None:
+        self._starting_turn = True
+        self.generating_changed.emit(True)
+
+        def started(result) -> None:
+            conversation, turn, rows = result
+            self._starting_turn = False
+            self._turns[turn.command.request_id] = turn
+            self._show(conversation, rows)
+            self.refresh_list()
+            if not self.bridge.send(turn.command):
+                turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
+                self._end_turn(turn)
+
+        def failed(message: str) -> None:
+            self._starting_turn = False
+            self.generating_changed.emit(self.generating)
+            self.notice.emit("error", f"Could not save your message: {message}")
+
+        self.store.submit(store_turn, started, failed)
+
+    def _on_turn_event(self, turn: PendingTurn, event) -> None:
+        if isinstance(event, p.PromptProgress):
+            self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
+            return
+        if isinstance(event, p.TokenDelta) and not turn.pieces:
+            self.status.emit("")
+        if isinstance(event, p.Error):
+            self.notice.emit("error", event.message)
+        if turn.feed(event):
+            self._end_turn(turn)
+        elif isinstance(event, p.TokenDelta):
+            live = {"draft_spans": turn.draft_spans}
+            self.messages.update_message(replace(turn.answer, content=turn.text, stats=live))
+
+    def _end_turn(self, turn: PendingTurn) -> None:
+        self._turns.pop(turn.command.request_id, None)
+        self._storing_turns += 1
+
+        def stored(done: PendingTurn) -> None:
+            self._storing_turns -= 1
+            self.messages.update_message(done.answer)
+            self.generating_changed.emit(self.generating)
+            self.refresh_list()
+            self.turn_finished.emit(done)
+
+        self.store.submit(lambda s: end_answer(s, turn), stored)
+
+    # -- engine events ---------------------------------------------------------------------------
+
+    def _on_event(self, event: p.Event) -> None:
+        rid = getattr(event, "request_id", None)
+        if isinstance(event, p.Telemetry):
+            self.telemetry.emit(event)
+        elif rid is not None and rid in self._turns:
+            self._on_turn_event(self._turns[rid], event)
+        elif rid is not None and rid == self._load_request:
+            self._on_model_event(event)
+        elif isinstance(event, p.ConversationOpened) and rid == self._open_request:
+            self._on_opened(event)
+        elif isinstance(event, p.Error) and rid is None:
+            self.notice.emit("error", event.message)
+
+    def _on_died(self, dead: EngineDead) -> None:
+        for turn in list(self._turns.values()):
+            turn.feed(dead)
+            self._end_turn(turn)
+        self.loaded = None
+        self._restarting = True
+        self.model_progress.emit("Restarting the engine…", 0.0)
+        self.notice.emit("warning", f"{_sentence(dead.message)}. Restarting it; your conversation is safe and the "
+                                    "answer written so far is kept, marked interrupted.")
+
+
+def _model_label(ref: str) -> str:
+    return "the embedded default model" if ref == "default" else ref.rsplit("/", 1)[-1]
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -1,0 +1,235 @@
+"""The main window: conversation list on the left, chat in the middle, telemetry docked on the right.
+
+The window only arranges widgets and forwards the user's actions to the :class:`ChatController`;
+what those actions mean lives there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
+
+from app.settings import Settings, SettingsError
+from model_store.installed import installed_models
+from ui.controller import ChatController
+from ui.models.conversations import ConversationListModel
+from ui.models.messages import MessageListModel
+from ui.views.banner import Banner
+from ui.views.chat_view import ChatView
+from ui.views.composer import Composer
+from ui.views.conversation_panel import ConversationPanel
+from ui.views.model_picker import ModelPicker
+from ui.views.settings_dialog import SettingsDialog
+from ui.views.telemetry_panel import TelemetryPanel
+
+UNDO_DELETE_MS = 10_000
+SaveSettings = Callable[[Settings], None]
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller: ChatController, *, models_dir: Path, save_settings: SaveSettings) -> None:
+        super().__init__()
+        self.controller = controller
+        self.models_dir = models_dir
+        self.save_settings = save_settings
+        self._pending_deletes: dict[str, QTimer] = {}
+        self.setWindowTitle("Hearth")
+        self.resize(1200, 780)
+        self._build(controller.conversations, controller.messages)
+        self._connect()
+        self._menus()
+        self.refresh_models()
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def _build(self, conversations: ConversationListModel, messages: MessageListModel) -> None:
+        self.conversation_panel = ConversationPanel(conversations)
+        self.model_picker = ModelPicker()
+        self.banner = Banner()
+        self.status_line = QLabel()
+        self.status_line.setObjectName("status_line")
+        self.chat_view = ChatView(messages)
+        self.chat_view.set_highlight_drafts(self.controller.settings.highlight_drafts)
+        self.composer = Composer()
+        centre = QWidget()
+        column = QVBoxLayout(centre)
+        for widget in (self.model_picker, self.banner, self.status_line):
+            column.addWidget(widget)
+        column.addWidget(self.chat_view, 1)
+        column.addWidget(self.composer)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.conversation_panel)
+        splitter.addWidget(centre)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([260, 700])
+        self.setCentralWidget(splitter)
+        self.telemetry_panel = TelemetryPanel()
+        self.telemetry_dock = QDockWidget("Telemetry", self)
+        self.telemetry_dock.setObjectName("telemetry_dock")
+        self.telemetry_dock.setWidget(self.telemetry_panel)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
+        self.composer.edit.setFocus()
+
+    def _connect(self) -> None:
+        c = self.controller
+        panel = self.conversation_panel
+        panel.open_requested.connect(c.open_conversation)
+        panel.new_requested.connect(self.new_chat)
+        panel.delete_requested.connect(self.delete_conversation)
+        panel.search_changed.connect(c.search)
+        self.composer.send_requested.connect(self._send)
+        self.composer.stop_requested.connect(c.stop)
+        self.composer.regenerate_requested.connect(lambda: c.regenerate())
+        self.composer.edit_cancelled.connect(lambda: c.set_editing(None))
+        self.chat_view.edit_requested.connect(self._edit)
+        self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.version_requested.connect(c.switch_version)
+        self.model_picker.model_chosen.connect(self._choose_model)
+        c.generating_changed.connect(self.composer.set_generating)
+        c.model_progress.connect(self.model_picker.show_progress)
+        c.model_loaded.connect(self._model_loaded)
+        c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
+        c.notice.connect(self.banner.show_notice)
+        c.status.connect(self.status_line.setText)
+        c.telemetry.connect(self.telemetry_panel.show_telemetry)
+        c.conversation_changed.connect(self._conversation_changed)
+        c.editing_changed.connect(lambda m: self.composer.set_editing(m.content if m is not None else None))
+        c.bridge.died.connect(lambda _: self.telemetry_panel.clear())
+        c.conversations.modelReset.connect(
+            lambda: panel.select(c.conversation.id if c.conversation else None))
+
+    def _menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "&New chat", QKeySequence.StandardKey.New, self.new_chat)
+        self._action(file_menu, "&Settings…", QKeySequence("Ctrl+,"), self.open_settings)
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", QKeySequence.StandardKey.Quit, self.close)
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self._action(edit_menu, "&Find conversation", QKeySequence.StandardKey.Find,
+                     self.conversation_panel.focus_search)
+        self._action(edit_menu, "&Regenerate answer", QKeySequence("Ctrl+R"), lambda: self.controller.regenerate())
+        self._action(edit_menu, "S&top answer", QKeySequence("Ctrl+."), self.controller.stop)
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(self.telemetry_dock.toggleViewAction())
+        highlight = self._action(view_menu, "&Highlight drafted text", None, self._toggle_highlight)
+        highlight.setCheckable(True)
+        highlight.setChecked(self.controller.settings.highlight_drafts)
+        self.highlight_action = highlight
+
+    def _action(self, menu, text: str, shortcut, slot) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def new_chat(self) -> None:
+        self.controller.new_conversation()
+        self.composer.edit.clear()
+        self.composer.edit.setFocus()
+
+    def _send(self, text: str) -> None:
+        if self.controller.send(text):
+            self.composer.edit.clear()
+
+    def _edit(self, message_id: str) -> None:
+        row = self.controller.messages.find(message_id)
+        if row >= 0 and not self.controller.generating:
+            self.controller.set_editing(self.controller.messages.row(row).message)
+
+    def _choose_model(self, ref: str) -> None:
+        self.controller.load_model(ref)
+        self._store_settings(_with(self.controller.settings, model=ref))
+
+    def _model_loaded(self, loaded) -> None:
+        facts = loaded.facts
+        name = "SmolLM2-135M-Instruct" if self.controller.model_ref == "default" else Path(facts.path).name
+        self.model_picker.show_state(f"{facts.arch}, {loaded.n_ctx:,} tokens of context")
+        self.telemetry_panel.show_model(name, facts.size_bytes)
+        self.telemetry_panel.show_device_plan(loaded.devices)
+
+    def _conversation_changed(self, conversation) -> None:
+        self.setWindowTitle(f"{conversation.title} — Hearth" if conversation else "Hearth")
+        self.conversation_panel.select(conversation.id if conversation else None)
+
+    def _toggle_highlight(self, on: bool) -> None:
+        self.chat_view.set_highlight_drafts(on)
+        self._store_settings(_with(self.controller.settings, highlight_drafts=on))
+
+    def refresh_models(self) -> None:
+        self.model_picker.set_models(installed_models(self.models_dir), self.controller.model_ref)
+
+    # -- settings --------------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = SettingsDialog(self.controller.settings, self)
+        dialog.setObjectName("settings_dialog")
+        dialog.finished.connect(lambda _: self._settings_closed(dialog))
+        dialog.open()
+        self.settings_dialog = dialog
+
+    def _settings_closed(self, dialog: SettingsDialog) -> None:
+        new = dialog.result_settings
+        if new is None:
+            return
+        old = self.controller.settings
+        self._store_settings(new)
+        self.chat_view.set_highlight_drafts(new.highlight_drafts)
+        self.highlight_action.setChecked(new.highlight_drafts)
+        if new.model != old.model or new.draft_max != old.draft_max:
+            self.model_picker.set_current(new.model)
+            self.controller.load_model(new.model)
+        if (new.data_folder, new.snapshot_budget_gib) != (old.data_folder, old.snapshot_budget_gib):
+            self.banner.show_notice("info", "The new data folder and snapshot budget take effect the next time "
+                                            "Hearth starts.")
+
+    def _store_settings(self, settings: Settings) -> None:
+        self.controller.settings = settings
+        try:
+            self.save_settings(settings)
+        except SettingsError as exc:
+            self.banner.show_notice("error", f"{exc} The change applies until Hearth closes.")
+
+    # -- deleting with undo ----------------------------------------------------------------------
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        model = self.controller.conversations
+        row = model.row_of(conversation_id)
+        title = model.conversation(row).title if row >= 0 else "the conversation"
+        if self.controller.conversation is not None and self.controller.conversation.id == conversation_id:
+            self.new_chat()
+        model.hide(conversation_id)
+        timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
+        timer.timeout.connect(lambda: self._delete_for_good(conversation_id))
+        timer.start()
+        self._pending_deletes[conversation_id] = timer
+        self.banner.show_notice("info", f"Deleted “{title}”.", "Undo", lambda: self._undo_delete(conversation_id))
+
+    def _undo_delete(self, conversation_id: str) -> None:
+        timer = self._pending_deletes.pop(conversation_id, None)
+        if timer is not None:
+            timer.stop()
+        self.controller.conversations.unhide(conversation_id)
+        self.controller.refresh_list()
+
+    def _delete_for_good(self, conversation_id: str) -> None:
+        if self._pending_deletes.pop(conversation_id, None) is not None:
+            self.controller.delete_now(conversation_id)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        for conversation_id in list(self._pending_deletes):
+            self._delete_for_good(conversation_id)
+        self.controller.shutdown()
+        super().closeEvent(event)
+
+
+def _with(settings: Settings, **changes) -> Settings:
+    return msgspec.structs.replace(settings, **changes)

@@ -1,0 +1,76 @@
+"""The conversation list as a Qt model: titles, newest first, editable in place (rename)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+
+from model_store.conversations import Conversation
+
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
+Index = QModelIndex | QPersistentModelIndex
+
+
+class ConversationListModel(QAbstractListModel):
+    rename_requested = Signal(str, str)  # (conversation id, new title)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[Conversation] = []
+        self._hidden: set[str] = set()  # deleted, but the user can still undo
+
+    def set_conversations(self, conversations: list[Conversation]) -> None:
+        self.beginResetModel()
+        self._rows = [c for c in conversations if c.id not in self._hidden]
+        self.endResetModel()
+
+    def conversation(self, row: int) -> Conversation:
+        return self._rows[row]
+
+    def row_of(self, conversation_id: str) -> int:
+        return next((i for i, c in enumerate(self._rows) if c.id == conversation_id), -1)
+
+    def ids(self) -> list[str]:
+        return [c.id for c in self._rows]
+
+    def hide(self, conversation_id: str) -> None:
+        """Take a conversation out of the list (a delete that can still be undone)."""
+        self._hidden.add(conversation_id)
+        row = self.row_of(conversation_id)
+        if row >= 0:
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._rows[row]
+            self.endRemoveRows()
+
+    def unhide(self, conversation_id: str) -> None:
+        self._hidden.discard(conversation_id)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        conversation = self._rows[index.row()]
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
+            return conversation.title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{conversation.title}\nmodel: {conversation.model}"
+        if role == ID_ROLE:
+            return conversation.id
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        return super().flags(index) | Qt.ItemFlag.ItemIsEditable
+
+    def setData(self, index: Index, value, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        title = str(value).strip()
+        if role != Qt.ItemDataRole.EditRole or not index.isValid() or not title:
+            return False
+        old = self._rows[index.row()]
+        if title == old.title:
+            return False
+        self._rows[index.row()] = Conversation(old.id, title, old.model, old.settings, old.created_at,
+                                               old.updated_at, old.leaf_id)
+        self.dataChanged.emit(index, index)
+        self.rename_requested.emit(old.id, title)
+        return True

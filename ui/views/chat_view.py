@@ -1,0 +1,87 @@
+"""The transcript: one :class:`MessageWidget` per row of the message model, newest at the bottom.
+
+The view follows the model's signals (reset, rows inserted, data changed) and keeps the newest
+text in sight while an answer streams, unless the user has scrolled up to read.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from ui.models.messages import MessageListModel
+from ui.views.message_widget import MessageWidget
+
+EMPTY_TEXT = "Ask anything. Everything stays on this computer."
+
+
+class ChatView(QScrollArea):
+    edit_requested = Signal(str)
+    regenerate_requested = Signal(str)
+    version_requested = Signal(str, int)
+
+    def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.highlight_drafts = False
+        self.widgets: list[MessageWidget] = []
+        self.setWidgetResizable(True)
+        self.setObjectName("chat_view")
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        inner = QWidget()
+        self._layout = QVBoxLayout(inner)
+        self._layout.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.empty = QLabel(EMPTY_TEXT, alignment=Qt.AlignmentFlag.AlignCenter)
+        self.empty.setObjectName("chat_empty")
+        self._layout.addWidget(self.empty)
+        self._layout.addStretch(1)
+        self.setWidget(inner)
+        model.modelReset.connect(self._rebuild)
+        model.rowsInserted.connect(self._inserted)
+        model.dataChanged.connect(self._changed)
+        self._rebuild()
+
+    def set_highlight_drafts(self, on: bool) -> None:
+        self.highlight_drafts = on
+        for widget in self.widgets:
+            widget.set_highlight_drafts(on)
+
+    def _rebuild(self) -> None:
+        for widget in self.widgets:
+            widget.deleteLater()
+        self.widgets = []
+        for row in range(self.model.rowCount()):
+            self._add(row)
+        self._update_empty()
+        self._scroll_to_end()
+
+    def _inserted(self, parent: QModelIndex, first: int, last: int) -> None:
+        for row in range(first, last + 1):
+            self._add(row)
+        self._update_empty()
+        self._scroll_to_end()
+
+    def _changed(self, top: QModelIndex, bottom: QModelIndex, roles=()) -> None:
+        follow = self._at_end()
+        for row in range(top.row(), bottom.row() + 1):
+            self.widgets[row].set_row(self.model.row(row))
+        if follow:
+            self._scroll_to_end()
+
+    def _add(self, row: int) -> None:
+        widget = MessageWidget(self.model.row(row), self.highlight_drafts)
+        widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.version_requested.connect(self.version_requested)
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self.widgets.insert(row, widget)
+
+    def _update_empty(self) -> None:
+        self.empty.setVisible(not self.widgets)
+
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 40
+
+    def _scroll_to_end(self) -> None:
+        QTimer.singleShot(0, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum()))

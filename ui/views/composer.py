@@ -1,0 +1,106 @@
+"""Where the user writes: Enter sends, Shift+Enter starts a new line, Esc stops the answer.
+
+One button sends or, while an answer is being written, stops it. When the user edits an earlier
+message, a line above the text box says so and Esc leaves editing.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+
+
+class ComposerEdit(QPlainTextEdit):
+    submitted = Signal()
+    escaped = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submitted.emit()
+            return
+        if event.key() == Qt.Key.Key_Escape:
+            self.escaped.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class Composer(QWidget):
+    send_requested = Signal(str)
+    stop_requested = Signal()
+    regenerate_requested = Signal()
+    edit_cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.generating = False
+        self.editing = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.editing_note = QLabel("Editing a message: Enter sends it as a new version, Esc cancels.")
+        self.editing_note.setObjectName("editing_note")
+        self.editing_note.hide()
+        layout.addWidget(self.editing_note)
+        row = QHBoxLayout()
+        self.edit = ComposerEdit()
+        self.edit.setObjectName("composer")
+        self.edit.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
+        self.edit.setAccessibleName("Message")
+        self.edit.setTabChangesFocus(True)
+        self.edit.setFixedHeight(80)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("send_button")
+        self.regenerate_button = QPushButton("Regenerate")
+        self.regenerate_button.setObjectName("regenerate_button")
+        self.regenerate_button.setToolTip("Write another answer to the last message (Ctrl+R)")
+        row.addWidget(self.edit, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.regenerate_button)
+        row.addLayout(buttons)
+        layout.addLayout(row)
+        self.edit.submitted.connect(self._submit)
+        self.edit.escaped.connect(self._escape)
+        self.send_button.clicked.connect(self._button)
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
+
+    def text(self) -> str:
+        return self.edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.edit.setPlainText(text)
+        self.edit.moveCursor(self.edit.textCursor().MoveOperation.End)
+
+    def set_generating(self, generating: bool) -> None:
+        self.generating = generating
+        self.send_button.setText("Stop" if generating else "Send")
+        self.send_button.setToolTip("Stop the answer (Esc)" if generating else "Send (Enter)")
+        self.regenerate_button.setEnabled(not generating)
+
+    def set_editing(self, text: str | None) -> None:
+        self.editing = text is not None
+        self.editing_note.setVisible(self.editing)
+        if text is not None:
+            self.set_text(text)
+            self.edit.setFocus()
+
+    def _submit(self) -> None:
+        if self.generating:
+            return
+        text = self.text()
+        if text.strip():
+            self.send_requested.emit(text)
+
+    def _button(self) -> None:
+        if self.generating:
+            self.stop_requested.emit()
+        else:
+            self._submit()
+
+    def _escape(self) -> None:
+        if self.generating:
+            self.stop_requested.emit()
+        elif self.editing:
+            self.edit.clear()
+            self.edit_cancelled.emit()

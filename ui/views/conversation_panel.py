@@ -1,0 +1,85 @@
+"""The conversation list: search, new chat, open, rename in place (F2), delete (Del, with undo)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget
+
+from ui.models.conversations import ID_ROLE, ConversationListModel
+
+SEARCH_DELAY_MS = 150
+
+
+class ConversationPanel(QWidget):
+    open_requested = Signal(str)
+    new_requested = Signal()
+    delete_requested = Signal(str)
+    search_changed = Signal(str)
+
+    def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setObjectName("new_chat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.search = QLineEdit(placeholderText="Search conversations (Ctrl+F)", clearButtonEnabled=True)
+        self.search.setObjectName("search")
+        self.search.setAccessibleName("Search conversations")
+        self.list = QListView()
+        self.list.setObjectName("conversation_list")
+        self.list.setAccessibleName("Conversations")
+        self.list.setModel(model)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        for widget in (self.new_button, self.search, self.list):
+            layout.addWidget(widget)
+        self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search.text()))
+        self.search.textChanged.connect(lambda _: self._search_timer.start())
+        self.search.returnPressed.connect(self._open_first)
+        self.new_button.clicked.connect(self.new_requested)
+        self.list.activated.connect(self._activated)
+        self.list.clicked.connect(self._activated)
+        self.list.customContextMenuRequested.connect(self._menu)
+        delete = QAction("Delete", self.list, shortcut=QKeySequence.StandardKey.Delete,
+                         shortcutContext=Qt.ShortcutContext.WidgetShortcut)
+        delete.triggered.connect(self._delete_current)
+        self.list.addAction(delete)
+
+    def select(self, conversation_id: str | None) -> None:
+        row = self.model.row_of(conversation_id) if conversation_id else -1
+        if row >= 0:
+            self.list.setCurrentIndex(self.model.index(row))
+        else:
+            self.list.clearSelection()
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _activated(self, index: QModelIndex) -> None:
+        if index.isValid():
+            self.open_requested.emit(index.data(ID_ROLE))
+
+    def _open_first(self) -> None:
+        if self.model.rowCount():
+            self.list.setFocus()
+            self.list.setCurrentIndex(self.model.index(0))
+            self._activated(self.model.index(0))
+
+    def _delete_current(self) -> None:
+        index = self.list.currentIndex()
+        if index.isValid():
+            self.delete_requested.emit(index.data(ID_ROLE))
+
+    def _menu(self, point: QPoint) -> None:
+        index = self.list.indexAt(point)
+        if not index.isValid():
+            return
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.edit(index))
+        menu.addAction("Delete", lambda: self.delete_requested.emit(index.data(ID_ROLE)))
+        menu.popup(self.list.viewport().mapToGlobal(point))

@@ -1,0 +1,122 @@
+"""One message in the chat view: who said it, the text, its versions and actions.
+
+The text is re-rendered at most every :data:`RENDER_INTERVAL_MS` while it streams, so a fast model
+does not make the GUI re-lay-out a long answer for every token.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QTextDocument
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+
+from ui.formatting import message_stats_tooltip
+from ui.markdown import drafted_to_html, markdown_to_html
+from ui.models.messages import MessageRow
+
+RENDER_INTERVAL_MS = 60
+STATUS_TEXT = {"generating": "writing…", "interrupted": "interrupted", "error": "failed"}
+
+
+class MessageWidget(QFrame):
+    edit_requested = Signal(str)  # message id
+    regenerate_requested = Signal(str)
+    version_requested = Signal(str, int)  # (message id, -1 or +1)
+
+    def __init__(self, row: MessageRow, highlight_drafts: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.row = row
+        self.highlight_drafts = highlight_drafts
+        self.setObjectName("message")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
+        self._render_timer.timeout.connect(self._render_text)
+        self._build()
+        self.set_row(row)
+
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        header = QHBoxLayout()
+        self.who = QLabel()
+        self.who.setObjectName("message_role")
+        self.state = QLabel()
+        self.state.setObjectName("message_status")
+        self.previous = self._tool("‹", "Previous version", lambda: self.version_requested.emit(self.row.message.id, -1))
+        self.version = QLabel()
+        self.version.setObjectName("message_version")
+        self.next = self._tool("›", "Next version", lambda: self.version_requested.emit(self.row.message.id, 1))
+        self.copy = self._tool("Copy", "Copy this message", self.copy_text)
+        self.edit = self._tool("Edit", "Edit this message (keeps the original as another version)",
+                               lambda: self.edit_requested.emit(self.row.message.id))
+        self.regenerate = self._tool("Regenerate", "Write another answer (keeps this one as another version)",
+                                     lambda: self.regenerate_requested.emit(self.row.message.id))
+        for widget in (self.who, self.state):
+            header.addWidget(widget)
+        header.addStretch(1)
+        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate):
+            header.addWidget(widget)
+        layout.addLayout(header)
+        self.body = QLabel()
+        self.body.setObjectName("message_body")
+        self.body.setWordWrap(True)
+        self.body.setTextFormat(Qt.TextFormat.RichText)
+        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                          | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.body.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        layout.addWidget(self.body)
+
+    def _tool(self, text: str, tip: str, action) -> QToolButton:
+        button = QToolButton(text=text, toolTip=tip)
+        button.setAccessibleName(tip)
+        button.setAutoRaise(True)
+        button.clicked.connect(action)
+        return button
+
+    # -- content ---------------------------------------------------------------------------------
+
+    def set_row(self, row: MessageRow) -> None:
+        self.row = row
+        message = row.message
+        is_user = message.role == "user"
+        self.who.setText("You" if is_user else "Assistant")
+        self.state.setText(STATUS_TEXT.get(message.status, ""))
+        self.state.setVisible(message.status in STATUS_TEXT)
+        self.version.setText(f"{row.version}/{row.versions}")
+        for widget in (self.previous, self.version, self.next):
+            widget.setVisible(row.versions > 1)
+        self.previous.setEnabled(row.version > 1)
+        self.next.setEnabled(row.version < row.versions)
+        self.edit.setVisible(is_user)
+        self.regenerate.setVisible(not is_user and message.status != "generating")
+        self.setToolTip("" if is_user else message_stats_tooltip(message.stats))
+        self.body.setAccessibleName(f"{self.who.text()}: {message.content[:200]}")
+        if message.status == "generating":
+            if not self._render_timer.isActive():
+                self._render_timer.start()
+        else:
+            self._render_timer.stop()
+            self._render_text()
+
+    def set_highlight_drafts(self, on: bool) -> None:
+        self.highlight_drafts = on
+        self._render_text()
+
+    def _render_text(self) -> None:
+        message = self.row.message
+        spans = message.stats.get("draft_spans") or []
+        if self.highlight_drafts and spans:
+            self.body.setText(drafted_to_html(message.content, spans, self.palette()))
+        elif message.content:
+            self.body.setText(markdown_to_html(message.content, self.palette()))
+        else:
+            self.body.setText("<i>…</i>" if message.status == "generating" else "")
+
+    def rendered_text(self) -> str:
+        """The text the label shows, without markup (what a reader sees)."""
+        doc = QTextDocument()
+        doc.setHtml(self.body.text())
+        return doc.toPlainText()
+
+    def copy_text(self) -> None:
+        QGuiApplication.clipboard().setText(self.row.message.content)

@@ -1,0 +1,289 @@
+"""The Settings dialog: a grouped form that edits a copy of :class:`app.settings.Settings`.
+
+Design:
+
+* The dialog holds no rules of its own. On OK it builds a :class:`Settings` from the form
+  (:meth:`SettingsDialog.form_settings`) and asks :func:`app.settings.validate_settings`; the only
+  check done here is the seed text, which cannot be put in a ``Settings`` when it is not a number.
+* Each input widget's ``objectName`` is its Settings field name, and each has a hidden
+  ``error_<field>`` label under it that shows that field's message. While any message is shown
+  the dialog stays open and the first invalid field gets focus.
+* Fields the form does not edit (``model``, ``schema_version``) are carried over unchanged, and
+  their messages are not shown here: the model is chosen elsewhere.
+* Widgets are created in form order, so Tab follows the form; Enter presses OK (the Browse
+  buttons are not auto-default) and Esc cancels.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings import (
+    DRAFT_MAX_RANGE,
+    MAX_TOKENS_RANGE,
+    SNAPSHOT_BUDGET_GIB_RANGE,
+    Settings,
+    validate_settings,
+)
+
+SEED_MESSAGE = "Seed must be a whole number, or empty for a random seed."
+ERROR_STYLE = "color: #c62828;"  # a red that stays readable on light and dark backgrounds
+DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"))
+DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
+# Settings field -> the form field whose error label and focus stand for it, in form order.
+FORM_FIELDS = (
+    "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens",
+    "draft", "draft_max", "device_policy", "snapshot_budget_gib", "data_folder", "highlight_drafts",
+)  # fmt: skip
+
+
+def _spin(name: str, low: int, high: int) -> QSpinBox:
+    box = QSpinBox(objectName=name)
+    box.setRange(low, high)
+    return box
+
+
+def _double_spin(name: str, low: float, high: float, step: float, decimals: int = 3) -> QDoubleSpinBox:
+    box = QDoubleSpinBox(objectName=name)
+    box.setDecimals(decimals)
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    return box
+
+
+def _combo(name: str, choices: tuple[tuple[str, str], ...]) -> QComboBox:
+    box = QComboBox(objectName=name)
+    for value, text in choices:
+        box.addItem(text, value)
+    return box
+
+
+def _browse_button() -> QPushButton:
+    button = QPushButton("Browse…")
+    button.setAutoDefault(False)  # Enter still means OK when the button has focus
+    return button
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.result_settings: Settings | None = None
+        self._base = settings
+        self._npu_available = npu_available
+        self._errors: dict[str, QLabel] = {}
+        layout = QVBoxLayout(self)
+        for group in (self._sampling_group(), self._drafting_group(), self._device_group(),
+                      self._storage_group(), self._display_group()):  # fmt: skip
+            layout.addWidget(group)
+        layout.addWidget(self._button_box())
+        self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
+        self._fill(settings)
+
+    # --- building the form ----------------------------------------------------------------------
+
+    def _row(self, form: QFormLayout, label: str, field: str, *widgets: QWidget) -> None:
+        """One labelled row: the widgets side by side, with the field's error label underneath."""
+        error = QLabel(objectName=f"error_{field}", wordWrap=True, styleSheet=ERROR_STYLE, visible=False)
+        self._errors[field] = error
+        cell = QWidget()
+        column = QVBoxLayout(cell)
+        column.setContentsMargins(0, 0, 0, 0)
+        line = QHBoxLayout()
+        for widget in widgets:
+            line.addWidget(widget, stretch=1 if isinstance(widget, QLineEdit) else 0)
+        column.addLayout(line)
+        column.addWidget(error)
+        caption = QLabel(label)
+        caption.setBuddy(widgets[0])
+        form.addRow(caption, cell)
+
+    def _sampling_group(self) -> QGroupBox:
+        group, form = QGroupBox("Sampling"), QFormLayout()
+        self.temperature = _double_spin("temperature", 0.0, 10.0, 0.05)
+        self.top_k = _spin("top_k", 0, 1_000_000)
+        self.top_p = _double_spin("top_p", 0.0, 1.0, 0.01)
+        self.min_p = _double_spin("min_p", 0.0, 1.0, 0.01)
+        self.seed = QLineEdit(objectName="seed", placeholderText="Random")
+        self.max_tokens = _spin("max_tokens", *MAX_TOKENS_RANGE)
+        self._row(form, "&Temperature:", "temperature", self.temperature)
+        self._row(form, "Top-&k:", "top_k", self.top_k)
+        self._row(form, "Top-&p:", "top_p", self.top_p)
+        self._row(form, "&Min-p:", "min_p", self.min_p)
+        self._row(form, "&Seed:", "seed", self.seed)
+        self._row(form, "Max t&okens:", "max_tokens", self.max_tokens)
+        group.setLayout(form)
+        return group
+
+    def _drafting_group(self) -> QGroupBox:
+        group, form = QGroupBox("Drafting"), QFormLayout()
+        self.draft_kind = _combo("draft_kind", DRAFT_CHOICES)
+        self.draft_path = QLineEdit(objectName="draft_path", placeholderText="A .gguf draft model")
+        self.draft_browse = _browse_button()
+        self.draft_browse.clicked.connect(self._browse_draft_model)
+        self.draft_max = _spin("draft_max", *DRAFT_MAX_RANGE)
+        form.addRow(QLabel("&Drafting:", buddy=self.draft_kind), self.draft_kind)
+        self._row(form, "Draft mode&l:", "draft", self.draft_path, self.draft_browse)
+        self._row(form, "Max dra&ft length:", "draft_max", self.draft_max)
+        group.setLayout(form)
+        return group
+
+    def _device_group(self) -> QGroupBox:
+        group, form = QGroupBox("Device"), QFormLayout()
+        self.device_policy = _combo("device_policy", DEVICE_CHOICES)
+        if not self._npu_available:
+            self.device_policy.setItemText(2, "NPU (not found on this machine)")
+        self._row(form, "D&evice:", "device_policy", self.device_policy)
+        group.setLayout(form)
+        return group
+
+    def _storage_group(self) -> QGroupBox:
+        group, form = QGroupBox("Storage"), QFormLayout()
+        low, high = SNAPSHOT_BUDGET_GIB_RANGE
+        self.snapshot_budget_gib = _double_spin("snapshot_budget_gib", low, high, 0.5, decimals=1)
+        self.snapshot_budget_gib.setSuffix(" GiB")
+        self.data_folder = QLineEdit(objectName="data_folder", placeholderText="The default data folder")
+        self.data_browse = _browse_button()
+        self.data_browse.clicked.connect(self._browse_data_folder)
+        self._row(form, "Snapshot &budget:", "snapshot_budget_gib", self.snapshot_budget_gib)
+        self._row(form, "Data f&older:", "data_folder", self.data_folder, self.data_browse)
+        form.addRow("", QLabel("A new data folder is used after Hearth restarts.", wordWrap=True))
+        group.setLayout(form)
+        return group
+
+    def _display_group(self) -> QGroupBox:
+        group, form = QGroupBox("Display"), QFormLayout()
+        self.highlight_drafts = QCheckBox("&Highlight text that came from accepted drafts", objectName="highlight_drafts")
+        self._row(form, "", "highlight_drafts", self.highlight_drafts)
+        group.setLayout(form)
+        return group
+
+    def _button_box(self) -> QDialogButtonBox:
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok
+            | QDialogButtonBox.StandardButton.Cancel
+            | QDialogButtonBox.StandardButton.RestoreDefaults
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        restore = buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
+        restore.setAutoDefault(False)
+        restore.clicked.connect(self.restore_defaults)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setDefault(True)
+        return buttons
+
+    # --- form <-> Settings ----------------------------------------------------------------------
+
+    def _fill(self, s: Settings) -> None:
+        self.temperature.setValue(s.temperature)
+        self.top_k.setValue(s.top_k)
+        self.top_p.setValue(s.top_p)
+        self.min_p.setValue(s.min_p)
+        self.seed.setText("" if s.seed is None else str(s.seed))
+        self.max_tokens.setValue(s.max_tokens)
+        kind, _, path = s.draft.partition(":")
+        self.draft_kind.setCurrentIndex(max(self.draft_kind.findData(kind), 0))
+        self.draft_path.setText(path if kind == "model" else "")
+        self.draft_max.setValue(s.draft_max)
+        self.device_policy.setCurrentIndex(max(self.device_policy.findData(s.device_policy), 0))
+        self.snapshot_budget_gib.setValue(s.snapshot_budget_gib)
+        self.data_folder.setText(s.data_folder)
+        self.highlight_drafts.setChecked(s.highlight_drafts)
+        self._update_draft_path_enabled()
+
+    def _seed_value(self) -> tuple[int | None, str | None]:
+        """The seed the text stands for (None = random), or a message when it is not a number."""
+        text = self.seed.text().strip()
+        if not text:
+            return None, None
+        try:
+            return int(text), None
+        except ValueError:
+            return None, SEED_MESSAGE
+
+    def _draft_text(self) -> str:
+        kind = self.draft_kind.currentData()
+        return f"model:{self.draft_path.text().strip()}" if kind == "model" else kind
+
+    def form_settings(self) -> Settings:
+        """What the form says now; an unreadable seed reads as None (see :meth:`form_errors`)."""
+        return msgspec.structs.replace(
+            self._base,
+            temperature=self.temperature.value(),
+            top_k=self.top_k.value(),
+            top_p=self.top_p.value(),
+            min_p=self.min_p.value(),
+            seed=self._seed_value()[0],
+            max_tokens=self.max_tokens.value(),
+            draft=self._draft_text(),
+            draft_max=self.draft_max.value(),
+            device_policy=self.device_policy.currentData(),
+            snapshot_budget_gib=self.snapshot_budget_gib.value(),
+            data_folder=self.data_folder.text().strip(),
+            highlight_drafts=self.highlight_drafts.isChecked(),
+        )
+
+    def form_errors(self) -> dict[str, str]:
+        """Messages for the fields this form edits, in form order."""
+        errors = validate_settings(self.form_settings(), npu_available=self._npu_available)
+        seed_error = self._seed_value()[1]
+        if seed_error:
+            errors["seed"] = seed_error
+        return {name: errors[name] for name in FORM_FIELDS if name in errors}
+
+    # --- reacting to the user -------------------------------------------------------------------
+
+    def _show_errors(self, errors: dict[str, str]) -> None:
+        for name, label in self._errors.items():
+            label.setText(errors.get(name, ""))
+            label.setVisible(name in errors)
+
+    def _focus_widget(self, field: str) -> QWidget:
+        if field == "draft":
+            return self.draft_path if self.draft_kind.currentData() == "model" else self.draft_kind
+        return getattr(self, field)
+
+    def accept(self) -> None:
+        errors = self.form_errors()
+        self._show_errors(errors)
+        if errors:
+            self._focus_widget(next(iter(errors))).setFocus()
+            return
+        self.result_settings = self.form_settings()
+        super().accept()
+
+    def restore_defaults(self) -> None:
+        self._fill(Settings())
+        self._show_errors({})
+
+    def _update_draft_path_enabled(self) -> None:
+        wants_path = self.draft_kind.currentData() == "model"
+        self.draft_path.setEnabled(wants_path)
+        self.draft_browse.setEnabled(wants_path)
+
+    def _browse_draft_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a draft model", self.draft_path.text(), "GGUF models (*.gguf)")
+        if path:
+            self.draft_path.setText(path)
+
+    def _browse_data_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose the data folder", self.data_folder.text())
+        if folder:
+            self.data_folder.setText(folder)

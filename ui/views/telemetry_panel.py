@@ -1,0 +1,259 @@
+"""A compact, vertical panel of the worker's live measurements, meant for a dock or side area.
+
+Design:
+
+* The panel is a pure view. It holds no timers and talks to no worker: the window forwards
+  :class:`engine.protocol.Telemetry` samples, the :class:`engine.protocol.DevicePlan` from
+  ``ModelLoaded`` and the model's name and size, and calls :meth:`TelemetryPanel.clear` when the
+  model is unloaded or the worker is gone.
+* Every displayed value is one ``QLabel`` registered under a fixed key (see :data:`VALUE_KEYS`)
+  with objectName ``telemetry_<key>``; :meth:`TelemetryPanel.values` reads them back, which is
+  what tests and accessibility tools see. All text comes from :mod:`ui.formatting`, so
+  "unavailable" measurements read "unavailable" and missing ones read "—".
+* Speeds get a :class:`~ui.views.sparkline.Sparkline` each (one sample per telemetry event, idle
+  samples included, so the time axis stays regular); state memory gets a
+  :class:`~ui.views.state_bar.StateBar` showing the fixed (recurrent) versus growing (attention
+  KV) split.
+* A phase's device row shows the device that last *ran* the phase (``Telemetry.phase_devices``)
+  over the planned one, naming the plan when they differ; the plan's reason sits below it in a
+  small wrapped label and in the tooltip.
+* No colours are set here: labels use palette roles (``PlaceholderText`` for secondary text), so
+  the panel follows the system light/dark palette.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from engine.protocol import DevicePlan, Telemetry
+from ui.formatting import (
+    NO_VALUE,
+    fmt_bytes,
+    fmt_device,
+    fmt_fraction,
+    fmt_ms,
+    fmt_rate,
+    fmt_temperature,
+    fmt_throttle,
+)
+from ui.views.sparkline import Sparkline
+from ui.views.state_bar import StateBar
+
+VALUE_KEYS: tuple[str, ...] = (
+    "prefill_rate", "decode_rate", "ttft", "draft_acceptance", "memory", "model_size",
+    "state_fixed", "state_kv", "cpu_temperature", "throttling", "prefill_device", "decode_device",
+)
+
+ROW_TITLES: dict[str, str] = {
+    "prefill_rate": "Prefill",
+    "decode_rate": "Decode",
+    "ttft": "Time to first token",
+    "draft_acceptance": "Draft acceptance",
+    "memory": "Process memory",
+    "model_size": "Model size",
+    "state_fixed": "Fixed (recurrent)",
+    "state_kv": "Growing (attention KV)",
+    "cpu_temperature": "CPU temperature",
+    "throttling": "Throttling",
+    "prefill_device": "Prefill on",
+    "decode_device": "Decode on",
+}
+
+PHASES: tuple[str, ...] = ("prefill", "decode")
+NO_MODEL_TEXT = "No model loaded"
+SECONDARY_FONT_SCALE = 0.85
+
+
+def _vertical_pair(top: QWidget, bottom: QWidget) -> QWidget:
+    """Two widgets stacked tightly, to sit in one value cell."""
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(2)
+    layout.addWidget(top)
+    layout.addWidget(bottom)
+    return box
+
+
+def _heading(text: str) -> QLabel:
+    label = QLabel(text)
+    font = label.font()
+    font.setWeight(QFont.Weight.DemiBold)
+    label.setFont(font)
+    return label
+
+
+class _Rows:
+    """Appends rows to a two-column grid: titles top-left aligned, values taking the rest."""
+
+    def __init__(self) -> None:
+        self.grid = QGridLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setColumnStretch(1, 1)
+        self._count = 0
+
+    def add_pair(self, title: QLabel, field: QWidget) -> None:
+        top_left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
+        self.grid.addWidget(title, self._count, 0, top_left)
+        self.grid.addWidget(field, self._count, 1)
+        self._count += 1
+
+    def add_full_width(self, widget: QWidget) -> None:
+        self.grid.addWidget(widget, self._count, 0, 1, 2)
+        self._count += 1
+
+
+class TelemetryPanel(QWidget):
+    """Live speeds, memory, CPU state and devices of the worker, one labelled value per row."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("telemetry_panel")
+        self.setAccessibleName("Telemetry")
+        self._labels: dict[str, QLabel] = {key: self._value_label(key) for key in VALUE_KEYS}
+        self._reasons: dict[str, QLabel] = {phase: self._reason_label(phase) for phase in PHASES}
+        self._plan: DevicePlan | None = None
+        self._ran_devices: dict[str, str] = {}
+        self.model_name_label = _heading(NO_MODEL_TEXT)
+        self.model_name_label.setObjectName("telemetry_model_name")
+        self.model_name_label.setWordWrap(True)
+        self.prefill_sparkline = self._sparkline("prefill", "Prefill speed")
+        self.decode_sparkline = self._sparkline("decode", "Decode speed")
+        self.state_bar = StateBar()
+        self.state_bar.setObjectName("telemetry_state_bar")
+        self._build_layout()
+        self.clear()
+
+    # ------------------------------------------------------------------------------ building
+
+    def _value_label(self, key: str) -> QLabel:
+        label = QLabel(NO_VALUE)
+        label.setObjectName(f"telemetry_{key}")
+        label.setAccessibleName(ROW_TITLES[key])
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return label
+
+    def _reason_label(self, phase: str) -> QLabel:
+        label = QLabel()
+        label.setObjectName(f"telemetry_{phase}_device_reason")
+        label.setWordWrap(True)
+        label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        font = label.font()
+        font.setPointSizeF(font.pointSizeF() * SECONDARY_FONT_SCALE)
+        label.setFont(font)
+        return label
+
+    def _sparkline(self, phase: str, title: str) -> Sparkline:
+        sparkline = Sparkline(
+            accessible_name=f"{title} history",
+            accessible_description=f"{title} in tokens per second, one sample per telemetry update",
+        )
+        sparkline.setObjectName(f"sparkline_{phase}")
+        return sparkline
+
+    def _add_value_row(self, rows: _Rows, key: str, below: QWidget | None = None) -> None:
+        field = self._labels[key] if below is None else _vertical_pair(self._labels[key], below)
+        title = QLabel(ROW_TITLES[key])
+        rows.add_pair(title, field)
+
+    def _build_layout(self) -> None:
+        rows = _Rows()
+        rows.add_full_width(_heading("Speed"))
+        self._add_value_row(rows, "prefill_rate", self.prefill_sparkline)
+        self._add_value_row(rows, "decode_rate", self.decode_sparkline)
+        self._add_value_row(rows, "ttft")
+        self._add_value_row(rows, "draft_acceptance")
+        rows.add_full_width(_heading("Memory"))
+        self._add_value_row(rows, "memory")
+        self._add_value_row(rows, "model_size")
+        self._add_value_row(rows, "state_fixed")
+        self._add_value_row(rows, "state_kv")
+        rows.add_full_width(self.state_bar)
+        rows.add_full_width(_heading("CPU"))
+        self._add_value_row(rows, "cpu_temperature")
+        self._add_value_row(rows, "throttling")
+        rows.add_full_width(_heading("Devices"))
+        for phase in PHASES:
+            self._add_value_row(rows, f"{phase}_device", self._reasons[phase])
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        outer.addWidget(self.model_name_label)
+        outer.addLayout(rows.grid)
+        outer.addStretch(1)
+
+    # ----------------------------------------------------------------------------- updating
+
+    def _set(self, key: str, text: str) -> None:
+        self._labels[key].setText(text)
+
+    def show_telemetry(self, t: Telemetry) -> None:
+        """Show one sample: every value row, one point per sparkline, the devices that ran."""
+        self._set("prefill_rate", fmt_rate(t.prefill_tok_s))
+        self._set("decode_rate", fmt_rate(t.decode_tok_s))
+        self.prefill_sparkline.add(t.prefill_tok_s)
+        self.decode_sparkline.add(t.decode_tok_s)
+        self._set("ttft", fmt_ms(t.ttft_ms))
+        self._set("draft_acceptance", fmt_fraction(t.draft_acceptance))
+        self._set("memory", f"{fmt_bytes(t.rss_bytes)} ({fmt_bytes(t.available_bytes)} available)")
+        self._set("model_size", fmt_bytes(t.model_bytes) if t.model_bytes > 0 else NO_VALUE)
+        self._show_state(t.state_fixed_bytes, t.state_kv_bytes)
+        self._set("cpu_temperature", fmt_temperature(t.cpu_temp_c))
+        self._show_throttling(fmt_throttle(t.throttled, t.cpu_freq_mhz, t.cpu_freq_max_mhz), t.throttled is True)
+        self._ran_devices = dict(t.phase_devices)
+        self._refresh_devices()
+
+    def _show_state(self, fixed_bytes: int | None, kv_bytes: int | None) -> None:
+        self._set("state_fixed", fmt_bytes(fixed_bytes))
+        self._set("state_kv", fmt_bytes(kv_bytes))
+        self.state_bar.set_parts(fixed_bytes or 0, kv_bytes or 0)
+
+    def _show_throttling(self, text: str, throttled: bool) -> None:
+        """The text, in bold while the CPU is throttled so the row stands out."""
+        label = self._labels["throttling"]
+        label.setText(text)
+        font = label.font()
+        font.setBold(throttled)
+        label.setFont(font)
+
+    def show_device_plan(self, plan: DevicePlan) -> None:
+        """Show where each phase is meant to run and why (from ``ModelLoaded``)."""
+        self._plan = plan
+        self._ran_devices = {}
+        self._refresh_devices()
+
+    def _refresh_devices(self) -> None:
+        for phase in PHASES:
+            planned = getattr(self._plan, phase) if self._plan is not None else None
+            text = fmt_device(planned.device if planned else None, self._ran_devices.get(phase))
+            reason = planned.reason if planned else ""
+            self._set(f"{phase}_device", text)
+            self._labels[f"{phase}_device"].setToolTip(reason)
+            self._reasons[phase].setText(reason)
+            self._reasons[phase].setToolTip(reason)
+            self._reasons[phase].setVisible(bool(reason))
+
+    def show_model(self, name: str, size_bytes: int) -> None:
+        self.model_name_label.setText(name or NO_MODEL_TEXT)
+        self.model_name_label.setToolTip(name)
+        self._set("model_size", fmt_bytes(size_bytes))
+
+    def clear(self) -> None:
+        """No model or no worker: every value reads "—", charts and devices are emptied."""
+        for key in VALUE_KEYS:
+            self._set(key, NO_VALUE)
+        self._show_throttling(NO_VALUE, throttled=False)
+        self.prefill_sparkline.clear()
+        self.decode_sparkline.clear()
+        self.state_bar.clear()
+        self.model_name_label.setText(NO_MODEL_TEXT)
+        self.model_name_label.setToolTip("")
+        self._plan = None
+        self._ran_devices = {}
+        self._refresh_devices()
+
+    def values(self) -> dict[str, str]:
+        """The text currently displayed for each key of :data:`VALUE_KEYS`."""
+        return {key: self._labels[key].text() for key in VALUE_KEYS}
