@@ -11,7 +11,10 @@ from model_store.db import database_path
 from model_store.installed import models_folder
 
 
-def main() -> int:
+def app_parts():
+    """Everything the window needs, from the user's folders and saved settings."""
+    from ui.app import AppParts  # Qt is loaded only for the GUI, not for the CLI
+
     paths = user_paths().ensure()
     loaded = load_settings(paths.config)
     settings = loaded.settings
@@ -23,9 +26,13 @@ def main() -> int:
         client.snapshot_budget_bytes = snapshot_budget_bytes(settings)
         return client
 
-    from ui.app import AppParts, run  # Qt is loaded only for the GUI, not for the CLI
-
-    return run(AppParts(
+    return AppParts(
         settings=settings, make_client=make_client, db_path=database_path(data), models_dir=models_folder(data),
         save_settings=partial(save_settings, config_dir=paths.config), startup_notes=tuple(loaded.problems),
-    ))
+    )
+
+
+def main() -> int:
+    from ui.app import run
+
+    return run(app_parts())

@@ -12,9 +12,14 @@ import html
 from PySide6.QtGui import QColor, QFontDatabase, QPalette, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 
 
+# GitHub's dialect, but HTML in a model's answer is shown as text, never interpreted.
+MARKDOWN_FEATURES = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
+                     | QTextDocument.MarkdownFeature.MarkdownNoHTML)
+
+
 def markdown_to_html(text: str, palette: QPalette) -> str:
     doc = QTextDocument()
-    doc.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    doc.setMarkdown(text, MARKDOWN_FEATURES)
     _style_code(doc, palette)
     return doc.toHtml()
 

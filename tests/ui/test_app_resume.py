@@ -1,0 +1,84 @@
+"""Conversations across switches, app restarts and worker crashes, resumed from their snapshots."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from tests.ui.conftest import LONG_ANSWER, write_settings
+
+
+def _open_in_list(app, title: str) -> None:
+    model = app.controller.conversations
+    app.qtbot.waitUntil(lambda: any(model.conversation(i).title == title for i in range(model.rowCount())),
+                        timeout=10_000)
+    row = next(i for i in range(model.rowCount()) if model.conversation(i).title == title)
+    view = app.window.conversation_panel.list
+    rect = view.visualRect(model.index(row))
+    app.qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+def test_switching_conversations_shows_each_and_resumes_it_from_its_snapshot(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    first = app.send_and_wait("About rivers")
+    app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert app.transcript() == [] and app.controller.conversation is None
+    second = app.send_and_wait("About mountains")
+    assert first.conversation_id != second.conversation_id
+
+    _open_in_list(app, "About rivers")
+    app.qtbot.waitUntil(lambda: app.transcript() and app.transcript()[0][1] == "About rivers", timeout=10_000)
+    assert [m[1] for m in app.transcript()] == ["About rivers", first.text]
+    app.qtbot.waitUntil(lambda: "Resumed from snapshot" in app.window.status_line.text(), timeout=30_000)
+    tokens = first.finished.timings.prompt_n + first.finished.timings.gen_n
+    assert f"{tokens:,} tokens not re-read" in app.window.status_line.text()
+
+
+def test_quit_and_start_again_shows_history_and_continues_from_the_snapshot(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    first = app.send_and_wait("Remember the word lighthouse.")
+    app.window.close()
+    assert app.controller.bridge.client.process is None, "closing the window stops the worker"
+
+    again = start_app()
+    again.wait_loaded()
+    _open_in_list(again, "Remember the word lighthouse.")
+    again.qtbot.waitUntil(lambda: len(again.transcript()) == 2, timeout=10_000)
+    assert again.transcript() == [("user", "Remember the word lighthouse.", "done"),
+                                  ("assistant", first.text, "done")]
+    again.qtbot.waitUntil(lambda: "Resumed from snapshot" in again.window.status_line.text(), timeout=30_000)
+    follow_up = again.send_and_wait("Which word?")
+
+    report = follow_up.finished.snapshot
+    earlier = first.finished.timings.prompt_n + first.finished.timings.gen_n
+    assert report.restored and report.restored_tokens == earlier
+    assert report.prefilled_tokens == follow_up.finished.timings.prompt_n < earlier, "only the new message is read"
+
+
+def test_killing_the_worker_mid_answer_shows_one_banner_restarts_and_keeps_the_conversation(start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=LONG_ANSWER, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    first_pid = app.controller.bridge.client.pid
+    app.type_and_send("Tell me a long story.")
+    app.qtbot.waitUntil(lambda: len(app.transcript()) == 2 and len(app.transcript()[1][1]) > 20, timeout=60_000)
+    notices: list[str] = []
+    app.controller.notice.connect(lambda kind, text: notices.append(text))
+    app.kill_worker()
+
+    interrupted = app.wait_turn()
+    assert interrupted.dead is not None and "SIGKILL" in interrupted.dead.message
+    app.qtbot.waitUntil(lambda: app.controller.loaded is not None, timeout=60_000)
+    assert app.controller.bridge.client.pid != first_pid
+    role, text, status = app.transcript()[1]
+    assert (role, status) == ("assistant", "interrupted") and text == interrupted.text and len(text) > 20
+    assert "killed" in notices[0] and "Restarting" in notices[0]
+    assert len([n for n in notices if "killed" in n]) == 1, "one banner, not one per event"
+    app.qtbot.waitUntil(lambda: "restarted" in app.window.banner.text(), timeout=30_000)
+
+    app.controller.settings = write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
+    after = app.send_and_wait("And then?")
+    assert after.finished.finish_reason in ("stop", "length") and after.dead is None
+    assert [m[0] for m in app.transcript()] == ["user", "assistant", "user", "assistant"]
+    assert app.transcript()[1] == ("assistant", interrupted.text, "interrupted")

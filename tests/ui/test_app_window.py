@@ -1,0 +1,129 @@
+"""The window around the chat: first run, telemetry, models, settings, the conversation list, keys."""
+
+from __future__ import annotations
+
+import msgspec
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QDoubleSpinBox
+
+from app.paths import user_paths
+from app.settings import load_settings
+from tests.ui.conftest import write_settings
+
+
+def test_first_run_opens_a_chat_on_the_embedded_default_model(start_app):
+    app = start_app()  # no settings file, no conversations, no network
+    app.wait_loaded()
+    assert app.controller.model_ref == "default" and app.controller.loaded.facts.arch == "llama"
+    assert app.window.model_picker.combo.currentData() == "default"
+    assert app.window.chat_view.empty.isVisible() and app.window.banner.text() == ""
+    assert QApplication.focusWidget() is app.window.composer.edit
+
+
+def test_telemetry_panel_updates_while_an_answer_is_written(start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=3000, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    panel = app.window.telemetry_panel
+    assert panel.values()["model_size"] != "—"
+    app.type_and_send("Keep talking.")
+    app.qtbot.waitUntil(lambda: panel.values()["decode_rate"].endswith("tok/s"), timeout=60_000)
+    during = panel.values()
+    assert during["prefill_device"].startswith("cpu") and during["decode_device"].startswith("cpu")
+    assert during["state_kv"] not in ("—", "0 B") and during["memory"] != "—"
+    samples = len(panel.decode_sparkline.values())
+    app.qtbot.waitUntil(lambda: len(panel.decode_sparkline.values()) > samples, timeout=10_000)
+    assert max(panel.decode_sparkline.values()) > 0
+    app.controller.stop()
+    app.wait_turn()
+
+
+def test_a_broken_model_file_is_explained_and_the_default_can_still_be_chosen(start_app, tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x00" * 64)
+    write_settings(model=str(broken))
+    app = start_app()
+    app.qtbot.waitUntil(lambda: "broken.gguf" in app.window.banner.text(), timeout=60_000)
+    assert app.window.banner.kind == "error" and app.controller.loaded is None
+    assert not app.controller.send("hello"), "nothing is sent without a model"
+
+    picker = app.window.model_picker.combo
+    picker.setCurrentIndex(picker.findData("default"))
+    picker.activated.emit(picker.currentIndex())
+    app.wait_loaded()
+    assert app.controller.loaded.facts.arch == "llama"
+    assert load_settings(user_paths().config).settings.model == "default", "the choice is remembered"
+
+
+def test_settings_dialog_opens_with_ctrl_comma_and_saves_what_is_accepted(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    app.qtbot.keyClick(app.window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    dialog = app.window.settings_dialog
+    app.qtbot.waitUntil(dialog.isVisible, timeout=5_000)
+    dialog.findChild(QDoubleSpinBox, "temperature").setValue(0.3)
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+    app.qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5_000)
+    saved = load_settings(user_paths().config).settings
+    assert saved.temperature == 0.3 and app.controller.settings.temperature == 0.3
+    assert saved == msgspec.structs.replace(tiny_settings, temperature=0.3)
+
+
+def test_ctrl_f_searches_titles_and_messages(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    app.send_and_wait("Plan a picnic")
+    app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    app.send_and_wait("Fix my bicycle")
+    app.qtbot.keyClick(app.window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    search = app.window.conversation_panel.search
+    assert QApplication.focusWidget() is search
+    app.qtbot.keyClicks(search, "picnic")
+    model = app.controller.conversations
+    app.qtbot.waitUntil(lambda: model.rowCount() == 1 and model.conversation(0).title == "Plan a picnic",
+                        timeout=10_000)
+    app.qtbot.keyClick(search, Qt.Key.Key_Return)  # opens the first match
+    app.qtbot.waitUntil(lambda: app.transcript()[:1] == [("user", "Plan a picnic", "done")], timeout=10_000)
+
+
+def test_delete_can_be_undone_and_otherwise_happens(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    app.send_and_wait("Keep me")
+    app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    app.send_and_wait("Delete me")
+    app.wait_idle_store()
+    model = app.controller.conversations
+    doomed = app.controller.conversation.id
+
+    app.window.delete_conversation(doomed)
+    assert doomed not in model.ids() and "Deleted “Delete me”" in app.window.banner.text()
+    app.qtbot.mouseClick(app.window.banner.action, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: doomed in model.ids(), timeout=10_000)
+
+    app.window.delete_conversation(doomed)
+    app.window._pending_deletes[doomed].timeout.emit()  # the undo time runs out
+    app.wait_idle_store()
+    remaining: list = []
+    app.controller.store.submit(lambda store: [c.title for c in store.list()], remaining.append)
+    app.qtbot.waitUntil(lambda: remaining == [["Keep me"]], timeout=10_000)
+
+
+def test_rename_in_place_with_f2(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    app.send_and_wait("Old title")
+    app.wait_idle_store()
+    view = app.window.conversation_panel.list
+    view.setFocus()
+    view.setCurrentIndex(app.controller.conversations.index(0))
+    app.qtbot.keyClick(view, Qt.Key.Key_F2)
+    editor = QApplication.focusWidget()
+    editor.selectAll()
+    app.qtbot.keyClicks(editor, "New title")
+    app.qtbot.keyClick(editor, Qt.Key.Key_Return)
+    app.wait_idle_store()
+    app.qtbot.waitUntil(lambda: app.controller.conversations.conversation(0).title == "New title", timeout=10_000)
+    result: list = []
+    app.controller.store.submit(lambda s: s.get(app.controller.conversation.id).title, result.append)
+    app.qtbot.waitUntil(lambda: result == ["New title"], timeout=10_000)
