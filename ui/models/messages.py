@@ -42,9 +42,22 @@ class MessageListModel(QAbstractListModel):
         self._rows: list[MessageRow] = []
 
     def set_rows(self, rows: list[MessageRow]) -> None:
-        self.beginResetModel()
-        self._rows = list(rows)
-        self.endResetModel()
+        """Show ``rows``. When they continue what is shown (a new turn), only the changed and added
+        rows are signalled, so the view does not rebuild (and re-measure) the whole transcript."""
+        shown = [r.message.id for r in self._rows]
+        if not shown or [r.message.id for r in rows[:len(shown)]] != shown:
+            self.beginResetModel()
+            self._rows = list(rows)
+            self.endResetModel()
+            return
+        for i, row in enumerate(rows[:len(shown)]):
+            if row != self._rows[i]:
+                self._rows[i] = row
+                self.dataChanged.emit(self.index(i), self.index(i))
+        if len(rows) > len(shown):
+            self.beginInsertRows(QModelIndex(), len(shown), len(rows) - 1)
+            self._rows.extend(rows[len(shown):])
+            self.endInsertRows()
 
     def append(self, row: MessageRow) -> None:
         at = len(self._rows)

@@ -1,10 +1,14 @@
 """The transcript: one :class:`MessageWidget` per row of the message model, newest at the bottom.
 
 The view follows the model's signals (reset, rows inserted, data changed) and keeps the newest
-text in sight while an answer streams, unless the user has scrolled up to read.
+text in sight while an answer streams, unless the user has scrolled up to read. A long transcript
+is built a few messages at a time (:data:`BUILD_SLICE_MS` per turn of the event loop), so opening
+it never freezes the window.
 """
 
 from __future__ import annotations
+
+import time
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
@@ -12,6 +16,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 from ui.models.messages import MessageListModel
 from ui.views.message_widget import MessageWidget
 
+BUILD_SLICE_MS = 15
 EMPTY_TEXT = "Ask anything. Everything stays on this computer."
 
 
@@ -50,23 +55,33 @@ class ChatView(QScrollArea):
         for widget in self.widgets:
             widget.deleteLater()
         self.widgets = []
-        for row in range(self.model.rowCount()):
-            self._add(row)
-        self._update_empty()
-        self._scroll_to_end()
+        self._build_more()
 
     def _inserted(self, parent: QModelIndex, first: int, last: int) -> None:
-        for row in range(first, last + 1):
-            self._add(row)
-        self._update_empty()
-        self._scroll_to_end()
+        self._build_more()
 
     def _changed(self, top: QModelIndex, bottom: QModelIndex, roles=()) -> None:
         follow = self._at_end()
-        for row in range(top.row(), bottom.row() + 1):
+        for row in range(top.row(), min(bottom.row() + 1, len(self.widgets))):
             self.widgets[row].set_row(self.model.row(row))
         if follow:
             self._scroll_to_end()
+
+    def _build_more(self) -> None:
+        """Add widgets for rows not shown yet, for at most one slice of time; then come back."""
+        started = time.perf_counter()
+        while len(self.widgets) < self.model.rowCount():
+            self._add(len(self.widgets))
+            if (time.perf_counter() - started) * 1000 > BUILD_SLICE_MS:
+                QTimer.singleShot(0, self._build_more)
+                break
+        self._update_empty()
+        self._scroll_to_end()
+
+    @property
+    def complete(self) -> bool:
+        """Every row of the model has its widget."""
+        return len(self.widgets) == self.model.rowCount()
 
     def _add(self, row: int) -> None:
         widget = MessageWidget(self.model.row(row), self.highlight_drafts)
@@ -74,7 +89,7 @@ class ChatView(QScrollArea):
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.version_requested.connect(self.version_requested)
         self._layout.insertWidget(self._layout.count() - 1, widget)
-        self.widgets.insert(row, widget)
+        self.widgets.append(widget)
 
     def _update_empty(self) -> None:
         self.empty.setVisible(not self.widgets)

@@ -1,20 +1,30 @@
 """One message in the chat view: who said it, the text, its versions and actions.
 
-The text is re-rendered at most every :data:`RENDER_INTERVAL_MS` while it streams, so a fast model
-does not make the GUI re-lay-out a long answer for every token.
+Laying out text costs GUI time in proportion to its length, so two rules keep the window
+responsive (``tests/bench/bench_ui_latency.py`` measures it): while an answer streams it is
+re-rendered at most every :data:`RENDER_INTERVAL_MS`, or less often when a render takes long
+(the interval stays :data:`RENDER_BUDGET`× the last render's cost); and a finished message longer
+than :data:`COLLAPSE_CHARS` shows its beginning with a "Show all" button.
 """
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QTextDocument
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget,
+)
 
 from ui.formatting import message_stats_tooltip
 from ui.markdown import drafted_to_html, markdown_to_html
 from ui.models.messages import MessageRow
+from ui.views.text_label import MessageText
 
 RENDER_INTERVAL_MS = 60
+RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a streaming answer
+COLLAPSE_CHARS = 3000
 STATUS_TEXT = {"generating": "writing…", "interrupted": "interrupted", "error": "failed"}
 
 
@@ -57,14 +67,19 @@ class MessageWidget(QFrame):
         for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate):
             header.addWidget(widget)
         layout.addLayout(header)
-        self.body = QLabel()
+        self.body = MessageText()
         self.body.setObjectName("message_body")
-        self.body.setWordWrap(True)
-        self.body.setTextFormat(Qt.TextFormat.RichText)
         self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
                                           | Qt.TextInteractionFlag.TextSelectableByKeyboard)
         self.body.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         layout.addWidget(self.body)
+        self.expanded = False
+        self.show_all = QPushButton()
+        self.show_all.setObjectName("show_all")
+        self.show_all.setFlat(True)
+        self.show_all.clicked.connect(self._expand)
+        self.show_all.hide()
+        layout.addWidget(self.show_all, 0, Qt.AlignmentFlag.AlignLeft)
 
     def _tool(self, text: str, tip: str, action) -> QToolButton:
         button = QToolButton(text=text, toolTip=tip)
@@ -103,14 +118,33 @@ class MessageWidget(QFrame):
         self._render_text()
 
     def _render_text(self) -> None:
+        started = time.perf_counter()
         message = self.row.message
+        text, hidden = self._visible_text()
         spans = message.stats.get("draft_spans") or []
         if self.highlight_drafts and spans:
-            self.body.setText(drafted_to_html(message.content, spans, self.palette()))
-        elif message.content:
-            self.body.setText(markdown_to_html(message.content, self.palette()))
+            self.body.setText(drafted_to_html(text, spans, self.palette()))
+        elif text:
+            self.body.setText(markdown_to_html(text, self.palette()))
         else:
             self.body.setText("<i>…</i>" if message.status == "generating" else "")
+        self.show_all.setText(f"Show all ({hidden:,} more characters)")
+        self.show_all.setVisible(hidden > 0)
+        cost_ms = (time.perf_counter() - started) * 1000
+        self._render_timer.setInterval(max(RENDER_INTERVAL_MS, int(RENDER_BUDGET * cost_ms)))
+
+    def _visible_text(self) -> tuple[str, int]:
+        """The text to show and how many characters are left out (a long message starts collapsed)."""
+        content = self.row.message.content
+        if self.expanded or self.row.message.status == "generating" or len(content) <= COLLAPSE_CHARS:
+            return content, 0
+        cut = content.rfind("\n", COLLAPSE_CHARS // 2, COLLAPSE_CHARS)
+        cut = cut if cut > 0 else COLLAPSE_CHARS
+        return content[:cut] + " …", len(content) - cut
+
+    def _expand(self) -> None:
+        self.expanded = True
+        self._render_text()
 
     def rendered_text(self) -> str:
         """The text the label shows, without markup (what a reader sees)."""

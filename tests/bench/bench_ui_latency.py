@@ -1,0 +1,144 @@
+"""How long the GUI's event loop stalls while the worker decodes, reads a long prompt and saves a snapshot.
+
+A timer probe fires every ``--interval-ms`` on the GUI thread of the real app (window, bridge,
+store thread, worker process); a stall is how much later than due a tick arrives. Ticks are
+grouped by phase: ``prefill`` (message sent → first token), ``decode`` (first → last token),
+``snapshot_save`` (last token → the answer stored, which spans the worker saving the turn's
+snapshot into SQLite and the GUI's store thread writing the answer). Prints one JSON object.
+Target: the worst stall ≤ 50 ms.
+
+Usage: ``QT_QPA_PLATFORM=offscreen python tests/bench/bench_ui_latency.py [--model default]
+[--prefill-words 2500] [--tokens 300]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("HEARTH_HOME", tempfile.mkdtemp(prefix="hearth-bench-ui-"))
+
+import msgspec  # noqa: E402
+from PySide6.QtCore import QElapsedTimer, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.gui import app_parts  # noqa: E402
+from app.paths import user_paths  # noqa: E402
+from app.settings import Settings, save_settings  # noqa: E402
+from engine import protocol as p  # noqa: E402
+from ui.app import build_window  # noqa: E402
+
+TARGET_WORST_MS = 50.0
+WORDS = "the keeper climbed the stairs of the lighthouse while the storm rolled over the dark sea".split()
+
+
+class StallProbe:
+    """Records when each timer tick arrived and how late it was."""
+
+    def __init__(self, interval_ms: int) -> None:
+        self.interval_ms = interval_ms
+        self.ticks: list[tuple[float, float]] = []  # (arrival, lateness) in ms on the probe's clock
+        self.clock = QElapsedTimer()
+        self.timer = QTimer(interval=interval_ms)
+        self.timer.timeout.connect(self._tick)
+        self._last = 0.0
+
+    def start(self) -> None:
+        self.clock.start()
+        self.timer.start()
+
+    def now(self) -> float:
+        return self.clock.nsecsElapsed() / 1e6
+
+    def _tick(self) -> None:
+        now = self.now()
+        self.ticks.append((now, max(0.0, now - self._last - self.interval_ms)))
+        self._last = now
+
+    def between(self, start: float, end: float) -> list[float]:
+        return [late for at, late in self.ticks if start < at <= end]
+
+
+def summary(stalls: list[float]) -> dict:
+    ordered = sorted(stalls)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
+    return {"ticks": len(ordered), "worst_ms": round(max(ordered, default=0.0), 2), "p99_ms": round(p99, 2)}
+
+
+def run_turn(app: QApplication, window, probe: StallProbe, text: str, phases: dict[str, list[float]],
+             timeout_s: float = 600) -> p.Finished:
+    """Send ``text``, wait until the answer is stored, and file the probe's ticks under their phases."""
+    controller = window.controller
+    stored: list = []
+    deltas: list[float] = []
+    controller.turn_finished.connect(stored.append)
+    on_event = lambda event: deltas.append(probe.now()) if isinstance(event, p.TokenDelta) else None  # noqa: E731
+    controller.bridge.event.connect(on_event)
+    sent = probe.now()
+    window.composer.edit.setPlainText(text)
+    window.composer._submit()
+    deadline = time.monotonic() + timeout_s
+    while not stored and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.001)
+    done = probe.now()
+    controller.bridge.event.disconnect(on_event)
+    controller.turn_finished.disconnect(stored.append)
+    if not stored or stored[0].finished is None or not deltas:
+        raise SystemExit("the answer did not finish")
+    phases.setdefault("prefill", []).extend(probe.between(sent, deltas[0]))
+    phases.setdefault("decode", []).extend(probe.between(deltas[0], deltas[-1]))
+    phases.setdefault("snapshot_save", []).extend(probe.between(deltas[-1], done))
+    return stored[0].finished
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--prefill-words", type=int, default=2500)
+    parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--interval-ms", type=int, default=5)
+    args = parser.parse_args()
+
+    settings = msgspec.structs.replace(Settings(), model=args.model, temperature=0.0, max_tokens=args.tokens,
+                                       draft="off")
+    save_settings(settings, user_paths().ensure().config)
+    app = QApplication.instance() or QApplication([])
+    window = build_window(app_parts())
+    window.show()
+    deadline = time.monotonic() + 120
+    while window.controller.loaded is None and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.005)
+    probe = StallProbe(args.interval_ms)
+    probe.start()
+    long_text = "Summarise this: " + " ".join(WORDS[i % len(WORDS)] for i in range(args.prefill_words))
+    stalls: dict[str, list[float]] = {}
+    first = run_turn(app, window, probe, long_text, stalls)
+    second = run_turn(app, window, probe, "Now tell me the story again, in more detail.", stalls)
+    window.close()
+    phases = {name: summary(values) for name, values in stalls.items()}
+    worst = max(s["worst_ms"] for s in phases.values())
+    print(json.dumps({
+        "model": args.model,
+        "interval_ms": args.interval_ms,
+        "prompt_tokens": [first.timings.prompt_n, second.timings.prompt_n],
+        "generated_tokens": [first.timings.gen_n, second.timings.gen_n],
+        "snapshot_bytes": [(f.snapshot.saved_bytes if f.snapshot else 0) for f in (first, second)],
+        "phases": phases,
+        "worst_ms": worst,
+        "target_worst_ms": TARGET_WORST_MS,
+        "meets_target": worst <= TARGET_WORST_MS,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""One message on screen: collapsed when long, copy, highlight of drafted text, stats on hover."""
+
+from PySide6.QtGui import QGuiApplication
+
+from model_store.conversations import Message
+from ui.models.messages import MessageRow
+from ui.views.message_widget import COLLAPSE_CHARS, MessageWidget
+
+
+def _row(content: str, role: str = "assistant", status: str = "done", stats: dict | None = None) -> MessageRow:
+    message = Message("m1", "c1", None, role, content, status, 0.0, stats or {})
+    return MessageRow(message, ["m1"])
+
+
+def test_a_long_message_starts_collapsed_and_show_all_reveals_it(qtbot):
+    lines = [f"line {i} of a long pasted text" for i in range(400)]
+    widget = MessageWidget(_row("\n".join(lines), role="user"))
+    qtbot.addWidget(widget)
+    shown = widget.rendered_text()
+    assert len(shown) <= COLLAPSE_CHARS + 10 and "line 0 " in shown and "line 399" not in shown
+    assert not widget.show_all.isHidden() and "more characters" in widget.show_all.text()
+    widget.show_all.click()
+    assert "line 399 of a long pasted text" in widget.rendered_text() and widget.show_all.isHidden()
+
+
+def test_copy_takes_the_whole_text_even_when_collapsed(qtbot):
+    text = "word " * 2000
+    widget = MessageWidget(_row(text))
+    qtbot.addWidget(widget)
+    widget.copy.click()
+    assert QGuiApplication.clipboard().text() == text
+
+
+def test_a_streaming_answer_is_not_collapsed(qtbot):
+    widget = MessageWidget(_row("x " * 3000, status="generating"))
+    qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: widget.rendered_text().count("x") == 3000, timeout=5_000)
+    assert widget.show_all.isHidden()
+
+
+def test_highlighting_drafts_marks_only_drafted_text_and_hover_shows_stats(qtbot):
+    stats = {"draft_spans": [[6, False], [5, True]], "timings": {"gen_n": 3, "gen_ms": 100.0, "ttft_ms": 40.0},
+             "draft": {"kind": "lookup", "drafted": 4, "accepted": 2}}
+    widget = MessageWidget(_row("hello world", stats=stats))
+    qtbot.addWidget(widget)
+    assert "background-color" not in widget.body.text()
+    widget.set_highlight_drafts(True)
+    assert widget.body.text().count("background-color") == 1 and widget.rendered_text().strip() == "hello world"
+    assert "3 tokens" in widget.toolTip() and "2 of 4" in widget.toolTip()

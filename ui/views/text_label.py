@@ -1,0 +1,50 @@
+"""A word-wrapped rich-text label that measures itself once per text and width.
+
+Qt's layouts ask every label in the chat for its size whenever anything in the chat changes (an
+answer growing by a few tokens does it 15 times a second). A plain QLabel lays out its whole
+document again for each question: 3-17 ms for a long message, for each message, each time. This
+label remembers the answers until its text, font or style changes.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtWidgets import QLabel, QWidget
+
+
+PREFERRED_WIDTH = 480
+
+
+class MessageText(QLabel):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWordWrap(True)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self._heights: dict[int, int] = {}
+        self._last_width = 0  # the width the layout last asked about: the one it will use
+
+    def setText(self, text: str) -> None:
+        self._forget()
+        super().setText(text)
+
+    def heightForWidth(self, width: int) -> int:
+        self._last_width = width
+        if width not in self._heights:
+            if len(self._heights) > 64:
+                self._heights.clear()
+            self._heights[width] = super().heightForWidth(width)
+        return self._heights[width]
+
+    def sizeHint(self) -> QSize:
+        """The height at the current width. (QLabel searches for a pleasing width instead, laying
+        the text out many times; in a chat the width is the column's, so that search is wasted.)"""
+        width = self._last_width or (self.width() if self.width() > 0 else PREFERRED_WIDTH)
+        return QSize(PREFERRED_WIDTH, self.heightForWidth(width))
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
+            self._forget()
+        super().changeEvent(event)
+
+    def _forget(self) -> None:
+        self._heights.clear()
