@@ -47,3 +47,22 @@ def test_highlighting_drafts_marks_only_drafted_text_and_hover_shows_stats(qtbot
     widget.set_highlight_drafts(True)
     assert widget.body.text().count("background-color") == 1 and widget.rendered_text().strip() == "hello world"
     assert "3 tokens" in widget.toolTip() and "2 of 4" in widget.toolTip()
+
+
+def test_a_switch_to_a_dark_palette_re_renders_code_in_the_new_colours(qtbot, qapp):
+    from PySide6.QtGui import QColor, QPalette
+
+    widget = MessageWidget(_row("Run:\n\n```\nhearth\n```"))
+    qtbot.addWidget(widget)
+    light_html = widget.body.text()
+    original = qapp.palette()
+    dark = QPalette(original)
+    for role, colour in ((QPalette.ColorRole.Window, "#202124"), (QPalette.ColorRole.Base, "#171717"),
+                         (QPalette.ColorRole.Text, "#e8e8e8"), (QPalette.ColorRole.WindowText, "#e8e8e8")):
+        dark.setColor(role, QColor(colour))
+    try:
+        qapp.setPalette(dark)
+        qtbot.waitUntil(lambda: widget.body.text() != light_html, timeout=5_000)
+        assert "rgba(232,232,232" in widget.body.text(), "the code background is a tint of the dark theme's text"
+    finally:
+        qapp.setPalette(original)

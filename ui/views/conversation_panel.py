@@ -32,6 +32,9 @@ class ConversationPanel(QWidget):
         self.list.setObjectName("conversation_list")
         self.list.setAccessibleName("Conversations")
         self.list.setModel(model)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setUniformItemSizes(True)
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         for widget in (self.new_button, self.search, self.list):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QTextDocument
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget,
@@ -145,6 +145,12 @@ class MessageWidget(QFrame):
     def _expand(self) -> None:
         self.expanded = True
         self._render_text()
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Follow the system's light/dark switch: code backgrounds and highlights come from the palette."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "body"):
+            self._render_text()
 
     def rendered_text(self) -> str:
         """The text the label shows, without markup (what a reader sees)."""
