@@ -37,10 +37,9 @@ def build_window(parts: AppParts) -> MainWindow:
     bridge = EngineBridge(parts.make_client)
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
     window = MainWindow(controller, models_dir=parts.models_dir, save_settings=parts.save_settings)
-    problem = store.open_error()
-    notes = [*parts.startup_notes, *([problem] if problem else [])]
-    if notes:
-        window.banner.show_notice("error" if problem else "warning", " ".join(notes))
+    store.failed.connect(lambda message: window.banner.show_notice("error", message))
+    if parts.startup_notes:
+        window.banner.show_notice("warning", " ".join(parts.startup_notes))
     controller.start()
     return window
 

@@ -60,6 +60,7 @@ class ChatController(QObject):
     # -- start -----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.store.start()
         self.store.submit(lambda s: s.mark_unfinished_interrupted())
         self.refresh_list()
         self.bridge.start()

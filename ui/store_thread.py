@@ -31,6 +31,7 @@ class StoreThread(QObject):
     _finished = Signal(object, object)  # (callback, result) — crosses to the GUI thread
 
     def __init__(self, db_path: Path) -> None:
+        """Jobs can be submitted at once; they run after :meth:`start`."""
         super().__init__()
         self.db_path = db_path
         self._jobs: queue.Queue = queue.Queue()
@@ -38,14 +39,11 @@ class StoreThread(QObject):
         self._lock = threading.Lock()
         self._finished.connect(self._deliver)
         self._thread = threading.Thread(target=self._run, name="store", daemon=True)
-        self._opened = threading.Event()
         self._open_error: str | None = None
-        self._thread.start()
 
-    def open_error(self, timeout: float = 30.0) -> str | None:
-        """Wait for the database to open; the reason it could not, or None."""
-        self._opened.wait(timeout)
-        return self._open_error
+    def start(self) -> None:
+        """Open the database on the thread (a failure is reported through :attr:`failed`), then run jobs."""
+        self._thread.start()
 
     def submit(self, job: Job, on_done: Callable[[Any], None] | None = None,
                on_error: Callable[[str], None] | None = None) -> None:
@@ -62,7 +60,8 @@ class StoreThread(QObject):
     def stop(self, timeout: float = 10.0) -> None:
         """Finish the queued jobs, then close the connection."""
         self._jobs.put(_STOP)
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         store = self._open()
@@ -85,9 +84,8 @@ class StoreThread(QObject):
             return ConversationStore(open_database(self.db_path))
         except (StoreError, OSError) as exc:
             self._open_error = f"Could not open the conversation database {self.db_path}: {exc}"
+            self.failed.emit(self._open_error)
             return None
-        finally:
-            self._opened.set()
 
     @Slot(object, object)
     def _deliver(self, callback: Callable[[Any], None] | None, result: Any) -> None:

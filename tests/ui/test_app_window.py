@@ -127,3 +127,20 @@ def test_rename_in_place_with_f2(start_app, tiny_settings):
     result: list = []
     app.controller.store.submit(lambda s: s.get(app.controller.conversation.id).title, result.append)
     app.qtbot.waitUntil(lambda: result == ["New title"], timeout=10_000)
+
+
+def test_a_damaged_database_is_reported_and_left_untouched(start_app, tiny_settings):
+    from model_store.db import database_path
+
+    db = database_path(user_paths().data)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"this is not a database" * 100)
+    app = start_app()
+    app.qtbot.waitUntil(lambda: "Could not open the conversation database" in app.window.banner.text(),
+                        timeout=30_000)
+    assert app.window.banner.kind == "error"
+    app.wait_loaded()
+    app.type_and_send("hello")
+    app.qtbot.waitUntil(lambda: "Could not save your message" in app.window.banner.text(), timeout=30_000)
+    assert not app.controller.generating
+    assert db.read_bytes() == b"this is not a database" * 100, "the user's file is never overwritten"
