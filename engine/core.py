@@ -247,7 +247,9 @@ class EngineCore:
             if now - last_state_refresh > STATE_REFRESH_S:
                 self._refresh_state_sizes()
                 last_state_refresh = now
-        if pending.n_tokens or pending.text:
+        if pending.n_tokens or pending.text or (last_token_at is None and run.pending_token is not None):
+            # An answer that is empty from its first token (end of turn at once) still reports that
+            # token now, as an empty delta: time to first token must not wait for the snapshot save.
             self.emit(pending.take(time.perf_counter()))
 
     def _refresh_state_sizes(self) -> None:

@@ -156,6 +156,8 @@ class PromptProgress(_Message, tag="prompt_progress"):
 
 
 class TokenDelta(_Message, tag="token_delta"):
+    """New text of an answer. An empty one (no text, no tokens) says the first token was the end."""
+
     request_id: str
     text: str
     n_tokens: int

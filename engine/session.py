@@ -70,7 +70,7 @@ def open_session(
     """Resolve ``ref`` (``default`` or a path), check the file, load it and create its context."""
     path = resolve_model_ref(ref)
     check_model_file(path)
-    model = LlamaModel(path, on_progress=on_progress)
+    model = LlamaModel(path, load_mtp=True, on_progress=on_progress)  # an MTP head, if any, can draft
     trained = model.n_ctx_train
     threads = n_threads or default_threads()
     facts = model.facts()

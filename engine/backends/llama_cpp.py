@@ -123,6 +123,8 @@ class LlamaModel:
         self.handle = handle
         self.vocab = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_embd = int(llama_cpp.llama_model_n_embd(handle))
+        self.has_mtp = load_mtp and int(llama_cpp.llama_model_n_layer_nextn(handle)) > 0
         self._pieces: dict[int, bytes] = {}
         self._rollback_probe: int | None = None
 
@@ -207,7 +209,7 @@ class LlamaModel:
             n_params=int(llama_cpp.llama_model_n_params(handle)),
             size_bytes=int(llama_cpp.llama_model_size(handle)),
             n_ctx_train=self.n_ctx_train,
-            n_embd=int(llama_cpp.llama_model_n_embd(handle)),
+            n_embd=self.n_embd,
             n_layer=int(llama_cpp.llama_model_n_layer(handle)),
             n_layer_mtp=int(llama_cpp.llama_model_n_layer_nextn(handle)),
             n_vocab=self.n_vocab,
@@ -263,6 +265,9 @@ class LlamaContext:
         self._batch_seq, self._batch_seq_rows = 0, 0
         self._n_seq_id = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(settings.n_batch,))
         self._n_seq_id[:] = 1
+        # Called after every successful decode with (tokens, start position, sequence): an MTP head
+        # follows the target this way, reading the hidden states of exactly what was decoded.
+        self.after_decode: Callable[[list[int] | np.ndarray, int, int], None] | None = None
 
     def close(self) -> None:
         if self.handle:
@@ -293,6 +298,8 @@ class LlamaContext:
         status = llama_cpp.llama_decode(self.handle, self._batch)
         if status != 0:
             raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))
+        if self.after_decode is not None:
+            self.after_decode(tokens, start_pos, seq_id)
 
     def logits(self, row: int = -1) -> np.ndarray:
         """Logits of an output row of the last decode (a view: copy it to keep it past the next decode)."""

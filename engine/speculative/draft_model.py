@@ -17,8 +17,8 @@ import numpy as np
 from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_cpp import LlamaContext, LlamaModel
 from engine.model_files import check_model_file
-from engine.sampling import SamplingParams, distribution
-from engine.speculative.proposer import Draft, Proposer
+from engine.sampling import SamplingParams
+from engine.speculative.proposer import Draft, Proposer, pick_draft_token
 
 DRAFT_SEQ = 1
 
@@ -74,21 +74,13 @@ class DraftModel(Proposer):
         token, position, draft = history[-1], len(history) - 1, Draft()
         for _ in range(k):
             context.decode([token], position, seq_id=DRAFT_SEQ)
-            token, q, confident = self._pick(context.logits(-1))
+            token, q, confident = pick_draft_token(context.logits(-1), self.sampling, self.rng, self.p_min)
             if not confident and draft.tokens:
                 break
             draft.tokens.append(token)
             draft.q.append(q)
             position += 1
         return draft
-
-    def _pick(self, logits: np.ndarray):
-        if self.sampling.greedy:
-            top = int(np.argmax(logits))
-            shifted = np.exp(logits - logits[top])
-            return top, None, 1.0 / shifted.sum() >= self.p_min
-        q = distribution(logits, self.sampling)
-        return q.sample(self.rng), q, True
 
     def _catch_up(self, history: list[int]) -> None:
         """Make sequence 0 hold exactly ``history``."""

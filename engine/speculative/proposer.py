@@ -12,7 +12,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from engine.sampling import TokenDistribution
+import numpy as np
+
+from engine.sampling import SamplingParams, TokenDistribution, distribution
 
 
 @dataclass
@@ -40,3 +42,18 @@ class Proposer(ABC):
 
     def close(self) -> None:
         pass
+
+
+def pick_draft_token(logits: np.ndarray, sampling: SamplingParams, rng: np.random.Generator,
+                     p_min: float) -> tuple[int, TokenDistribution | None, bool]:
+    """A model drafter's next guess: (token, its q or None for greedy, confident enough to go on).
+
+    Greedy drafting takes the argmax and is confident while its probability is at least ``p_min``;
+    sampled drafting draws from the same transformed distribution the verifier will use as q.
+    """
+    if sampling.greedy:
+        top = int(np.argmax(logits))
+        shifted = np.exp(logits - logits[top])
+        return top, None, 1.0 / shifted.sum() >= p_min
+    q = distribution(logits, sampling)
+    return q.sample(rng), q, True

@@ -1,7 +1,7 @@
 """Choosing a drafter for a request: parse the user's choice, refuse what cannot work, build it.
 
-``auto`` picks the best drafter this model has (its MTP head where supported, else prompt lookup)
-and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
+``auto`` drafts with prompt lookup (free when it has no guess; ``mtp`` uses the model's own MTP
+head when asked for) and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
 recurrent state cannot be rolled back (e.g. qwen3next) cannot draft: a checkpoint-and-replay
 fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` simply stays off).
 """
@@ -18,6 +18,7 @@ from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.decoder import DraftStats, SpeculativeSource
 from engine.speculative.draft_model import DraftModel
+from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
@@ -32,14 +33,20 @@ class Drafting:
     def __init__(self, session: ModelSession) -> None:
         self.session = session
         self._draft_model: DraftModel | None = None
+        self._mtp: MtpDrafter | None = None
 
     def close(self) -> None:
         if self._draft_model is not None:
             self._draft_model.close()
             self._draft_model = None
+        if self._mtp is not None:
+            self._mtp.close()
+            self._mtp = None
 
     def plan(self, spec: DraftSpec, draft_max: int, auto_off: bool = True) -> tuple[SourceFactory | None, DraftStats]:
         """A token-source factory (None: plain decoding) and the stats to report if drafting is off."""
+        if self._mtp is not None:
+            self._mtp.detach()  # re-attached by its source when this request drafts with it
         if spec.kind == "off":
             return None, DraftStats(kind="off")
         reason = self._cannot_draft()
@@ -48,11 +55,11 @@ class Drafting:
         if reason:
             raise DraftRefused(reason)
         limit = self._draft_limit(draft_max)
-        kind = "lookup" if spec.kind == "auto" else spec.kind
+        kind = self._auto_kind() if spec.kind == "auto" else spec.kind
         proposer = self._proposer(kind, spec.path)
 
         def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
-            if isinstance(proposer, DraftModel):
+            if isinstance(proposer, (DraftModel, MtpDrafter)):
                 proposer.configure(sampling, rng)
             return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(limit, auto_off=auto_off))
 
@@ -73,12 +80,26 @@ class Drafting:
             return min(draft_max, self.session.context.n_rs_seq)  # rollback depth the context was made with
         return draft_max
 
+    def _auto_kind(self) -> str:
+        """Prompt lookup: it costs nothing when it has no guess. (An MTP head costs a decode per
+        token whether it helps or not; on this CPU build a random-weight head loses, see
+        tests/bench/bench_drafting.py, so it is used when asked for.)"""
+        return "lookup"
+
     def _proposer(self, kind: str, path: str | None) -> Proposer:
         if kind == "lookup":
             return PromptLookup()
         if kind == "model":
             return self._load_draft_model(Path(path).expanduser())
-        raise DraftRefused("MTP drafting is not available in this version; use lookup or model:PATH")
+        return self._load_mtp()
+
+    def _load_mtp(self) -> MtpDrafter:
+        if self._mtp is None:
+            try:
+                self._mtp = MtpDrafter(self.session, sampling=SamplingParams(), rng=np.random.default_rng())
+            except MtpHeadMissing as exc:
+                raise DraftRefused(str(exc)) from exc
+        return self._mtp
 
     def _load_draft_model(self, path: Path) -> DraftModel:
         if self._draft_model is not None and self._draft_model.path == path:

@@ -49,7 +49,7 @@ def timed_turn(client, store, conversation_id: str, text: str) -> tuple[float, p
     sent = time.perf_counter()
     first: list[float] = []
 
-    def on_event(event):  # the first token, or the end if the answer was empty
+    def on_event(event):  # the first token (an empty delta when it ended the answer at once)
         if isinstance(event, (p.TokenDelta, p.Finished)) and not first:
             first.append(time.perf_counter())
 

@@ -58,6 +58,36 @@ def test_greedy_output_is_identical_for_every_drafter_on_the_hybrid_model(tiny, 
     assert totals["rollbacks"] > 0, totals  # partial acceptances happened and were rolled back
 
 
+def test_greedy_output_is_identical_when_the_mtp_head_drafts(tiny):
+    """The tiny model's MTP block has random weights, so it rarely guesses right: the test is that
+    its guesses, right or wrong, never change a token, and that the rounds it loses are rolled back."""
+    drafting = Drafting(tiny)
+    make, _ = drafting.plan(parse_draft_spec("mtp"), 4, auto_off=False)
+    totals = {"drafted": 0, "accepted": 0, "rollbacks": 0}
+    try:
+        for prompt in prompts():
+            plain = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40))
+            drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40), make)
+            assert drafted.token_ids == plain.token_ids, prompt
+            for key in totals:
+                totals[key] += getattr(drafted.source.stats, key)
+            assert drafted.source.stats.kind == "mtp"
+    finally:
+        drafting.close()
+    assert tiny.context.after_decode is None, "closing the drafter stops the head following the target"
+    assert totals["drafted"] > 100 and totals["accepted"] > 0 and totals["rollbacks"] > 0, totals
+
+
+@pytest.mark.parametrize("model", ["hybrid-draft", "smollm2"])
+def test_mtp_on_a_model_without_an_mtp_head_is_refused(test_models, smollm2, model):
+    session = open_session(str(smollm2 if model == "smollm2" else test_models[model]), n_ctx=256)
+    try:
+        with pytest.raises(DraftRefused, match="no MTP head"):
+            Drafting(session).plan(parse_draft_spec("mtp"), 4)
+    finally:
+        session.close()
+
+
 def test_greedy_lookup_on_smollm2_quoting_is_identical(smollm2):
     from engine.chat_template import ChatMessage
     from engine.prompts import chat_prompt_tokens
