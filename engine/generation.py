@@ -92,12 +92,21 @@ class Generation:
 
     def __iter__(self) -> Iterator[TextDelta]:
         start = time.perf_counter()
-        if not self._prefill():
-            self.finish_reason = "cancelled"
+        settings = self.settings
+        rng = make_rng(settings.sampling.seed)
+        # The token source exists for the whole request, prefill included: an MTP head follows
+        # every decode of the target, the prompt's too.
+        self.source = self.make_source(self.session, settings.sampling, rng) if self.make_source else PlainSource(
+            self.session, settings.sampling, rng)
+        try:
+            if not self._prefill():
+                self.finish_reason = "cancelled"
+                self.timings.prompt_ms = _ms_since(start)
+                return
             self.timings.prompt_ms = _ms_since(start)
-            return
-        self.timings.prompt_ms = _ms_since(start)
-        yield from self._decode(start)
+            yield from self._decode(start)
+        finally:
+            self.source.finish()
 
     def _prefill(self) -> bool:
         session, tokens = self.session, self.prompt_tokens
@@ -112,11 +121,7 @@ class Generation:
         return True
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
-        settings = self.settings
-        rng = make_rng(settings.sampling.seed)
-        source = self.make_source(self.session, settings.sampling, rng) if self.make_source else PlainSource(
-            self.session, settings.sampling, rng)
-        self.source = source
+        settings, source = self.settings, self.source
         out = _TextOut(self.session.model, settings.stop)
         decode_start = time.perf_counter()
         tokens, flags = [source.first()], [False]

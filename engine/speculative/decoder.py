@@ -45,6 +45,9 @@ class PlainSource:
     def settle(self, n_used: int) -> None:
         pass
 
+    def finish(self) -> None:
+        """The request is over (finished, stopped or failed)."""
+
 
 class SpeculativeSource(PlainSource):
     def __init__(self, session: ModelSession, sampling: SamplingParams, rng: np.random.Generator,
@@ -108,3 +111,6 @@ class SpeculativeSource(PlainSource):
             del self.session.tokens[keep:]
             self.stats.rollbacks += 1
         self.proposer.settle(self.session.tokens)
+
+    def finish(self) -> None:
+        self.proposer.finish()

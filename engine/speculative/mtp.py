@@ -48,7 +48,9 @@ class MtpDrafter(Proposer):
     # -- following the target --------------------------------------------------------------------
 
     def attach(self) -> None:
-        """Start following the target's decodes (drafting for this request is on)."""
+        """Start following the target's decodes, with an empty head (a request starts)."""
+        self.head.clear()
+        self._hidden = self._hidden[:0]
         if not self._attached:
             output_hidden_states(self.session.context, True)
             self.session.context.after_decode = self._follow
@@ -84,8 +86,9 @@ class MtpDrafter(Proposer):
 
     def reset(self) -> None:
         self.attach()
-        self.head.clear()
-        self._hidden = self._hidden[:0]
+
+    def finish(self) -> None:
+        self.detach()
 
     def propose(self, history: list[int], k: int) -> Draft:
         position = len(history) - 1  # where the pending token goes

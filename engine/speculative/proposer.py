@@ -38,7 +38,10 @@ class Proposer(ABC):
         """The target accepted some of the draft; ``history`` is now its exact token list."""
 
     def reset(self) -> None:
-        """A new generation starts; forget any per-sequence state."""
+        """A new request starts (before its prompt is read); forget any per-sequence state."""
+
+    def finish(self) -> None:
+        """The request is over."""
 
     def close(self) -> None:
         pass

@@ -45,8 +45,6 @@ class Drafting:
 
     def plan(self, spec: DraftSpec, draft_max: int, auto_off: bool = True) -> tuple[SourceFactory | None, DraftStats]:
         """A token-source factory (None: plain decoding) and the stats to report if drafting is off."""
-        if self._mtp is not None:
-            self._mtp.detach()  # re-attached by its source when this request drafts with it
         if spec.kind == "off":
             return None, DraftStats(kind="off")
         reason = self._cannot_draft()
