@@ -51,6 +51,7 @@ class ChatController(QObject):
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False
+        self._mtp_note_for: str | None = None
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
         bridge.ready.connect(self._on_ready)
@@ -243,7 +244,18 @@ class ChatController(QObject):
 
     def _options(self) -> TurnOptions:
         s = self.settings
-        return TurnOptions(sampling_spec(s), s.max_tokens, s.draft, s.draft_max)
+        return TurnOptions(sampling_spec(s), s.max_tokens, self._draft_choice(), s.draft_max)
+
+    def _draft_choice(self) -> str:
+        """The drafting setting, except that MTP on a model without an MTP head falls back to auto
+        (the setting is global, models are not): said once per model instead of failing answers."""
+        draft = self.settings.draft
+        if draft == "mtp" and self.loaded is not None and self.loaded.facts.n_layer_mtp == 0:
+            if self._mtp_note_for != self.model_ref:
+                self._mtp_note_for = self.model_ref
+                self.notice.emit("info", "This model has no MTP head, so drafting uses prompt lookup (auto).")
+            return "auto"
+        return draft
 
     def _begin(self, store_turn) -> None:
         self._starting_turn = True

@@ -69,6 +69,7 @@ class SpeculativeSource(PlainSource):
 
     def step(self, pending: int) -> list[int]:
         k = min(self.policy.draft_length(), self._room())
+        self.proposer.set_active(k > 0)
         if k > 0:
             self.proposer.prepare(self.session.tokens)  # a one-off catch-up, not the cost of a round
         started = time.perf_counter()

@@ -51,17 +51,18 @@ class MtpDrafter(Proposer):
         """Start following the target's decodes, with an empty head (a request starts)."""
         self.head.clear()
         self._hidden = self._hidden[:0]
-        if not self._attached:
-            output_hidden_states(self.session.context, True)
-            self.session.context.after_decode = self._follow
-            self._attached = True
+        self._follow_target(True)
 
     def detach(self) -> None:
         """Stop following: the target decodes without the head's cost."""
-        if self._attached:
-            self.session.context.after_decode = None
-            output_hidden_states(self.session.context, False)
-            self._attached = False
+        self._follow_target(False)
+
+    def _follow_target(self, on: bool) -> None:
+        if on == self._attached:
+            return
+        output_hidden_states(self.session.context, on)
+        self.session.context.after_decode = self._follow if on else None
+        self._attached = on
 
     def _hidden_at(self, position: int) -> np.ndarray | None:
         """The target's hidden state at ``position``, if it came out of its last decode."""
@@ -89,6 +90,11 @@ class MtpDrafter(Proposer):
 
     def finish(self) -> None:
         self.detach()
+
+    def set_active(self, active: bool) -> None:
+        """While auto-off has drafting idle the head stops following (its cost is a decode per token);
+        when drafting is probed again it picks up from there, missing only the rows in between."""
+        self._follow_target(active)
 
     def propose(self, history: list[int], k: int) -> Draft:
         position = len(history) - 1  # where the pending token goes

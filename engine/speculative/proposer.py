@@ -43,6 +43,9 @@ class Proposer(ABC):
     def finish(self) -> None:
         """The request is over."""
 
+    def set_active(self, active: bool) -> None:
+        """Whether this round drafts; the auto-off policy has it idle while drafting loses."""
+
     def close(self) -> None:
         pass
 

@@ -144,3 +144,18 @@ def test_a_damaged_database_is_reported_and_left_untouched(start_app, tiny_setti
     app.qtbot.waitUntil(lambda: "Could not save your message" in app.window.banner.text(), timeout=30_000)
     assert not app.controller.generating
     assert db.read_bytes() == b"this is not a database" * 100, "the user's file is never overwritten"
+
+
+def test_mtp_setting_on_a_model_without_a_head_falls_back_with_a_note(start_app, hybrid_tiny, test_models):
+    write_settings(model=str(test_models["hybrid-draft"]), temperature=0.0, max_tokens=8, draft="mtp")
+    app = start_app()
+    app.wait_loaded()
+    turn = app.send_and_wait("Hello there")
+    assert turn.finished.finish_reason in ("stop", "length") and not turn.errors
+    assert turn.finished.draft.kind != "mtp"
+    assert "no MTP head" in app.window.banner.text()
+
+    app.controller.load_model(str(hybrid_tiny))  # this one has a head: MTP is used as asked
+    app.wait_loaded()
+    with_head = app.send_and_wait("And now?")
+    assert with_head.finished.draft.kind == "mtp" and not with_head.errors
