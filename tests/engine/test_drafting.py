@@ -42,40 +42,28 @@ def tiny(hybrid_tiny):
     session.close()
 
 
-@pytest.mark.parametrize("spec", ["lookup", "model:hybrid-tiny-q8", "model:hybrid-draft"])
+@pytest.mark.parametrize("spec", ["lookup", "model:hybrid-tiny-q8", "model:hybrid-draft", "mtp"])
 def test_greedy_output_is_identical_for_every_drafter_on_the_hybrid_model(tiny, test_models, spec):
+    """For ``mtp`` the tiny model's MTP block has random weights, so it rarely guesses right: its
+    guesses, right or wrong, must never change a token, and the rounds it loses are rolled back."""
     if spec.startswith("model:"):
         spec = "model:" + str(test_models[spec.split(":")[1]])
-    make = drafter(tiny, spec)
-    totals = {"rounds": 0, "accepted": 0, "drafted": 0, "rollbacks": 0}
-    for prompt in prompts():
-        plain = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40))
-        drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40), make)
-        assert drafted.token_ids == plain.token_ids, prompt
-        for key in totals:
-            totals[key] += getattr(drafted.source.stats, key)
-    assert totals["accepted"] > 0, totals
-    assert totals["rollbacks"] > 0, totals  # partial acceptances happened and were rolled back
-
-
-def test_greedy_output_is_identical_when_the_mtp_head_drafts(tiny):
-    """The tiny model's MTP block has random weights, so it rarely guesses right: the test is that
-    its guesses, right or wrong, never change a token, and that the rounds it loses are rolled back."""
     drafting = Drafting(tiny)
-    make, _ = drafting.plan(parse_draft_spec("mtp"), 4, auto_off=False)
-    totals = {"drafted": 0, "accepted": 0, "rollbacks": 0}
+    make, _ = drafting.plan(parse_draft_spec(spec), 4, auto_off=False)
+    totals = {"rounds": 0, "accepted": 0, "drafted": 0, "rollbacks": 0}
     try:
         for prompt in prompts():
             plain = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40))
             drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40), make)
             assert drafted.token_ids == plain.token_ids, prompt
+            assert drafted.source.stats.kind == parse_draft_spec(spec).kind
             for key in totals:
                 totals[key] += getattr(drafted.source.stats, key)
-            assert drafted.source.stats.kind == "mtp"
     finally:
         drafting.close()
-    assert tiny.context.after_decode is None, "closing the drafter stops the head following the target"
-    assert totals["drafted"] > 100 and totals["accepted"] > 0 and totals["rollbacks"] > 0, totals
+    assert tiny.context.after_decode is None, "no drafter keeps following the target after its request"
+    assert totals["accepted"] > 0, totals
+    assert totals["rollbacks"] > 0, totals  # partial acceptances happened and were rolled back
 
 
 @pytest.mark.parametrize("model", ["hybrid-draft", "smollm2"])
