@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app import commands, conversation_commands
+from app import commands, conversation_commands, document_commands
 from engine.sampling import SamplingParams
 
 
@@ -63,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--json", action="store_true")
     send.add_argument("message", metavar="MESSAGE")
     send.set_defaults(run=conversation_commands.run_send)
+
+    doc = sub.add_parser("doc", help="documents")
+    doc_sub = doc.add_subparsers(dest="doc_command", required=True)
+    load = doc_sub.add_parser("load", help="read a document into a new conversation (ask with `hearth send`)")
+    _add_model_flag(load)
+    load.add_argument("--part", choices=("all", "first", "last"), default="all",
+                      help="read all of it (default; refused if it does not fit), or only its first or last part")
+    load.add_argument("--json", action="store_true")
+    load.add_argument("file", metavar="FILE")
+    load.set_defaults(run=document_commands.run_doc_load)
 
     conversations = sub.add_parser("conversations", help="list saved conversations")
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")

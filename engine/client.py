@@ -41,7 +41,8 @@ class EngineError(Exception):
 
 
 ClientEvent = p.Event | EngineDead
-_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened)
+_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead)
+_ENDS_WITH_ITS_OWN_EVENT = (p.Generate, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
 _ids = itertools.count(1)
 
 
@@ -114,7 +115,7 @@ class EngineClient(ABC):
                     self.on_other_event(event)
                 continue
             yield event
-            if isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, p.Generate)):
+            if isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, _ENDS_WITH_ITS_OWN_EVENT)):
                 return
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,

@@ -18,6 +18,7 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
+from engine.documents import measure_text, read_document
 from engine.generation import Generation, GenerationSettings, TextDelta
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
@@ -74,6 +75,10 @@ class EngineCore:
             self.generate(command)
         elif isinstance(command, p.OpenConversation):
             self.open_conversation(command)
+        elif isinstance(command, p.MeasureText):
+            self.measure_text(command)
+        elif isinstance(command, p.ReadDocument):
+            read_document(self, command)
         elif isinstance(command, p.Ping):
             self.emit(p.Pong(request_id=command.request_id))
 
@@ -100,7 +105,7 @@ class EngineCore:
         facts = self.session.facts
         self.drafting = Drafting(self.session)
         self.live.model_bytes = facts.size_bytes
-        self._refresh_state_sizes()
+        self.refresh_state_sizes()
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=CPU_PLAN))
 
     def unload(self) -> None:
@@ -132,7 +137,7 @@ class EngineCore:
             self._fail(rid, "generation_failed", str(exc), run.timings)
             return
         report = self._finish_turn(command, turn, run) if turn is not None else None
-        self._refresh_state_sizes()
+        self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
@@ -144,15 +149,22 @@ class EngineCore:
             self.emit(p.Error(code="no_model", message="no model is loaded; load one first", request_id=rid))
             return
         try:
-            turn = self._conversation_turns().open(command.messages)
+            turn = self.conversation_turns().open(command.messages)
         except (ChatTemplateError, ValueError, StoreError) as exc:
             self.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
             return
-        self._refresh_state_sizes()
+        self.refresh_state_sizes()
         report = p.SnapshotReport(restored=turn.base is not None, restored_tokens=turn.restored_tokens,
                                   prefilled_tokens=turn.replayed_tokens, notes=turn.notes,
                                   snapshot_id=turn.base.id if turn.base else None)
         self.emit(p.ConversationOpened(request_id=rid, snapshot=report))
+
+    def measure_text(self, command: p.MeasureText) -> None:
+        if self.session is None:
+            self.emit(p.Error(code="no_model", message="no model is loaded; load one first",
+                              request_id=command.request_id))
+            return
+        self.emit(measure_text(self.session, command))
 
     def _fail(self, rid: str, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
         self.emit(p.Error(code=code, message=message, request_id=rid))
@@ -167,7 +179,7 @@ class EngineCore:
         sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
-        run = Generation(self.session, tokens, settings, on_progress=self._progress_reporter(command.request_id),
+        run = Generation(self.session, tokens, settings, on_progress=self.progress_reporter(command.request_id),
                          cancelled=lambda: self.is_cancelled(command.request_id), reset=turn is None or turn.base is None,
                          make_source=make_source)
         return run, turn, draft_stats
@@ -175,14 +187,14 @@ class EngineCore:
     def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
         model = self.session.model
         if command.conversation_id is not None and command.prompt is None:
-            turn = self._conversation_turns().begin(command.messages)
+            turn = self.conversation_turns().begin(command.messages)
             return turn, turn.new_tokens
         self._forget_live()
         if command.prompt is not None:
             return None, raw_prompt_tokens(model, command.prompt)
         return None, chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
 
-    def _conversation_turns(self) -> Turns:
+    def conversation_turns(self) -> Turns:
         if self.data_dir is None:
             raise ValueError("the engine was started without a data folder, so it cannot keep conversations")
         if self._turns is None:
@@ -211,7 +223,7 @@ class EngineCore:
             self._turns.keeper.store.evict(self.snapshot_budget)
         return report
 
-    def _progress_reporter(self, rid: str) -> Callable[[int, int], None]:
+    def progress_reporter(self, rid: str) -> Callable[[int, int], None]:
         start = last = time.perf_counter()
         done_before = 0
 
@@ -220,7 +232,7 @@ class EngineCore:
             now = time.perf_counter()
             self.live.rates.record("prefill", processed - done_before, now - last)
             last, done_before = now, processed
-            self._refresh_state_sizes()
+            self.refresh_state_sizes()
             self.emit(p.PromptProgress(request_id=rid, processed=processed, total=total,
                                        elapsed_ms=(now - start) * 1000))
 
@@ -245,14 +257,14 @@ class EngineCore:
             if pending.due(now):
                 self.emit(pending.take(now))
             if now - last_state_refresh > STATE_REFRESH_S:
-                self._refresh_state_sizes()
+                self.refresh_state_sizes()
                 last_state_refresh = now
         if pending.n_tokens or pending.text or (last_token_at is None and run.pending_token is not None):
             # An answer that is empty from its first token (end of turn at once) still reports that
             # token now, as an empty delta: time to first token must not wait for the snapshot save.
             self.emit(pending.take(time.perf_counter()))
 
-    def _refresh_state_sizes(self) -> None:
+    def refresh_state_sizes(self) -> None:
         session = self.session
         if session is None:
             return

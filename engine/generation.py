@@ -109,16 +109,8 @@ class Generation:
             self.source.finish()
 
     def _prefill(self) -> bool:
-        session, tokens = self.session, self.prompt_tokens
-        if self.reset:
-            session.reset()
-        chunk = session.n_batch
-        for begin in range(0, len(tokens), chunk):
-            if self.cancelled():
-                return False
-            session.feed(tokens[begin : begin + chunk])
-            self.on_progress(min(begin + chunk, len(tokens)), len(tokens))
-        return True
+        return prefill(self.session, self.prompt_tokens, reset=self.reset, on_progress=self.on_progress,
+                       cancelled=self.cancelled)
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
         settings, source = self.settings, self.source
@@ -227,3 +219,20 @@ class _TextOut:
         if self._ready or self._ids:
             return self.take()
         return None
+
+
+def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
+            cancelled: CancelCheck) -> bool:
+    """Read ``tokens`` in batch-sized chunks, reporting progress; False if cancelled between chunks.
+
+    The chunking is part of the state's exact value: snapshot replay feeds the same chunks.
+    """
+    if reset:
+        session.reset()
+    chunk = session.n_batch
+    for begin in range(0, len(tokens), chunk):
+        if cancelled():
+            return False
+        session.feed(tokens[begin : begin + chunk])
+        on_progress(min(begin + chunk, len(tokens)), len(tokens))
+    return True

@@ -87,6 +87,24 @@ class OpenConversation(_Message, tag="open_conversation"):
     messages: list[ChatTurn]
 
 
+class MeasureText(_Message, tag="measure_text"):
+    """Count a document's tokens with the loaded model; keep its first or last part if asked."""
+
+    request_id: str
+    text: str
+    keep: Literal["all", "first", "last"] = "all"
+    budget_tokens: int = 0  # 0: the context minus room for questions and answers
+
+
+class ReadDocument(_Message, tag="read_document"):
+    """Read the branch up to its last message (a document) and snapshot the state under that
+    message's id: every question about the document then starts from there."""
+
+    request_id: str
+    conversation_id: str
+    messages: list[ChatTurn]  # the branch, ending with the document's message (which has an id)
+
+
 class Cancel(_Message, tag="cancel"):
     request_id: str
 
@@ -103,7 +121,10 @@ class Shutdown(_Message, tag="shutdown"):
     mode: Literal["drain", "abort"] = "drain"
 
 
-Command = Union[Hello, LoadModel, UnloadModel, Generate, OpenConversation, Cancel, SetTelemetry, Ping, Shutdown]
+Command = Union[
+    Hello, LoadModel, UnloadModel, Generate, OpenConversation, MeasureText, ReadDocument, Cancel, SetTelemetry, Ping,
+    Shutdown,
+]
 
 # ------------------------------------------------------------------------------------------ events
 
@@ -181,6 +202,23 @@ class ConversationOpened(_Message, tag="conversation_opened"):
     snapshot: SnapshotReport
 
 
+class TextMeasured(_Message, tag="text_measured"):
+    request_id: str
+    tokens: int  # of the whole text
+    budget_tokens: int  # how many a document may have in this context
+    fits: bool
+    kept_text: str = ""  # the first or last part that fits (empty when ``keep`` was "all")
+    kept_tokens: int = 0
+
+
+class DocumentRead(_Message, tag="document_read"):
+    request_id: str
+    finish_reason: Literal["stop", "cancelled", "error"]
+    tokens: int  # tokens read for the document
+    timings: Timings
+    snapshot: SnapshotReport | None = None
+
+
 class Finished(_Message, tag="finished"):
     request_id: str
     finish_reason: Literal["stop", "length", "cancelled", "error"]
@@ -227,7 +265,7 @@ class Error(_Message, tag="error"):
 
 Event = Union[
     Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
-    Telemetry, Error,
+    Telemetry, Error, TextMeasured, DocumentRead,
 ]
 
 # ------------------------------------------------------------------------------------- encoding

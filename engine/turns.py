@@ -43,16 +43,18 @@ class Turns:
     def forget_live(self) -> None:
         self.live = None
 
-    def begin(self, messages: list[p.ChatTurn]) -> TurnStart:
+    def begin(self, messages: list[p.ChatTurn], *, answer: bool = True) -> TurnStart:
         """Stand on the deepest usable snapshot of this branch, or re-read the whole conversation.
 
         Only the deepest snapshot whose text the conversation still starts with is tried: falling
         back to an older one would re-tokenize later turns from their text, which need not give the
         tokens the model actually read. When it cannot be used, the conversation is read again.
+        ``answer=False`` reads the messages without the assistant's cue (a document being loaded).
         """
         model = self.session.model
         target = render_chat(model.chat_template(), [ChatMessage(m.role, m.content) for m in messages],
-                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos))
+                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos),
+                             add_generation_prompt=answer)
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target, notes)
         if snapshot is not None:
@@ -121,6 +123,15 @@ class Turns:
         decoded = run.token_ids + ([pending] if ended_on_eog else [])
         written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
         text = start.text_before + start.new_text + written + (model.token_text(pending) if ended_on_eog else "")
+        return self._save(start, decoded, text, conversation_id, message_id)
+
+    def finish_reading(self, start: TurnStart, conversation_id: str, message_id: str) -> SnapshotRecord:
+        """Save the state after a document (or any messages) was read without an answer."""
+        self.live = None
+        return self._save(start, [], start.text_before + start.new_text, conversation_id, message_id)
+
+    def _save(self, start: TurnStart, decoded: list[int], text: str, conversation_id: str,
+              message_id: str) -> SnapshotRecord:
         record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
                                   segment=Segment(start.new_tokens, decoded), text=text)
         self.live = record

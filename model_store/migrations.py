@@ -183,3 +183,26 @@ def m003_file_hashes(db: sqlite_utils.Database) -> None:
             sha256 TEXT NOT NULL
         )"""
     )
+
+
+@migration
+def m004_documents(db: sqlite_utils.Database) -> None:
+    """Documents read into a conversation: which message holds each, its hash, size and tokens."""
+    db.execute(
+        """CREATE TABLE documents (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            title TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            source_path TEXT,
+            source_bytes INTEGER NOT NULL,
+            pages INTEGER,
+            tokens INTEGER NOT NULL,
+            part TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX documents_conversation_id ON documents(conversation_id)")
+    db.execute("CREATE INDEX documents_message_id ON documents(message_id)")

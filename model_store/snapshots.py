@@ -153,6 +153,34 @@ class SnapshotStore:
                 )
         return record
 
+    def copy_root(self, message_id: str, conversation_id: str, new_message_id: str) -> bool:
+        """Give ``new_message_id`` (in another conversation) copies of ``message_id``'s snapshots
+        that stand alone (no parent: the message is the conversation's start, e.g. a document).
+
+        Returns:
+            Whether any snapshot was copied; a message whose state depends on earlier turns has
+            none to copy, and is read again instead.
+        """
+        copied = False
+        with write_transaction(self.db):
+            for record in self.for_message(message_id):
+                if record.parent_id is not None or record.kv_start != 0:
+                    continue
+                new_id = uuid.uuid4().hex
+                columns = [c for c in _FIELD_NAMES if c not in ("id", "conversation_id", "message_id")]
+                self.db.execute(
+                    f"INSERT INTO snapshots (id, conversation_id, message_id, {', '.join(columns)})"
+                    f" SELECT ?, ?, ?, {', '.join(columns)} FROM snapshots WHERE id = ?",
+                    [new_id, conversation_id, new_message_id, record.id],
+                )
+                self.db.execute(
+                    "INSERT INTO snapshot_parts (snapshot_id, part, seq, data)"
+                    " SELECT ?, part, seq, data FROM snapshot_parts WHERE snapshot_id = ?",
+                    [new_id, record.id],
+                )
+                copied = True
+        return copied
+
     def get(self, snapshot_id: str) -> SnapshotRecord | None:
         """Return a snapshot's record, or ``None`` if there is none with that id."""
         row = self.db.execute(

@@ -13,6 +13,7 @@ from app.settings import Settings
 from engine.client import EngineClient
 from ui.bridge import EngineBridge
 from ui.controller import ChatController
+from ui.document_controller import DocumentController
 from ui.main_window import MainWindow
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel
@@ -36,7 +37,8 @@ def build_window(parts: AppParts) -> MainWindow:
     store = StoreThread(parts.db_path)
     bridge = EngineBridge(parts.make_client)
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
-    window = MainWindow(controller, models_dir=parts.models_dir, save_settings=parts.save_settings)
+    window = MainWindow(controller, DocumentController(controller), models_dir=parts.models_dir,
+                        save_settings=parts.save_settings)
     store.failed.connect(lambda message: window.banner.show_notice("error", message))
     if parts.startup_notes:
         window.banner.show_notice("warning", " ".join(parts.startup_notes))

@@ -29,6 +29,7 @@ class ChatController(QObject):
     model_loaded = Signal(object)  # p.ModelLoaded
     model_failed = Signal(str)
     notice = Signal(str, str)  # (kind: info | warning | error, text) for the window's one banner
+    notice_with_action = Signal(str, str, str, object)  # (kind, text, action's label, callable)
     status = Signal(str)  # the line under the chat header ("resumed from snapshot, …")
     telemetry = Signal(object)  # p.Telemetry
     conversation_changed = Signal(object)  # Conversation | None
@@ -100,7 +101,7 @@ class ChatController(QObject):
             self.model_progress.emit("", -1.0)
             self.model_loaded.emit(event)
             if self.conversation is not None:
-                self._open_in_engine(self.conversation.id)
+                self.open_in_engine(self.conversation.id)
             elif self._restarting:
                 self._restarting = False
                 self.notice.emit("info", "The engine restarted and is ready.")
@@ -121,7 +122,7 @@ class ChatController(QObject):
 
     def new_conversation(self) -> None:
         self.stop()
-        self._show(None, [])
+        self.show_conversation(None, [])
 
     def open_conversation(self, conversation_id: str) -> None:
         if self.conversation is not None and self.conversation.id == conversation_id:
@@ -134,12 +135,12 @@ class ChatController(QObject):
         self.store.submit(read, lambda result: self._opened(*result))
 
     def _opened(self, conversation: Conversation, rows: list[MessageRow]) -> None:
-        self._show(conversation, rows)
+        self.show_conversation(conversation, rows)
         self.status.emit("")
         if self.loaded is not None and rows:
-            self._open_in_engine(conversation.id)
+            self.open_in_engine(conversation.id)
 
-    def _open_in_engine(self, conversation_id: str) -> None:
+    def open_in_engine(self, conversation_id: str) -> None:
         """Have the worker restore the conversation's newest snapshot while the user reads."""
 
         def command(store: ConversationStore) -> p.OpenConversation:
@@ -165,7 +166,7 @@ class ChatController(QObject):
             self._restarting = False
             self.notice.emit("info", f"The engine restarted. {text}")
 
-    def _show(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
+    def show_conversation(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
         self.conversation = conversation
         self.set_editing(None)
         self.messages.set_rows(rows)
@@ -265,7 +266,7 @@ class ChatController(QObject):
             conversation, turn, rows = result
             self._starting_turn = False
             self._turns[turn.command.request_id] = turn
-            self._show(conversation, rows)
+            self.show_conversation(conversation, rows)
             self.refresh_list()
             if not self.bridge.send(turn.command):
                 turn.feed(EngineDead(exit_code=None, message="the engine is not running"))

@@ -17,12 +17,14 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBox
 from app.settings import Settings, SettingsError
 from model_store.installed import installed_models
 from ui.controller import ChatController
+from ui.document_controller import DocumentController
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer
 from ui.views.conversation_panel import ConversationPanel
+from ui.views.document_progress import DocumentProgress
 from ui.views.model_picker import ModelPicker
 from ui.views.settings_dialog import SettingsDialog
 from ui.views.telemetry_panel import TelemetryPanel
@@ -32,9 +34,11 @@ SaveSettings = Callable[[Settings], None]
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: ChatController, *, models_dir: Path, save_settings: SaveSettings) -> None:
+    def __init__(self, controller: ChatController, documents: DocumentController, *, models_dir: Path,
+                 save_settings: SaveSettings) -> None:
         super().__init__()
         self.controller = controller
+        self.documents = documents
         self.models_dir = models_dir
         self.save_settings = save_settings
         self._pending_deletes: dict[str, QTimer] = {}
@@ -56,11 +60,13 @@ class MainWindow(QMainWindow):
         self.chat_view = ChatView(messages)
         self.chat_view.set_highlight_drafts(self.controller.settings.highlight_drafts)
         self.composer = Composer()
+        self.document_progress = DocumentProgress()
         centre = QWidget()
         column = QVBoxLayout(centre)
         for widget in (self.model_picker, self.banner, self.status_line):
             column.addWidget(widget)
         column.addWidget(self.chat_view, 1)
+        column.addWidget(self.document_progress)
         column.addWidget(self.composer)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.conversation_panel)
@@ -90,6 +96,13 @@ class MainWindow(QMainWindow):
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.version_requested.connect(c.switch_version)
         self.model_picker.model_chosen.connect(self._choose_model)
+        self.composer.attach_requested.connect(lambda path: self.documents.attach(Path(path)))
+        self.chat_view.file_dropped.connect(lambda path: self.documents.attach(Path(path)))
+        self.chat_view.new_chat_requested.connect(self.documents.new_chat_from)
+        self.document_progress.cancel_requested.connect(self.documents.cancel)
+        self.documents.progress.connect(self.document_progress.show_progress)
+        self.documents.reading_changed.connect(self._reading_changed)
+        c.notice_with_action.connect(self.banner.show_notice)
         c.generating_changed.connect(self.composer.set_generating)
         c.model_progress.connect(self.model_picker.show_progress)
         c.model_loaded.connect(self._model_loaded)
@@ -144,6 +157,11 @@ class MainWindow(QMainWindow):
         row = self.controller.messages.find(message_id)
         if row >= 0 and not self.controller.generating:
             self.controller.set_editing(self.controller.messages.row(row).message)
+
+    def _reading_changed(self, reading: bool) -> None:
+        self.document_progress.set_reading(reading)
+        self.composer.attach_button.setEnabled(not reading)
+        self.composer.send_button.setEnabled(not reading)
 
     def _choose_model(self, ref: str) -> None:
         self.controller.load_model(ref)

@@ -31,3 +31,29 @@ def test_bad_model_exits_1_with_one_line(tmp_path):
     result = subprocess.run([str(HEARTH), "info", "--model", str(tmp_path / "x.gguf")], capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.startswith("hearth: error: Cannot load model") and result.stderr.count("\n") == 1
+
+
+def test_doc_load_then_questions_start_from_the_document(hybrid_tiny, hearth_home, tmp_path):
+    env = {"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"}
+    document = tmp_path / "notes.md"
+    document.write_text("# Notes\n\n" + "The bridge by the old mill was rebuilt in spring. " * 60, encoding="utf-8")
+    loaded = subprocess.run([str(HEARTH), "doc", "load", "--model", str(hybrid_tiny), "--json", str(document)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    result = json.loads(loaded.stdout)
+    assert {"conversation_id", "document_id", "tokens", "timings"} <= set(result)
+    assert result["tokens"] > 300 and result["timings"]["prompt_n"] == result["tokens"]
+    asked = subprocess.run([str(HEARTH), "send", "--conversation", result["conversation_id"], "--model",
+                            str(hybrid_tiny), "--temperature", "0", "--max-tokens", "4", "--json", "When?"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert asked.returncode == 0, asked.stderr
+    snapshot = json.loads(asked.stdout)["snapshot"]
+    assert snapshot["restored"] and snapshot["restored_tokens"] >= result["tokens"] and snapshot["prefilled_tokens"] < 30
+
+
+def test_doc_load_refuses_a_binary_file_in_one_line(hearth_home, tmp_path):
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 40)
+    result = subprocess.run([str(HEARTH), "doc", "load", str(binary)], capture_output=True, text=True, timeout=60,
+                            env={"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1 and "blob.bin" in result.stderr and result.stderr.count("\n") == 1

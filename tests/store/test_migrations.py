@@ -12,8 +12,8 @@ from model_store.conversations import ConversationStore
 from model_store.db import StoreError, open_database
 from model_store.migrations import MIGRATIONS, applied_migrations, migrate
 
-ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes"]
-TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes"}
+ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents"]
+TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents"}
 
 
 def test_registry_order():
@@ -55,7 +55,7 @@ def test_migrating_twice_applies_nothing(db, db_path):
     again = open_database(db_path)
     try:
         assert applied_migrations(again) == ALL
-        assert again.execute("SELECT count(*) FROM _migrations").fetchone()[0] == 3
+        assert again.execute("SELECT count(*) FROM _migrations").fetchone()[0] == len(ALL)
     finally:
         again.close()
 

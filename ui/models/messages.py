@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from model_store.conversations import ConversationStore, Message
+from model_store.documents import Document, DocumentStore
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -20,6 +21,7 @@ Index = QModelIndex | QPersistentModelIndex
 class MessageRow:
     message: Message
     sibling_ids: list[str] = field(default_factory=list)  # every version at this fork, oldest first
+    document: Document | None = None  # the document this message holds, if it is one
 
     @property
     def version(self) -> int:
@@ -32,8 +34,13 @@ class MessageRow:
 
 
 def load_transcript(store: ConversationStore, conversation_id: str) -> list[MessageRow]:
-    """Read the current branch with each message's versions (runs on the store thread)."""
-    return [MessageRow(m, [s.id for s in store.siblings(m.id)]) for m in store.current_branch(conversation_id)]
+    """Read the current branch with each message's versions and documents (runs on the store thread)."""
+    documents = DocumentStore(store.db)
+    rows = []
+    for message in store.current_branch(conversation_id):
+        document = documents.for_message(message.id) if message.role == "user" else None
+        rows.append(MessageRow(message, [s.id for s in store.siblings(message.id)], document))
+    return rows
 
 
 class MessageListModel(QAbstractListModel):

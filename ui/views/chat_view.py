@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from ui.models.messages import MessageListModel
@@ -24,6 +25,8 @@ class ChatView(QScrollArea):
     edit_requested = Signal(str)
     regenerate_requested = Signal(str)
     version_requested = Signal(str, int)
+    new_chat_requested = Signal(str)
+    file_dropped = Signal(str)
 
     def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,6 +36,7 @@ class ChatView(QScrollArea):
         self.setWidgetResizable(True)
         self.setObjectName("chat_view")
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setAcceptDrops(True)
         inner = QWidget()
         self._layout = QVBoxLayout(inner)
         self._layout.setAlignment(Qt.AlignmentFlag.AlignTop)
@@ -45,6 +49,18 @@ class ChatView(QScrollArea):
         model.rowsInserted.connect(self._inserted)
         model.dataChanged.connect(self._changed)
         self._rebuild()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        """A file dropped on the chat is loaded as a document."""
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.file_dropped.emit(url.toLocalFile())
+                event.acceptProposedAction()
+                return
 
     def set_highlight_drafts(self, on: bool) -> None:
         self.highlight_drafts = on
@@ -88,6 +104,7 @@ class ChatView(QScrollArea):
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.version_requested.connect(self.version_requested)
+        widget.new_chat_requested.connect(self.new_chat_requested)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
 

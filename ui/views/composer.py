@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+
+DOCUMENT_FILTER = ("Documents (*.txt *.md *.markdown *.html *.htm *.pdf *.py *.js *.ts *.c *.h *.cpp *.rs *.go "
+                   "*.java *.json *.yaml *.yml *.toml *.csv *.log);;All files (*)")
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -31,6 +34,7 @@ class Composer(QWidget):
     stop_requested = Signal()
     regenerate_requested = Signal()
     edit_cancelled = Signal()
+    attach_requested = Signal(str)  # a file to load as a document
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,8 +58,13 @@ class Composer(QWidget):
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setObjectName("regenerate_button")
         self.regenerate_button.setToolTip("Write another answer to the last message (Ctrl+R)")
+        self.attach_button = QPushButton("Attach…")
+        self.attach_button.setObjectName("attach_button")
+        self.attach_button.setToolTip("Read a document (text, Markdown, HTML, PDF, code) into this conversation; "
+                                      "or drop a file on the chat")
         row.addWidget(self.edit, 1)
         buttons = QVBoxLayout()
+        buttons.addWidget(self.attach_button)
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.regenerate_button)
         row.addLayout(buttons)
@@ -64,6 +73,12 @@ class Composer(QWidget):
         self.edit.escaped.connect(self._escape)
         self.send_button.clicked.connect(self._button)
         self.regenerate_button.clicked.connect(self.regenerate_requested)
+        self.attach_button.clicked.connect(self._choose_file)
+
+    def _choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Attach a document", "", DOCUMENT_FILTER)
+        if path:
+            self.attach_requested.emit(path)
 
     def text(self) -> str:
         return self.edit.toPlainText()

@@ -25,6 +25,7 @@ from ui.views.text_label import MessageText
 RENDER_INTERVAL_MS = 60
 RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a streaming answer
 COLLAPSE_CHARS = 3000
+DOCUMENT_PREVIEW_CHARS = 600
 STATUS_TEXT = {"generating": "writing…", "interrupted": "interrupted", "error": "failed"}
 
 
@@ -32,6 +33,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(str)  # message id
     regenerate_requested = Signal(str)
     version_requested = Signal(str, int)  # (message id, -1 or +1)
+    new_chat_requested = Signal(str)  # a document message's id
 
     def __init__(self, row: MessageRow, highlight_drafts: bool = False, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,10 +63,12 @@ class MessageWidget(QFrame):
                                lambda: self.edit_requested.emit(self.row.message.id))
         self.regenerate = self._tool("Regenerate", "Write another answer (keeps this one as another version)",
                                      lambda: self.regenerate_requested.emit(self.row.message.id))
+        self.new_chat = self._tool("New chat from this document", "Start a new conversation about this document "
+                                   "(from its saved state)", lambda: self.new_chat_requested.emit(self.row.message.id))
         for widget in (self.who, self.state):
             header.addWidget(widget)
         header.addStretch(1)
-        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate):
+        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate, self.new_chat):
             header.addWidget(widget)
         layout.addLayout(header)
         self.body = MessageText()
@@ -94,7 +98,9 @@ class MessageWidget(QFrame):
         self.row = row
         message = row.message
         is_user = message.role == "user"
-        self.who.setText("You" if is_user else "Assistant")
+        document = row.document
+        self.who.setText(_document_chip(document) if document else "You" if is_user else "Assistant")
+        self.new_chat.setVisible(document is not None)
         self.state.setText(STATUS_TEXT.get(message.status, ""))
         self.state.setVisible(message.status in STATUS_TEXT)
         self.version.setText(f"{row.version}/{row.versions}")
@@ -102,7 +108,7 @@ class MessageWidget(QFrame):
             widget.setVisible(row.versions > 1)
         self.previous.setEnabled(row.version > 1)
         self.next.setEnabled(row.version < row.versions)
-        self.edit.setVisible(is_user)
+        self.edit.setVisible(is_user and document is None)
         self.regenerate.setVisible(not is_user and message.status != "generating")
         self.setToolTip("" if is_user else message_stats_tooltip(message.stats))
         self.body.setAccessibleName(f"{self.who.text()}: {message.content[:200]}")
@@ -136,10 +142,11 @@ class MessageWidget(QFrame):
     def _visible_text(self) -> tuple[str, int]:
         """The text to show and how many characters are left out (a long message starts collapsed)."""
         content = self.row.message.content
-        if self.expanded or self.row.message.status == "generating" or len(content) <= COLLAPSE_CHARS:
+        limit = DOCUMENT_PREVIEW_CHARS if self.row.document else COLLAPSE_CHARS
+        if self.expanded or self.row.message.status == "generating" or len(content) <= limit:
             return content, 0
-        cut = content.rfind("\n", COLLAPSE_CHARS // 2, COLLAPSE_CHARS)
-        cut = cut if cut > 0 else COLLAPSE_CHARS
+        cut = content.rfind("\n", limit // 2, limit)
+        cut = cut if cut > 0 else limit
         return content[:cut] + " …", len(content) - cut
 
     def _expand(self) -> None:
@@ -160,3 +167,12 @@ class MessageWidget(QFrame):
 
     def copy_text(self) -> None:
         QGuiApplication.clipboard().setText(self.row.message.content)
+
+
+def _document_chip(document) -> str:
+    """"Document: report.pdf · 12 pages · 8,214 tokens" (and which part, when only a part was read)."""
+    details = [f"{document.pages} pages"] if document.pages else []
+    details.append(f"{document.tokens:,} tokens")
+    if document.part != "all":
+        details.append(f"{document.part} part only")
+    return f"Document: {document.title} · " + " · ".join(details)

@@ -1,0 +1,81 @@
+"""Loading a document into a conversation, the same for the CLI and the GUI.
+
+1. :func:`fit_command` asks the engine how many tokens the extracted text has (and, for
+   ``--part first|last``, for the part that fits); :func:`check_fit` turns a document that does
+   not fit into an error that says by how much and what to do — nothing is cut silently;
+2. :func:`store_document` stores the text as a message of the conversation (a new one unless
+   given) and records the document;
+3. :func:`read_command` asks the engine to read it and snapshot the state under that message.
+Questions are then ordinary turns after the document message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine import protocol as p
+from engine.client import new_request_id
+from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.documents import Document, DocumentStore
+from model_store.extract import ExtractedDocument
+
+MAX_MEASURE_CHARS = 8_000_000  # more text than any context holds; keeps the request within a frame
+
+
+class DocumentTooLong(ValueError):
+    """The document does not fit the model's context; the message says by how much and what to do."""
+
+
+def document_message(title: str, text: str) -> str:
+    return f"Document: {title}\n\n{text}"
+
+
+def fit_command(text: str, part: str) -> p.MeasureText:
+    """Ask the engine to count (and for first/last, cut) the text."""
+    if len(text) > MAX_MEASURE_CHARS:
+        text = text[:MAX_MEASURE_CHARS] if part != "last" else text[-MAX_MEASURE_CHARS:]
+    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part)
+
+
+def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str) -> str:
+    """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit."""
+    if part == "all":
+        if measured.fits and len(document.text) <= MAX_MEASURE_CHARS:
+            return document.text
+        counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
+        over = measured.tokens - measured.budget_tokens
+        raise DocumentTooLong(
+            f"{document.title} has {counted} tokens but this model's context leaves room for "
+            f"{measured.budget_tokens:,} ({over:,} too many); use a model with a longer context, or read only "
+            f"the first or the last {measured.budget_tokens:,} tokens (--part first / --part last)"
+        )
+    return measured.kept_text
+
+
+@dataclass
+class StoredDocument:
+    conversation: Conversation
+    message: Message
+    document: Document
+
+
+def store_document(store: ConversationStore, documents: DocumentStore, extracted: ExtractedDocument, text: str,
+                   tokens: int, part: str, *, model: str, source_path: str | None,
+                   conversation_id: str | None = None, after: str | None = None) -> StoredDocument:
+    """Add the document as a message (after ``after``, else after the newest message; in a new
+    conversation named after it when ``conversation_id`` is None)."""
+    conversation = store.get(conversation_id) if conversation_id else store.create(extracted.title, model=model)
+    if after is None:
+        branch = store.current_branch(conversation.id)
+        after = branch[-1].id if branch else None
+    message = store.add_message(conversation.id, "user", document_message(extracted.title, text), parent_id=after)
+    document = documents.add(conversation_id=conversation.id, message_id=message.id, title=extracted.title,
+                             kind=extracted.kind, text=text, source_path=source_path,
+                             source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
+    return StoredDocument(conversation, message, document)
+
+
+def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
+    history = store.branch(message_id)
+    return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
+                          messages=[p.ChatTurn(m.role, m.content, m.id) for m in history])

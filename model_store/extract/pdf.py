@@ -1,0 +1,89 @@
+"""The text layer of a PDF, page by page, read lazily from the open file."""
+
+from __future__ import annotations
+
+import zlib
+from typing import BinaryIO
+
+from pypdf import PasswordType, PdfReader
+from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
+
+from model_store.extract.common import PDF, DocumentError, ExtractedDocument, Job, damaged_error, empty_error
+from model_store.extract.text import normalise_newlines
+
+# What pypdf raises on a malformed file: its own errors, and whatever its parser trips over.
+_PDF_DAMAGE_ERRORS = (PyPdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+                      AssertionError, ArithmeticError, RecursionError, zlib.error)
+
+
+# --- PDF ---------------------------------------------------------------------------------------
+
+
+def extract_pdf(file: BinaryIO, job: Job) -> ExtractedDocument:
+    reader = _open_pdf(file, job.name)
+    page_count = _page_count(reader, job.name)
+    if page_count == 0:
+        raise empty_error(job.name)
+    job.stop_if_cancelled()
+    pages: list[str] = []
+    chars = 0
+    for index in range(page_count):
+        page_text = normalise_newlines(_page_text(reader, index, job.name))
+        chars += len(page_text) + (2 if index else 0)  # the "\n\n" between pages
+        job.check_length(chars)
+        pages.append(page_text)
+        job.report(index + 1, page_count)
+        job.stop_if_cancelled()
+    text = "\n\n".join(pages)
+    if not text.strip():
+        raise DocumentError(f"{job.name} has no text layer (it looks scanned or image-only); "
+                            "run it through OCR first, then load the result.")
+    return ExtractedDocument(title=job.name, kind=PDF, text=text, pages=page_count, encoding=None,
+                             source_bytes=job.size)
+
+
+def _open_pdf(file: BinaryIO, name: str) -> PdfReader:
+    """A reader over the open file, decrypted if it has no user password."""
+    try:
+        reader = PdfReader(file)
+        locked = reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED
+    except (FileNotDecryptedError, DependencyError) as error:
+        raise _encryption_problem(name, error) from error
+    except _PDF_DAMAGE_ERRORS as error:
+        raise damaged_error(name, error) from error
+    if locked:
+        raise _password_protected(name)
+    return reader
+
+
+def _page_count(reader: PdfReader, name: str) -> int:
+    try:
+        return len(reader.pages)
+    except (FileNotDecryptedError, DependencyError) as error:
+        raise _encryption_problem(name, error) from error
+    except _PDF_DAMAGE_ERRORS as error:
+        raise damaged_error(name, error) from error
+
+
+def _page_text(reader: PdfReader, index: int, name: str) -> str:
+    try:
+        return reader.pages[index].extract_text()
+    except (FileNotDecryptedError, DependencyError) as error:
+        raise _encryption_problem(name, error) from error
+    except _PDF_DAMAGE_ERRORS as error:
+        raise damaged_error(name, error, page=index + 1) from error
+
+
+def _encryption_problem(name: str, error: FileNotDecryptedError | DependencyError) -> DocumentError:
+    """pypdf's DependencyError means an encryption (AES) it needs the optional cryptography package for."""
+    return _unsupported_encryption(name) if isinstance(error, DependencyError) else _password_protected(name)
+
+
+def _password_protected(name: str) -> DocumentError:
+    return DocumentError(f"{name} is protected by a password; save a copy without the password (for example "
+                         "with your PDF viewer's Print to PDF) and load that.")
+
+
+def _unsupported_encryption(name: str) -> DocumentError:
+    return DocumentError(f"{name} is encrypted in a way Hearth cannot open; save an unencrypted copy "
+                         "(for example with your PDF viewer's Print to PDF) and load that.")

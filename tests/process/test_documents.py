@@ -1,0 +1,150 @@
+"""Documents read once, snapshotted, and every question forked from that state."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from app.documents import DocumentTooLong, check_fit, fit_command, read_command, store_document
+from app.turn import send_turn
+from engine import protocol as p
+from engine.inproc_client import InprocClient
+from model_store.conversations import ConversationStore
+from model_store.db import database_path, open_database
+from model_store.documents import DocumentStore, text_sha256
+from model_store.extract import ExtractedDocument
+from model_store.snapshots import SnapshotStore
+
+GREEDY = p.SamplingSpec(temperature=0)
+WORDS = "river stone light house garden winter market letter window music paper forest bridge candle".split()
+
+
+def document(n_words: int, seed: int = 1) -> ExtractedDocument:
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(12)) + "." for _ in range(n_words // 12)]
+    return ExtractedDocument("notes.txt", "text", "\n".join(lines), None, "utf-8", 0)
+
+
+class Library:
+    """A data folder with its store, and engines started on it."""
+
+    def __init__(self, folder, model):
+        self.folder, self.model = folder, model
+        self.store = ConversationStore(open_database(database_path(folder)))
+        self.documents = DocumentStore(self.store.db)
+        self.clients: list[InprocClient] = []
+
+    def engine(self) -> InprocClient:
+        client = InprocClient(telemetry_interval_ms=0, data_dir=self.folder)
+        client.start()
+        client.load_model(str(self.model), n_ctx=4096)
+        self.clients.append(client)
+        return client
+
+    def load(self, client, extracted, part="all"):
+        measured = events_of(client, fit_command(extracted.text, part), p.TextMeasured)[0]
+        text = check_fit(extracted, measured, part)
+        tokens = measured.tokens if part == "all" else measured.kept_tokens
+        stored = store_document(self.store, self.documents, extracted, text, tokens, part, model="tiny",
+                                source_path=None)
+        return stored, client.stream(read_command(self.store, stored.conversation.id, stored.message.id))
+
+    def ask(self, client, conversation_id, question, after):
+        return send_turn(self.store, client, conversation_id, question, reply_to=after, sampling=GREEDY,
+                         max_tokens=24)
+
+    def close(self):
+        for client in self.clients:
+            client.close(mode="abort")
+
+
+def events_of(client, command, kind):
+    return [e for e in client.stream(command) if isinstance(e, kind)]
+
+
+@pytest.fixture
+def libraries(tmp_path, hybrid_tiny):
+    made = []
+
+    def make(name):
+        made.append(Library(tmp_path / name, hybrid_tiny))
+        return made[-1]
+
+    yield make
+    for library in made:
+        library.close()
+
+
+def test_questions_forked_from_the_document_snapshot_equal_uninterrupted_runs(libraries):
+    doc = document(500)
+    lib = libraries("forked")
+    client = lib.engine()
+    stored, events = lib.load(client, doc)
+    events = list(events)
+    read = [e for e in events if isinstance(e, p.DocumentRead)][0]
+    assert read.finish_reason == "stop" and read.tokens > 1000 and read.snapshot.saved_bytes > 0
+    progress = [e.processed for e in events if isinstance(e, p.PromptProgress)]
+    assert len(progress) >= 3 and progress == sorted(progress) and progress[-1] == read.tokens
+    conversation, doc_message = stored.conversation.id, stored.message.id
+    first = lib.ask(client, conversation, "Which word comes first?", doc_message)
+    client.close(mode="abort")
+    fork = lib.engine()  # a fresh engine: the second question restores the document's snapshot
+    second = lib.ask(fork, conversation, "Which word comes last?", doc_message)
+    again = lib.ask(fork, conversation, "Which word comes first?", doc_message)
+
+    assert second.finished.snapshot.restored and again.finished.snapshot.restored
+    assert second.finished.snapshot.prefilled_tokens < 40, "a question reads only its own tokens"
+    assert again.finished.token_ids == first.finished.token_ids
+    reference = libraries("uninterrupted")
+    ref_client = reference.engine()
+    ref_stored, ref_events = reference.load(ref_client, doc)
+    list(ref_events)
+    uninterrupted = reference.ask(ref_client, ref_stored.conversation.id, "Which word comes last?",
+                                  ref_stored.message.id)
+    assert second.finished.token_ids == uninterrupted.finished.token_ids
+    assert second.finished.token_ids != first.finished.token_ids, "two questions, two answers"
+    recorded = lib.documents.for_message(doc_message)
+    assert recorded.tokens == measured_tokens(lib, doc) and recorded.content_sha256 == text_sha256(doc.text)
+
+
+def measured_tokens(lib, doc) -> int:
+    client = lib.clients[-1]
+    return events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0].tokens
+
+
+def test_cancelled_reading_saves_nothing_and_a_question_reads_the_document_again(libraries):
+    lib = libraries("cancel")
+    client = lib.engine()
+    stored, events = lib.load(client, document(700))
+    cancelled = threading.Event()
+    seen = []
+    for event in events:
+        seen.append(event)
+        if isinstance(event, p.PromptProgress) and not cancelled.is_set():
+            client.send(p.Cancel(request_id=event.request_id))
+            cancelled.set()
+    read = [e for e in seen if isinstance(e, p.DocumentRead)][0]
+    assert read.finish_reason == "cancelled" and read.snapshot is None
+    assert read.timings.prompt_n > 0
+    assert SnapshotStore(lib.store.db).for_message(stored.message.id) == []
+    answer = lib.ask(client, stored.conversation.id, "Still there?", stored.message.id)
+    assert answer.finished.finish_reason in ("stop", "length") and not answer.finished.snapshot.restored
+    assert answer.finished.snapshot.prefilled_tokens > read.timings.prompt_n
+
+
+def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_as_asked(libraries):
+    lib = libraries("long")
+    client = lib.engine()
+    doc = document(6000)
+    measured = events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0]
+    assert not measured.fits and measured.budget_tokens < measured.tokens
+    with pytest.raises(DocumentTooLong, match=f"{measured.tokens - measured.budget_tokens:,} too many"):
+        check_fit(doc, measured, "all")
+    for part in ("first", "last"):
+        cut = events_of(client, fit_command(doc.text, part), p.TextMeasured)[0]
+        assert cut.kept_tokens == cut.budget_tokens
+        kept = check_fit(doc, cut, part)
+        assert (doc.text.startswith(kept[:200]) if part == "first" else doc.text.endswith(kept[-200:]))
+        assert len(kept) < len(doc.text)

@@ -1,0 +1,85 @@
+"""Documents in the window: attach, watch it being read, cancel, attach again, ask, new chat from it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+from tests.ui.conftest import write_settings
+
+WORDS = "river stone light house garden winter market letter window music paper forest bridge candle".split()
+
+
+def write_document(path: Path, n_words: int) -> Path:
+    rng = random.Random(n_words)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(10)) + "." for _ in range(n_words // 10)]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp_path):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    long_doc = write_document(tmp_path / "long.txt", 1600)
+    seen: list[tuple[int, int]] = []
+
+    def cancel_at_first_progress(done, total, rate, eta):
+        seen.append((done, total))
+        if len(seen) == 1:
+            app.qtbot.mouseClick(window.document_progress.cancel, Qt.MouseButton.LeftButton)
+
+    documents.progress.connect(cancel_at_first_progress)
+    assert documents.attach(long_doc)
+    app.qtbot.waitUntil(lambda: "was cancelled" in window.status_line.text(), timeout=60_000)
+    documents.progress.disconnect(cancel_at_first_progress)
+    assert seen and seen[0][0] < seen[0][1], "the bar moved, then the reading stopped before the end"
+    assert not window.document_progress.isVisible() and not documents.busy
+
+    short_doc = write_document(tmp_path / "notes.txt", 500)
+    progress: list[int] = []
+    documents.progress.connect(lambda done, total, rate, eta: progress.append(done))
+    assert documents.attach(short_doc)
+    app.qtbot.waitUntil(lambda: window.status_line.text().startswith("Read notes.txt"), timeout=60_000)
+    assert progress and progress == sorted(progress)
+    rows = app.controller.messages.rows()
+    chip = window.chat_view.widgets[-1]
+    assert rows[-1].document is not None and rows[-1].document.title == "notes.txt"
+    assert chip.who.text().startswith("Document: notes.txt") and f"{rows[-1].document.tokens:,} tokens" in chip.who.text()
+
+    first = app.send_and_wait("Which word comes first?")
+    second = app.send_and_wait("And which comes last?")
+    assert first.finished.snapshot.restored and first.finished.snapshot.prefilled_tokens < 40
+    assert second.finished.snapshot.restored and second.finished.snapshot.prefilled_tokens < 40
+    assert [r.message.role for r in app.controller.messages.rows()][-4:] == ["user", "assistant", "user", "assistant"]
+
+
+def test_new_chat_from_a_document_starts_from_its_saved_state(start_app, hybrid_tiny, tmp_path):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    assert documents.attach(write_document(tmp_path / "report.md", 400))
+    app.qtbot.waitUntil(lambda: window.status_line.text().startswith("Read report.md"), timeout=60_000)
+    original = app.controller.conversation.id
+    chip = window.chat_view.widgets[0]
+    assert chip.new_chat.isVisible()
+    app.qtbot.mouseClick(chip.new_chat, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: app.controller.conversation is not None and app.controller.conversation.id != original
+                        and "saved state" in window.status_line.text(), timeout=30_000)
+    answer = app.send_and_wait("Summarise it.")
+    assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40, \
+        "the new chat did not read the document again"
+
+
+def test_a_binary_file_is_refused_with_a_reason(start_app, tiny_settings, tmp_path):
+    app = start_app()
+    app.wait_loaded()
+    binary = tmp_path / "photo.dat"
+    binary.write_bytes(bytes(range(256)) * 64)
+    assert app.window.documents.attach(binary)
+    app.qtbot.waitUntil(lambda: "photo.dat" in app.window.banner.text(), timeout=30_000)
+    assert app.window.banner.kind == "error" and not app.window.documents.busy
