@@ -63,21 +63,21 @@ def read_document(core: "EngineCore", command: p.ReadDocument) -> None:
         return end("error")
     started = time.perf_counter()
     try:
-        done = prefill(core.session, start.new_tokens, reset=start.base is None,
-                       on_progress=core.progress_reporter(rid), cancelled=lambda: core.is_cancelled(rid))
+        chunks = prefill(core.session, start.new_tokens, reset=start.base is None,
+                         on_progress=core.progress_reporter(rid), cancelled=lambda: core.is_cancelled(rid))
     except RuntimeError as exc:  # llama.cpp refused: the context is full
         turns.forget_live()
         core.emit(p.Error(code="generation_failed", message=f"{exc}; the document does not fit after what the "
                           "conversation already holds: start a new chat with it", request_id=rid))
         return end("error")
     timings = Timings(prompt_n=len(start.new_tokens), prompt_ms=(time.perf_counter() - started) * 1000)
-    if not done:
+    if chunks is None:
         turns.forget_live()  # half a document: nothing is saved, the next turn starts from a snapshot
         return end("cancelled", timings=timings)
     report = p.SnapshotReport(restored=start.base is not None, restored_tokens=start.restored_tokens,
                               prefilled_tokens=len(start.new_tokens) + start.replayed_tokens, notes=list(start.notes))
     try:
-        record = turns.finish_reading(start, command.conversation_id, command.messages[-1].id)
+        record = turns.finish_reading(start, chunks, command.conversation_id, command.messages[-1].id)
     except (StateFormatError, StoreError, sqlite3.Error) as exc:
         turns.forget_live()
         report.notes.append(f"the document's snapshot could not be saved ({exc}); questions will re-read it")

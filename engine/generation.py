@@ -20,6 +20,8 @@ from engine.speculative.decoder import PlainSource
 from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
+CHUNK_SECONDS = 0.4  # a prefill chunk should take about this long at most
+MIN_CHUNK = 16
 CancelCheck = Callable[[], bool]
 
 
@@ -86,6 +88,7 @@ class Generation:
         self.cancelled = cancelled or (lambda: False)
         self.token_ids: list[int] = []
         self.pending_token: int | None = None  # the last sampled token, not yet decoded into the state
+        self.prefill_chunks: list[int] | None = None  # how the prompt was fed (a snapshot replays the same)
         self.finish_reason: str | None = None
         self.timings = Timings(prompt_n=len(prompt_tokens))
         self.text = ""
@@ -109,8 +112,9 @@ class Generation:
             self.source.finish()
 
     def _prefill(self) -> bool:
-        return prefill(self.session, self.prompt_tokens, reset=self.reset, on_progress=self.on_progress,
-                       cancelled=self.cancelled)
+        self.prefill_chunks = prefill(self.session, self.prompt_tokens, reset=self.reset,
+                                      on_progress=self.on_progress, cancelled=self.cancelled)
+        return self.prefill_chunks is not None
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
         settings, source = self.settings, self.source
@@ -222,17 +226,28 @@ class _TextOut:
 
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
-            cancelled: CancelCheck) -> bool:
-    """Read ``tokens`` in batch-sized chunks, reporting progress; False if cancelled between chunks.
+            cancelled: CancelCheck) -> list[int] | None:
+    """Read ``tokens`` in chunks, reporting progress after each; the chunk lengths, or None if cancelled.
 
-    The chunking is part of the state's exact value: snapshot replay feeds the same chunks.
+    Chunks start at the batch size and shrink when one takes longer than :data:`CHUNK_SECONDS`
+    (attention over a long context makes each token dearer), so progress and cancel come at
+    least about twice a second however long the input. The lengths are recorded with a snapshot
+    and its replay feeds the same chunks.
     """
     if reset:
         session.reset()
-    chunk = session.n_batch
-    for begin in range(0, len(tokens), chunk):
+    chunks: list[int] = []
+    size, done = session.n_batch, 0
+    while done < len(tokens):
         if cancelled():
-            return False
-        session.feed(tokens[begin : begin + chunk])
-        on_progress(min(begin + chunk, len(tokens)), len(tokens))
-    return True
+            return None
+        chunk = tokens[done : done + size]
+        started = time.perf_counter()
+        session.feed(chunk)
+        seconds = time.perf_counter() - started
+        chunks.append(len(chunk))
+        done += len(chunk)
+        on_progress(done, len(tokens))
+        if seconds > 0:
+            size = int(min(session.n_batch, max(MIN_CHUNK, len(chunk) * CHUNK_SECONDS / seconds)))
+    return chunks

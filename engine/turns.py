@@ -123,17 +123,18 @@ class Turns:
         decoded = run.token_ids + ([pending] if ended_on_eog else [])
         written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
         text = start.text_before + start.new_text + written + (model.token_text(pending) if ended_on_eog else "")
-        return self._save(start, decoded, text, conversation_id, message_id)
+        return self._save(start, run.prefill_chunks or [], decoded, text, conversation_id, message_id)
 
-    def finish_reading(self, start: TurnStart, conversation_id: str, message_id: str) -> SnapshotRecord:
+    def finish_reading(self, start: TurnStart, chunks: list[int], conversation_id: str,
+                       message_id: str) -> SnapshotRecord:
         """Save the state after a document (or any messages) was read without an answer."""
         self.live = None
-        return self._save(start, [], start.text_before + start.new_text, conversation_id, message_id)
+        return self._save(start, chunks, [], start.text_before + start.new_text, conversation_id, message_id)
 
-    def _save(self, start: TurnStart, decoded: list[int], text: str, conversation_id: str,
+    def _save(self, start: TurnStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,
               message_id: str) -> SnapshotRecord:
         record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
-                                  segment=Segment(start.new_tokens, decoded), text=text)
+                                  segment=Segment(start.new_tokens, decoded, tuple(chunks)), text=text)
         self.live = record
         return record
 

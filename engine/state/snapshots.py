@@ -44,6 +44,7 @@ class Segment:
 
     prefill: list[int]
     decoded: list[int]
+    chunks: tuple[int, ...] = ()  # lengths of the prefill's chunks; () means batch-sized chunks
 
     @property
     def tokens(self) -> list[int]:
@@ -101,7 +102,8 @@ class SnapshotKeeper:
             parts["kv"] = cells.since(kv_start).to_bytes()
         if self.has_recurrent:
             parts["recurrent"] = recurrent
-        layout_json = {"kv": layout.to_json() if layout else None, "prefill_chunk": self.session.n_batch}
+        layout_json = {"kv": layout.to_json() if layout else None, "prefill_chunk": self.session.n_batch,
+                       "prefill_chunks": list(segment.chunks) or None}
         return self.store.save(
             conversation_id=conversation_id, message_id=message_id,
             parent_id=parent.id if parent is not None else None, fingerprint=self.fingerprint,
@@ -153,7 +155,10 @@ class SnapshotKeeper:
             raise SnapshotUnusable(f"the conversation's token record is damaged ({exc})") from exc
         if record.n_tokens - (len(prefill) + len(decoded)) != record.kv_start:
             raise SnapshotUnusable("the token record does not add up to the snapshot's length")
-        return Segment(prefill, decoded)
+        chunks = tuple(record.layout.get("prefill_chunks") or ())
+        if chunks and sum(chunks) != len(prefill):
+            raise SnapshotUnusable("the recorded prefill chunks do not add up to the prefill")
+        return Segment(prefill, decoded, chunks)
 
     def _load_nearest_state(self, chain: list[SnapshotRecord], history: list[int], notes: list[str]) -> int:
         """Load the deepest usable state blob on the chain; returns its index (len(chain): none)."""
@@ -189,6 +194,12 @@ class SnapshotKeeper:
         return build_blob(0, layout, pieces, recurrent)
 
     def _replay(self, segment: Segment) -> None:
-        self.session.feed(segment.prefill)
+        if segment.chunks:
+            done = 0
+            for length in segment.chunks:
+                self.session.feed(segment.prefill[done:done + length])
+                done += length
+        else:
+            self.session.feed(segment.prefill)
         for token in segment.decoded:
             self.session.feed([token])

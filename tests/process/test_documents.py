@@ -148,3 +148,25 @@ def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_a
         kept = check_fit(doc, cut, part)
         assert (doc.text.startswith(kept[:200]) if part == "first" else doc.text.endswith(kept[-200:]))
         assert len(kept) < len(doc.text)
+
+
+def test_slow_chunks_shrink_and_a_replay_feeds_the_same_chunks(libraries, monkeypatch):
+    import engine.generation
+
+    monkeypatch.setattr(engine.generation, "CHUNK_SECONDS", 1e-6)  # every chunk is "too slow": shrink at once
+    lib = libraries("chunks")
+    client = lib.engine()
+    stored, events = lib.load(client, document(300))
+    progress = [e.processed for e in events if isinstance(e, p.PromptProgress)]
+    record = SnapshotStore(lib.store.db).for_message(stored.message.id)[0]
+    chunks = record.layout["prefill_chunks"]
+    assert chunks[0] == 512 and set(chunks[1:-1]) == {engine.generation.MIN_CHUNK}  # the last may be a remainder
+    assert [sum(chunks[: i + 1]) for i in range(len(chunks))] == progress
+    live = lib.ask(client, stored.conversation.id, "Which word?", stored.message.id)
+    client.close(mode="abort")
+    lib.store.db.execute("UPDATE snapshot_parts SET data = zeroblob(length(data)) WHERE snapshot_id = ? "
+                         "AND part IN ('kv', 'recurrent')", [record.id])
+    lib.store.db.conn.commit()
+    replayed = lib.ask(lib.engine(), stored.conversation.id, "Which word?", stored.message.id)
+    assert any("rebuilt" in note for note in replayed.finished.snapshot.notes), replayed.finished.snapshot.notes
+    assert replayed.finished.token_ids == live.finished.token_ids
