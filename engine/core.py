@@ -20,6 +20,7 @@ from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
 from engine.documents import measure_text, read_document
 from engine.generation import Generation, GenerationSettings, TextDelta
+from engine.progress import PrefillProgress
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
@@ -136,6 +137,8 @@ class EngineCore:
             self._forget_live()
             self._fail(rid, "generation_failed", str(exc), run.timings)
             return
+        finally:
+            run.progress.close()
         report = self._finish_turn(command, turn, run) if turn is not None else None
         self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
@@ -179,9 +182,15 @@ class EngineCore:
         sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
-        run = Generation(self.session, tokens, settings, on_progress=self.progress_reporter(command.request_id),
-                         cancelled=lambda: self.is_cancelled(command.request_id), reset=turn is None or turn.base is None,
-                         make_source=make_source)
+        progress = self.progress_reporter(command.request_id)
+        try:
+            run = Generation(self.session, tokens, settings, on_progress=progress.chunk_done,
+                             on_chunk_start=progress.chunk_started, cancelled=lambda: self.is_cancelled(command.request_id),
+                             reset=turn is None or turn.base is None, make_source=make_source)
+        except Exception:
+            progress.close()
+            raise
+        run.progress = progress
         return run, turn, draft_stats
 
     def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
@@ -223,20 +232,21 @@ class EngineCore:
             self._turns.keeper.store.evict(self.snapshot_budget)
         return report
 
-    def progress_reporter(self, rid: str) -> Callable[[int, int], None]:
-        start = last = time.perf_counter()
-        done_before = 0
+    def progress_reporter(self, rid: str) -> PrefillProgress:
+        """Progress events for request ``rid``'s prefill (close it when the prefill is over)."""
+        last, done_before = time.perf_counter(), 0
 
-        def report(processed: int, total: int) -> None:
+        def report(processed: int, total: int, elapsed_ms: float, estimated: bool) -> None:
             nonlocal last, done_before
-            now = time.perf_counter()
-            self.live.rates.record("prefill", processed - done_before, now - last)
-            last, done_before = now, processed
-            self.refresh_state_sizes()
-            self.emit(p.PromptProgress(request_id=rid, processed=processed, total=total,
-                                       elapsed_ms=(now - start) * 1000))
+            if not estimated:
+                now = time.perf_counter()
+                self.live.rates.record("prefill", processed - done_before, now - last)
+                last, done_before = now, processed
+                self.refresh_state_sizes()
+            self.emit(p.PromptProgress(request_id=rid, processed=processed, total=total, elapsed_ms=elapsed_ms,
+                                       estimated=estimated))
 
-        return report
+        return PrefillProgress(report)
 
     def _stream(self, rid: str, run: Generation) -> None:
         pending = _PendingDelta(rid)

@@ -62,15 +62,19 @@ def read_document(core: "EngineCore", command: p.ReadDocument) -> None:
         core.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
         return end("error")
     started = time.perf_counter()
+    progress, read = core.progress_reporter(rid), []
     try:
         chunks = prefill(core.session, start.new_tokens, reset=start.base is None,
-                         on_progress=core.progress_reporter(rid), cancelled=lambda: core.is_cancelled(rid))
+                         on_progress=lambda done, total: (read.append(done), progress.chunk_done(done, total)),
+                         cancelled=lambda: core.is_cancelled(rid), on_chunk_start=progress.chunk_started)
     except RuntimeError as exc:  # llama.cpp refused: the context is full
         turns.forget_live()
         core.emit(p.Error(code="generation_failed", message=f"{exc}; the document does not fit after what the "
                           "conversation already holds: start a new chat with it", request_id=rid))
         return end("error")
-    timings = Timings(prompt_n=len(start.new_tokens), prompt_ms=(time.perf_counter() - started) * 1000)
+    finally:
+        progress.close()
+    timings = Timings(prompt_n=read[-1] if read else 0, prompt_ms=(time.perf_counter() - started) * 1000)
     if chunks is None:
         turns.forget_live()  # half a document: nothing is saved, the next turn starts from a snapshot
         return end("cancelled", timings=timings)

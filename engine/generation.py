@@ -20,7 +20,8 @@ from engine.speculative.decoder import PlainSource
 from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
-CHUNK_SECONDS = 0.4  # a prefill chunk should take about this long at most
+ChunkCallback = Callable[[int, int, int], None]  # (processed so far, chunk length, total) as a chunk starts
+CHUNK_SECONDS = 0.8  # a prefill chunk should take about this long at most
 MIN_CHUNK = 16
 CancelCheck = Callable[[], bool]
 
@@ -67,6 +68,7 @@ class Generation:
         *,
         on_progress: ProgressCallback | None = None,
         cancelled: CancelCheck | None = None,
+        on_chunk_start: ChunkCallback | None = None,
         reset: bool = True,
         make_source=None,
     ) -> None:
@@ -85,6 +87,7 @@ class Generation:
         self.prompt_tokens = prompt_tokens
         self.settings = settings.validate()
         self.on_progress = on_progress or (lambda done, total: None)
+        self.on_chunk_start = on_chunk_start
         self.cancelled = cancelled or (lambda: False)
         self.token_ids: list[int] = []
         self.pending_token: int | None = None  # the last sampled token, not yet decoded into the state
@@ -113,7 +116,8 @@ class Generation:
 
     def _prefill(self) -> bool:
         self.prefill_chunks = prefill(self.session, self.prompt_tokens, reset=self.reset,
-                                      on_progress=self.on_progress, cancelled=self.cancelled)
+                                      on_progress=self.on_progress, cancelled=self.cancelled,
+                                      on_chunk_start=self.on_chunk_start)
         return self.prefill_chunks is not None
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
@@ -226,13 +230,14 @@ class _TextOut:
 
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
-            cancelled: CancelCheck) -> list[int] | None:
+            cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None:
     """Read ``tokens`` in chunks, reporting progress after each; the chunk lengths, or None if cancelled.
 
     Chunks start at the batch size and shrink when one takes longer than :data:`CHUNK_SECONDS`
-    (attention over a long context makes each token dearer), so progress and cancel come at
-    least about twice a second however long the input. The lengths are recorded with a snapshot
-    and its replay feeds the same chunks.
+    (attention over a long context makes each token dearer), so progress and cancel come about
+    once a second however long the input; smaller chunks cost some speed at long contexts
+    (tests/bench/bench_documents.py). The lengths are recorded with a snapshot and its replay
+    feeds the same chunks.
     """
     if reset:
         session.reset()
@@ -242,6 +247,8 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         if cancelled():
             return None
         chunk = tokens[done : done + size]
+        if on_chunk_start is not None:
+            on_chunk_start(done, len(chunk), len(tokens))
         started = time.perf_counter()
         session.feed(chunk)
         seconds = time.perf_counter() - started

@@ -174,6 +174,7 @@ class PromptProgress(_Message, tag="prompt_progress"):
     processed: int
     total: int
     elapsed_ms: float
+    estimated: bool = False  # an estimate sent while a long chunk is being read; an exact count follows
 
 
 class TokenDelta(_Message, tag="token_delta"):

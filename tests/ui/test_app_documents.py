@@ -83,3 +83,19 @@ def test_a_binary_file_is_refused_with_a_reason(start_app, tiny_settings, tmp_pa
     assert app.window.documents.attach(binary)
     app.qtbot.waitUntil(lambda: "photo.dat" in app.window.banner.text(), timeout=30_000)
     assert app.window.banner.kind == "error" and not app.window.documents.busy
+
+
+def test_a_file_dropped_on_the_chat_is_read_as_a_document(start_app, tiny_settings, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    app = start_app()
+    app.wait_loaded()
+    dropped = write_document(tmp_path / "dropped.md", 200)
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(dropped))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, data, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    app.window.chat_view.dropEvent(event)
+    app.qtbot.waitUntil(lambda: app.window.status_line.text().startswith("Read dropped.md"), timeout=60_000)
+    assert app.controller.messages.rows()[-1].document.title == "dropped.md"

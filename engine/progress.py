@@ -1,0 +1,63 @@
+"""Prefill progress as the app sees it: exact after each chunk, estimated in between.
+
+A chunk is one ``llama_decode`` call and may take a second or more at a long context. So while a
+chunk is being read, a timer thread sends an *estimated* count every :data:`HEARTBEAT_S` from the
+speed of the chunks before it (never past the chunk's end, never backwards); the exact count
+follows when the chunk is done. Progress bars keep moving and the ETA stays live.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+HEARTBEAT_S = 0.5
+
+Report = Callable[[int, int, float, bool], None]  # (processed, total, elapsed ms, estimated)
+
+
+class PrefillProgress:
+    def __init__(self, report: Report, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.report = report
+        self.heartbeat_s = heartbeat_s
+        self.started = time.perf_counter()
+        self._lock = threading.Lock()
+        self._chunk: tuple[int, int, int, float] | None = None  # (done, size, total, when it started)
+        self._rate = 0.0  # tokens per second of the chunks so far
+        self._reported = 0
+        self._last_report = self.started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="prefill-progress", daemon=True)
+        self._thread.start()
+
+    def chunk_started(self, done: int, size: int, total: int) -> None:
+        with self._lock:
+            self._chunk = (done, size, total, time.perf_counter())
+
+    def chunk_done(self, processed: int, total: int) -> None:
+        """Exact progress (called by the prefill loop after each chunk)."""
+        now = time.perf_counter()
+        with self._lock:
+            self._chunk = None
+            self._rate = processed / (now - self.started) if now > self.started else 0.0
+            self._send(processed, total, now, estimated=False)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s / 2):
+            now = time.perf_counter()
+            with self._lock:
+                if self._chunk is None or self._rate <= 0 or now - self._last_report < self.heartbeat_s:
+                    continue
+                done, size, total, since = self._chunk
+                estimate = done + min(size - 1, int(self._rate * (now - since)))
+                if estimate > self._reported:
+                    self._send(estimate, total, now, estimated=True)
+
+    def _send(self, processed: int, total: int, now: float, *, estimated: bool) -> None:
+        self._reported, self._last_report = max(self._reported, processed), now
+        self.report(processed, total, (now - self.started) * 1000, estimated)
