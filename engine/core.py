@@ -127,7 +127,7 @@ class EngineCore:
             self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
             return
         try:
-            run, turn, draft_stats = self._make_generation(command)
+            run, turn, draft_stats, progress = self._make_generation(command)
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
             self._fail(rid, "no_model" if self.session is None else "bad_request", str(exc))
             return
@@ -138,7 +138,7 @@ class EngineCore:
             self._fail(rid, "generation_failed", str(exc), run.timings)
             return
         finally:
-            run.progress.close()
+            progress.close()
         report = self._finish_turn(command, turn, run) if turn is not None else None
         self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
@@ -173,7 +173,9 @@ class EngineCore:
         self.emit(p.Error(code=code, message=message, request_id=rid))
         self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
 
-    def _make_generation(self, command: p.Generate) -> tuple[Generation, TurnStart | None, DraftStats]:
+    def _make_generation(
+        self, command: p.Generate
+    ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
         make_source, draft_stats = self.drafting.plan(parse_draft_spec(command.draft), command.draft_max,
@@ -190,8 +192,7 @@ class EngineCore:
         except Exception:
             progress.close()
             raise
-        run.progress = progress
-        return run, turn, draft_stats
+        return run, turn, draft_stats, progress
 
     def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
         model = self.session.model
