@@ -19,7 +19,7 @@ from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.documents import Document, DocumentStore
 from model_store.extract import ExtractedDocument
 
-MAX_MEASURE_CHARS = 8_000_000  # more text than any context holds; keeps the request within a frame
+MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
 
 
 class DocumentTooLong(ValueError):
