@@ -10,6 +10,7 @@ they were submitted, so a write followed by a read sees the write.
 from __future__ import annotations
 
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -72,8 +73,10 @@ class StoreThread(QObject):
                 continue
             try:
                 result = job(store)
-            except (StoreError, OSError, ValueError) as exc:
+            except (StoreError, OSError, ValueError, sqlite3.Error) as exc:
                 self._finished.emit(_error_callback(on_error, self), str(exc))
+            except Exception as exc:  # a bug: report it, keep the thread (and every later job) alive
+                self._finished.emit(_error_callback(on_error, self), f"internal error in the store: {exc!r}")
             else:
                 self._finished.emit(on_done, result)
         if store is not None:

@@ -1,0 +1,17 @@
+"""The store thread: jobs in order, results on the GUI thread, a failing job reported and survived."""
+
+from model_store.db import database_path
+from ui.store_thread import StoreThread
+
+
+def test_jobs_run_in_order_and_a_failing_job_does_not_stop_the_next(qtbot, tmp_path):
+    store = StoreThread(database_path(tmp_path))
+    store.start()
+    results, errors = [], []
+    store.submit(lambda s: s.create("first").title, results.append, errors.append)
+    store.submit(lambda s: {}["missing"], results.append, errors.append)  # a bug in a job
+    store.submit(lambda s: [c.title for c in s.list()], results.append, errors.append)
+    qtbot.waitUntil(lambda: not store.busy, timeout=10_000)
+    store.stop()
+    assert results == ["first", ["first"]]
+    assert len(errors) == 1 and "internal error" in errors[0] and "missing" in errors[0]
