@@ -82,7 +82,7 @@ class EngineBridge(QObject):
     def _start_worker(self, first: bool) -> bool:
         try:
             ready = self.client.start() if first else self.client.restart()
-        except EngineError as exc:
+        except (EngineError, OSError) as exc:  # refused, or the worker process could not even be started
             if not self._stopping.is_set():
                 self.gave_up.emit(f"The engine could not start: {exc}")
             return False
