@@ -11,7 +11,7 @@ import msgspec
 
 from app.commands import UserError, engine_for
 from app.conversation_commands import open_conversations
-from app.documents import DocumentTooLong, check_fit, fit_command, read_command, store_document
+from app.documents import DocumentTooLong, check_fit, fit_command, read_command, reading_speed, store_document
 from app.paths import user_paths
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
@@ -38,8 +38,7 @@ def _one(client: EngineClient, command: p.Command, kind: type, on_event=None):
 
 def _progress(event) -> None:
     if isinstance(event, p.PromptProgress) and event.total:
-        rate = event.processed / (event.elapsed_ms / 1000) if event.elapsed_ms else 0.0
-        eta = (event.total - event.processed) / rate if rate else 0.0
+        rate, eta = reading_speed(event)
         print(f"\rreading {event.processed:,}/{event.total:,} tokens, {rate:,.0f} tok/s, {eta:,.0f} s left  ",
               end="", file=sys.stderr, flush=True)
 

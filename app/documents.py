@@ -75,6 +75,12 @@ def store_document(store: ConversationStore, documents: DocumentStore, extracted
     return StoredDocument(conversation, message, document)
 
 
+def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
+    """(tokens per second so far, seconds left) of a document being read."""
+    rate = event.processed / (event.elapsed_ms / 1000) if event.elapsed_ms else 0.0
+    return rate, (event.total - event.processed) / rate if rate else 0.0
+
+
 def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
     history = store.branch(message_id)
     return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,

@@ -25,7 +25,8 @@ from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
-from engine.speculative.setup import Drafting, parse_draft_spec
+from engine.speculative.setup import Drafting
+from engine.speculative.spec import parse_draft_spec
 from engine.state.seq_state import StateFormatError
 from engine.telemetry.rates import LiveRates
 from engine.turns import TurnStart, Turns, open_turns

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.documents import DocumentTooLong, check_fit, fit_command, read_command, store_document
+from app.documents import DocumentTooLong, check_fit, fit_command, read_command, reading_speed, store_document
 from engine import protocol as p
 from model_store.conversations import ConversationStore
 from model_store.documents import DocumentStore
@@ -124,8 +124,7 @@ class DocumentController(QObject):
 
     def _on_read_event(self, event: p.Event) -> None:
         if isinstance(event, p.PromptProgress) and event.total:
-            rate = event.processed / (event.elapsed_ms / 1000) if event.elapsed_ms else 0.0
-            eta = (event.total - event.processed) / rate if rate else 0.0
+            rate, eta = reading_speed(event)
             self.progress.emit(event.processed, event.total, rate, eta)
         elif isinstance(event, p.Error):
             self.chat.notice.emit("error", event.message)

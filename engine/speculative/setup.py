@@ -9,7 +9,6 @@ fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
-from engine.speculative.spec import SPEC_HELP, DraftRefused, DraftSpec, parse_draft_spec
+from engine.speculative.spec import DraftRefused, DraftSpec
 
 SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
 
