@@ -5,7 +5,7 @@ data folder, asks it a question and, while the answer is being written, saves th
 the telemetry panel; then the settings dialog; then the main window after the system palette switches to dark.
 
 Usage: ``.venv/bin/python installers/screenshots.py [--out docs/screenshots]``
-(needs Debian's ``xvfb`` and ``libxcb-cursor0``: ``apt-get install xvfb libxcb-cursor0``).
+(needs Debian's Xvfb and Qt's xcb libraries: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def start_xvfb() -> subprocess.Popen | None:
     if os.environ.get("DISPLAY"):
         return None
     if shutil.which("Xvfb") is None:
-        raise SystemExit("Xvfb is not installed; install it with: apt-get install xvfb libxcb-cursor0")
+        raise SystemExit("Xvfb is not installed; install it with: apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0")
     server = subprocess.Popen(["Xvfb", ":97", "-screen", "0", "1400x900x24", "-nolisten", "tcp"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.environ["DISPLAY"] = ":97"
