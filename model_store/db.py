@@ -34,6 +34,10 @@ DATABASE_NAME = "hearth.db"
 BUSY_TIMEOUT_MS = 10_000
 # Large snapshot writes grow the WAL file; cap what stays on disk after a checkpoint.
 JOURNAL_SIZE_LIMIT = 64 << 20
+# Snapshot parts are megabyte blobs stored as chains of overflow pages; with SQLite's default 4 KiB
+# pages a restore walks 256 pages per megabyte and reads about 4x slower than with 64 KiB pages.
+# The size is fixed when a database file is created (existing files keep theirs).
+PAGE_SIZE = 65536
 
 
 class StoreError(Exception):
@@ -95,6 +99,7 @@ def open_database(path: Path) -> sqlite_utils.Database:
 def _configure(db: sqlite_utils.Database) -> None:
     # busy_timeout first: switching to WAL needs a brief exclusive lock another process may hold.
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # takes effect only on a new, empty file
     mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         log.warning("%s: WAL mode unavailable (journal_mode=%s)", db.conn, mode)

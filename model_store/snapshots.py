@@ -9,8 +9,10 @@ store never interprets them; ``layout`` (JSON) is the engine's description of ho
 
 Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``, so
 neither writing nor reading ever needs more than one chunk beyond the part itself in memory
-(:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk). Each part's size
-and SHA-256 digest (hardware-accelerated on current CPUs) are kept on the snapshot row and checked on every read; a mismatch raises
+(:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk;
+:meth:`SnapshotStore.read_part_into` hands each chunk to the caller, who puts it where it belongs).
+Each part's size and SHA-256 digest are kept on the snapshot row and checked on every read,
+hashing on a helper thread while the next chunk is read; a mismatch raises
 :class:`SnapshotCorrupt` and the caller falls back to a full prefill.
 
 Atomicity. A snapshot row and all its chunks are written in one transaction, so after a crash or
@@ -28,15 +30,18 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlite_utils
 
+from model_store.chunk_digest import THREADED_DIGEST_BYTES, ChunkDigest
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
 CHUNK_BYTES = 1 << 20
+
+PartSink = Callable[[int, bytes], None]  # (offset in the part, the chunk's bytes)
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,28 @@ class SnapshotStore:
             SnapshotCorrupt: If a chunk is missing, the size or checksum differs from what was
                 saved, the part is not stored or the snapshot does not exist.
         """
+        buffers: list[bytearray] = []
+
+        def make_sink(size: int) -> PartSink:
+            buffers.append(bytearray(size))
+            return lambda offset, data: buffers[0].__setitem__(slice(offset, offset + len(data)), data)
+
+        self._stream_part(snapshot_id, part, make_sink)
+        return buffers[0]
+
+    def read_part_into(self, snapshot_id: str, part: str, sink: PartSink) -> None:
+        """Stream one part to ``sink(offset, chunk)`` in order, then check its size and checksum.
+
+        This lets a caller place the bytes straight where they belong (a restore writes them into
+        the state blob llama.cpp reads) instead of reassembling the part first. The sink has been
+        called with the bytes read so far when this raises; the caller must discard them.
+
+        Raises:
+            SnapshotCorrupt: As :meth:`read_part`.
+        """
+        self._stream_part(snapshot_id, part, lambda size: sink)
+
+    def _stream_part(self, snapshot_id: str, part: str, make_sink: Callable[[int], PartSink]) -> None:
         with read_transaction(self.db):
             record = self.get(snapshot_id)
             if record is None:
@@ -240,7 +267,7 @@ class SnapshotStore:
                 " WHERE snapshot_id = ? AND part = ? ORDER BY seq",
                 [snapshot_id, part],
             )
-            return _assemble(record, part, cursor)
+            _verified_stream(record, part, cursor, make_sink(record.part_bytes[part]))
 
     def touch(self, snapshot_id: str) -> None:
         """Mark a snapshot as just used (eviction drops the least recently used first)."""
@@ -333,27 +360,28 @@ class SnapshotStore:
             raise StoreError(f"cannot save a snapshot: no parent snapshot {record.parent_id}")
 
 
-def _assemble(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]]) -> bytearray:
+def _verified_stream(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]], sink: PartSink) -> None:
     size = record.part_bytes[part]
-    buffer = bytearray(size)
-    digest = hashlib.sha256()
+    digest = ChunkDigest(threaded=size >= THREADED_DIGEST_BYTES)
     offset = next_seq = 0
-    for seq, data in rows:
-        if seq != next_seq:
-            raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
-        end = offset + len(data)
-        if end > size:
-            raise SnapshotCorrupt(record.id, part, f"size mismatch: more than {size} bytes")
-        buffer[offset:end] = data
-        digest.update(data)
-        offset, next_seq = end, next_seq + 1
+    try:
+        for seq, data in rows:
+            if seq != next_seq:
+                raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
+            end = offset + len(data)
+            if end > size:
+                raise SnapshotCorrupt(record.id, part, f"size mismatch: more than {size} bytes")
+            sink(offset, data)
+            digest.update(data)
+            offset, next_seq = end, next_seq + 1
+    finally:
+        hexdigest = digest.finish()
     if offset < size:
         if next_seq < -(-size // CHUNK_BYTES):
             raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
         raise SnapshotCorrupt(record.id, part, f"size mismatch: {offset} of {size} bytes")
-    if digest.hexdigest() != record.checksums.get(part):
+    if hexdigest != record.checksums.get(part):
         raise SnapshotCorrupt(record.id, part, "checksum mismatch")
-    return buffer
 
 
 def _chunks(view: memoryview) -> Iterator[tuple[int, memoryview]]:

@@ -330,10 +330,12 @@ class LlamaContext:
         written = llama_cpp.llama_state_seq_get_data_ext(self.handle, buf, size, seq_id, flags)
         return bytes(memoryview(buf)[:written])
 
-    def state_set(self, blob: bytes | bytearray, seq_id: int = 0, flags: int = 0) -> bool:
-        array_type = ctypes.c_uint8 * len(blob)
-        buf = array_type.from_buffer(blob) if isinstance(blob, bytearray) else array_type.from_buffer_copy(blob)
-        return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, len(blob), seq_id, flags) > 0
+    def state_set(self, blob: bytes | bytearray | np.ndarray, seq_id: int = 0, flags: int = 0) -> bool:
+        """Load a sequence state; a writable buffer (bytearray, uint8 array) is read in place."""
+        size = len(blob)
+        array_type = ctypes.c_uint8 * size
+        buf = array_type.from_buffer_copy(blob) if isinstance(blob, bytes) else array_type.from_buffer(blob)
+        return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, size, seq_id, flags) > 0
 
 
 def _decode_failure(status: int, end_pos: int, n_ctx: int) -> str:

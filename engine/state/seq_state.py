@@ -4,7 +4,9 @@ A blob is ``u32 magic, i32 seq_id`` followed by the attention-KV part (absent fo
 models) and the recurrent part (absent for transformers). The recurrent part is fixed-size and kept
 opaque. The KV part holds one row per cached token and layer, so it is split here into *cells*:
 per-token metadata plus K and V rows, which lets a snapshot store only the cells its parent did not
-have and lets a restore reassemble the exact blob llama.cpp expects. See the reference notes
+have and lets a restore reassemble the exact blob llama.cpp expects: :func:`plan_blob` says where
+each stored piece's sections go, and :class:`Scatter` streams a piece from the database straight
+into place, so a restore copies each byte once on its way to llama.cpp. See the reference notes
 (``llama-cpp-hybrid.md`` §B2) for the layout; a layout this parser does not understand (V stored
 transposed, several sequences in one blob) raises :class:`StateFormatError` so the caller falls
 back to re-reading the conversation instead of storing something it cannot restore.
@@ -65,21 +67,6 @@ class KvCells:
 
     def to_bytes(self) -> bytes:
         return b"".join(a.tobytes() for a in (self.meta, *self.k, *self.v))
-
-    @classmethod
-    def from_bytes(cls, layout: KvLayout, data: bytes) -> "KvCells":
-        n, rest = divmod(len(data), layout.cell_bytes)
-        if rest:
-            raise StateFormatError(f"{len(data)} bytes is not a whole number of {layout.cell_bytes}-byte cells")
-        raw = np.frombuffer(data, dtype=np.uint8)
-        arrays, offset = [], 0
-        for width in (layout.meta_bytes, *(r for _, r in layout.k), *(r for _, r in layout.v)):
-            arrays.append(raw[offset : offset + n * width].reshape(n, width))
-            offset += n * width
-        meta = arrays[0]
-        positions = meta[:, :4].copy().view("<i4").reshape(n) if n else np.zeros(0, np.int32)
-        n_layer = len(layout.k)
-        return cls(positions, meta, arrays[1 : 1 + n_layer], arrays[1 + n_layer :])
 
 
 class _Reader:
@@ -162,33 +149,104 @@ def _single_sequence(cells: KvCells, meta_bytes: int) -> bool:
     return bool(np.all(n_seq_id == 1)) and bool(np.all(cells.positions >= 0))
 
 
-def build_blob(seq_id: int, layout: KvLayout | None, pieces: list[KvCells], recurrent: bytes) -> bytearray:
-    """The whole blob, written once into one buffer: header, KV part (cells of ``pieces`` in order,
-    which must be in position order), recurrent part. ``layout=None`` means no KV part."""
-    header = _U32.pack(MAGIC) + _I32.pack(seq_id)
-    kv = _kv_segments(layout, pieces) if layout is not None else []
-    total = len(header) + sum(len(memoryview(seg).cast("B")) for seg in kv) + len(recurrent)
-    out = bytearray(total)
+@dataclass(frozen=True)
+class BlobPlan:
+    """Where every byte of a reassembled blob comes from.
+
+    The blob is fixed bytes (header, stream counts, per-layer row descriptions), then the stored
+    KV *pieces* (each in its stored form ``meta | K rows per layer | V rows per layer``, see
+    :meth:`KvCells.to_bytes`), whose sections are interleaved across the blob, then the recurrent
+    part. ``pieces[i]`` lists piece *i*'s sections as ``(offset in the piece, length, offset in the
+    blob)`` in piece order, so a piece can be streamed straight into place (:class:`Scatter`).
+    """
+
+    size: int
+    fixed: tuple[tuple[int, bytes], ...]
+    pieces: tuple[tuple[tuple[int, int, int], ...], ...]
+    meta_offset: int
+    n_cells: int
+    meta_bytes: int
+    recurrent_offset: int
+
+    def allocate(self) -> np.ndarray:
+        """An uninitialised blob with its fixed bytes written; the pieces fill the rest."""
+        out = np.empty(self.size, dtype=np.uint8)
+        for offset, data in self.fixed:
+            out[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
+        return out
+
+    def positions(self, blob: np.ndarray) -> np.ndarray:
+        """The positions of the cells as written into ``blob``, in blob order."""
+        meta = blob[self.meta_offset : self.meta_offset + self.n_cells * self.meta_bytes]
+        return meta.reshape(self.n_cells, self.meta_bytes)[:, :4].copy().view("<i4").reshape(self.n_cells)
+
+
+def plan_blob(seq_id: int, layout: KvLayout | None, counts: list[int], recurrent_bytes: int) -> BlobPlan:
+    """The plan for a blob of ``counts[i]`` cells from piece *i* (pieces in position order) and a
+    recurrent part of ``recurrent_bytes``; ``layout=None`` means no KV part."""
+    fixed: list[tuple[int, bytes]] = []
+    sections: list[list[tuple[int, int, int]]] = [[] for _ in counts]
     offset = 0
-    for segment in (header, *kv, recurrent):
-        view = memoryview(segment).cast("B")
-        out[offset : offset + len(view)] = view
-        offset += len(view)
-    return out
+
+    def put(data: bytes) -> None:
+        nonlocal offset
+        fixed.append((offset, data))
+        offset += len(data)
+
+    def place(width: int) -> None:  # one section of every piece: `width` bytes per cell
+        nonlocal offset
+        for piece, count in enumerate(counts):
+            done = sum(length for _, length, _ in sections[piece])
+            sections[piece].append((done, count * width, offset))
+            offset += count * width
+
+    put(_U32.pack(MAGIC) + _I32.pack(seq_id))
+    meta_offset, total = 0, sum(counts)
+    if layout is not None:
+        put(_U32.pack(layout.n_stream))
+        for stream in range(layout.n_stream):
+            n = total if stream == layout.stream else 0
+            put(_U32.pack(n))
+            if n == 0:
+                continue
+            meta_offset = offset
+            place(layout.meta_bytes)
+            put(_U32.pack(layout.v_trans) + _U32.pack(len(layout.k)))
+            for kind, row_bytes in (*layout.k, *layout.v):
+                put(_I32.pack(kind) + _U64.pack(row_bytes))
+                place(row_bytes)
+    recurrent_offset = offset
+    return BlobPlan(offset + recurrent_bytes, tuple(fixed), tuple(tuple(s) for s in sections), meta_offset,
+                    total, layout.meta_bytes if layout else 0, recurrent_offset)
 
 
-def _kv_segments(layout: KvLayout, pieces: list[KvCells]) -> list:
-    count = sum(len(p.positions) for p in pieces)
-    out: list = [_U32.pack(layout.n_stream)]
-    for stream in range(layout.n_stream):
-        n = count if stream == layout.stream else 0
-        out.append(_U32.pack(n))
-        if n == 0:
-            continue
-        out += [np.ascontiguousarray(p.meta) for p in pieces]
-        out += [_U32.pack(layout.v_trans), _U32.pack(len(layout.k))]
-        for specs, layer_rows in ((layout.k, [p.k for p in pieces]), (layout.v, [p.v for p in pieces])):
-            for layer, (kind, row_bytes) in enumerate(specs):
-                out += [_I32.pack(kind), _U64.pack(row_bytes)]
-                out += [np.ascontiguousarray(rows[layer]) for rows in layer_rows]
-    return out
+class Scatter:
+    """Writes a piece streamed in order (``scatter(offset, chunk)``) to its sections of a blob."""
+
+    def __init__(self, blob: np.ndarray, sections: tuple[tuple[int, int, int], ...]) -> None:
+        self.blob = blob
+        self.sections = sections
+        self._next = 0  # the first section not yet completely written
+
+    def __call__(self, offset: int, chunk: bytes) -> None:
+        data = np.frombuffer(chunk, np.uint8)
+        end = offset + len(data)
+        while self._next < len(self.sections):
+            source, length, target = self.sections[self._next]
+            low, high = max(source, offset), min(source + length, end)
+            if low < high:
+                self.blob[target + low - source : target + high - source] = data[low - offset : high - offset]
+            if source + length > end:
+                return  # the section goes on in the next chunk
+            self._next += 1
+
+
+def build_blob(seq_id: int, layout: KvLayout | None, pieces: list[bytes], recurrent: bytes) -> np.ndarray:
+    """The whole blob from KV pieces in their stored form (position order) and the recurrent part."""
+    counts = [len(piece) // layout.cell_bytes for piece in pieces] if layout is not None else []
+    plan = plan_blob(seq_id, layout, counts, len(recurrent))
+    blob = plan.allocate()
+    for piece, sections in zip(pieces, plan.pieces):
+        Scatter(blob, sections)(0, piece)
+    Scatter(blob, ((0, len(recurrent), plan.recurrent_offset),))(0, recurrent)
+    return blob

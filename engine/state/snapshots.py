@@ -28,7 +28,7 @@ import numpy as np
 from engine.backends.base import ContextSettings
 from engine.backends.llama_cpp import BACKEND_VERSION, STATE_PARTIAL_ONLY
 from engine.session import ModelSession
-from engine.state.seq_state import KvCells, KvLayout, StateFormatError, build_blob, parse_kv, split_header
+from engine.state.seq_state import KvCells, KvLayout, Scatter, StateFormatError, parse_kv, plan_blob, split_header
 from model_store.snapshots import SnapshotCorrupt, SnapshotRecord, SnapshotStore
 
 FORMAT_VERSION = 1
@@ -178,20 +178,33 @@ class SnapshotKeeper:
             return index
         return len(chain)
 
-    def _assemble(self, chain: list[SnapshotRecord]) -> bytearray:
+    def _assemble(self, chain: list[SnapshotRecord]) -> np.ndarray:
+        """The blob of ``chain[0]``: each stored part is streamed straight into its place."""
         head = chain[0]
-        if self.has_recurrent and "recurrent" not in head.part_bytes:
+        if self.has_recurrent and not head.has_part("recurrent"):
             raise SnapshotUnusable("its recurrent part was evicted to stay within the disk budget")
-        recurrent = self.store.read_part(head.id, "recurrent") if self.has_recurrent else b""
+        recurrent_bytes = head.part_bytes["recurrent"] if self.has_recurrent else 0
         layout_json = head.layout.get("kv")
-        if not self.has_kv or layout_json is None:
-            return build_blob(0, None, [], recurrent)
-        layout = KvLayout.from_json(layout_json)
-        pieces = [KvCells.from_bytes(layout, self.store.read_part(r.id, "kv")) for r in reversed(chain)]
-        positions = np.concatenate([piece.positions for piece in pieces])
-        if not np.array_equal(positions, np.arange(head.n_tokens, dtype=np.int32)):
+        layout = KvLayout.from_json(layout_json) if self.has_kv and layout_json is not None else None
+        pieces = list(reversed(chain)) if layout is not None else []  # root first: position order
+        plan = plan_blob(0, layout, [self._cell_count(r, layout) for r in pieces], recurrent_bytes)
+        blob = plan.allocate()
+        for record, sections in zip(pieces, plan.pieces):
+            self.store.read_part_into(record.id, "kv", Scatter(blob, sections))
+        if self.has_recurrent:
+            self.store.read_part_into(head.id, "recurrent", Scatter(blob, ((0, recurrent_bytes, plan.recurrent_offset),)))
+        if layout is not None and not np.array_equal(plan.positions(blob), np.arange(head.n_tokens, dtype=np.int32)):
             raise SnapshotUnusable("the stored KV cells do not line up")
-        return build_blob(0, layout, pieces, recurrent)
+        return blob
+
+    @staticmethod
+    def _cell_count(record: SnapshotRecord, layout: KvLayout) -> int:
+        if not record.has_part("kv"):
+            raise SnapshotUnusable(f"the KV part of snapshot {record.id} is missing")
+        count, rest = divmod(record.part_bytes["kv"], layout.cell_bytes)
+        if rest:
+            raise StateFormatError(f"its KV part is not a whole number of {layout.cell_bytes}-byte cells")
+        return count
 
     def _replay(self, segment: Segment) -> None:
         if segment.chunks:

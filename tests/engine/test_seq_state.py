@@ -7,7 +7,7 @@ from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.prompts import raw_prompt_tokens
 from engine.session import open_session
 from engine.state.seq_state import (
-    KvCells, StateFormatError, build_blob, parse_kv, split_header,
+    KvCells, Scatter, StateFormatError, build_blob, parse_kv, plan_blob, split_header,
 )
 
 
@@ -32,7 +32,7 @@ def test_blob_splits_into_cells_and_rebuilds_identically(fed_session):
     layout, cells = parse_kv(body, len(body) - len(recurrent))
     assert np.array_equal(cells.positions, np.arange(fed_session.n_past))
     assert len(layout.k) == len(layout.v) >= 1
-    assert build_blob(seq_id, layout, [cells], recurrent) == fed_session.context.state_get(0)
+    assert build_blob(seq_id, layout, [cells.to_bytes()], recurrent).tobytes() == fed_session.context.state_get(0)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 11])
@@ -40,9 +40,25 @@ def test_cells_stored_in_two_pieces_reassemble(fed_session, cut):
     _, body, recurrent = parts(fed_session)
     layout, cells = parse_kv(body, len(body) - len(recurrent))
     head = KvCells(cells.positions[:cut], cells.meta[:cut], [a[:cut] for a in cells.k], [a[:cut] for a in cells.v])
-    pieces = [KvCells.from_bytes(layout, head.to_bytes()), KvCells.from_bytes(layout, cells.since(cut).to_bytes())]
-    rebuilt = build_blob(0, layout, pieces, recurrent)
-    assert rebuilt == fed_session.context.state_get(0)
+    rebuilt = build_blob(0, layout, [head.to_bytes(), cells.since(cut).to_bytes()], recurrent)
+    assert rebuilt.tobytes() == fed_session.context.state_get(0)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_pieces_streamed_in_chunks_land_in_place(fed_session, chunk):
+    _, body, recurrent = parts(fed_session)
+    layout, cells = parse_kv(body, len(body) - len(recurrent))
+    cut = 5
+    head = KvCells(cells.positions[:cut], cells.meta[:cut], [a[:cut] for a in cells.k], [a[:cut] for a in cells.v])
+    pieces = [head.to_bytes(), cells.since(cut).to_bytes()]
+    plan = plan_blob(0, layout, [cut, fed_session.n_past - cut], len(recurrent))
+    blob = plan.allocate()
+    for piece, sections in zip([*pieces, recurrent], [*plan.pieces, ((0, len(recurrent), plan.recurrent_offset),)]):
+        scatter = Scatter(blob, sections)
+        for offset in range(0, len(piece), chunk):
+            scatter(offset, piece[offset : offset + chunk])
+    assert blob.tobytes() == fed_session.context.state_get(0)
+    assert np.array_equal(plan.positions(blob), np.arange(fed_session.n_past))
 
 
 def test_rebuilt_blob_restores_the_same_next_token_logits(fed_session):
@@ -53,7 +69,7 @@ def test_rebuilt_blob_restores_the_same_next_token_logits(fed_session):
     fed_session.feed([43])
     after_extra = fed_session.last_logits().copy()
     fed_session.reset()
-    assert fed_session.context.state_set(build_blob(0, layout, [cells], recurrent))
+    assert fed_session.context.state_set(build_blob(0, layout, [cells.to_bytes()], recurrent))
     fed_session.tokens = [0] * n_past
     fed_session.feed([43])
     np.testing.assert_array_equal(fed_session.last_logits(), after_extra)

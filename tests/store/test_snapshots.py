@@ -68,7 +68,7 @@ def test_parts_accept_bytearray_and_memoryview(snaps, save):
 
 
 def test_read_memory_stays_bounded(snaps, save):
-    size = 6 * CHUNK_BYTES
+    size = 12 * CHUNK_BYTES
     rec = save({"recurrent": os.urandom(size)})
     tracemalloc.start()
     try:
@@ -77,7 +77,8 @@ def test_read_memory_stays_bounded(snaps, save):
     finally:
         tracemalloc.stop()
     assert len(data) == size
-    assert peak < size + 3 * CHUNK_BYTES, peak  # the result plus about one chunk
+    # the result plus the few chunks in flight (read, waiting for the hash thread, being hashed)
+    assert peak < size + 5 * CHUNK_BYTES, peak
 
 
 def test_checksum_mismatch_names_the_part(db, snaps, save):
