@@ -1,19 +1,61 @@
-"""The model files a user has: every ``.gguf`` under the models folder (downloads land there)."""
+"""The model files a user has: registered models (downloads and imports) and loose files.
+
+Two sources make up the list a user sees:
+
+* **Registered models**, rows of the ``models`` table (migration ``m005_models``). A download
+  from the catalogue or a validated import adds one, with an id the command line accepts
+  (``--model ID``), where the file is, its size and digest, and what it is (catalogue entry and
+  quantization, architecture). Downloads usually live in the shared Hugging Face cache, so a
+  registered file need not be inside Hearth's folders.
+* **Loose files**, any ``.gguf`` under ``<data>/models`` that is not registered (copied there
+  by hand). They are listed with ``source="loose"`` and no id.
+
+A registered file can vanish (deleted by hand, cache cleaned). It stays listed, marked
+``missing``, until ``remove`` unregisters it; resolving it then says what happened.
+
+Ids are short slugs (``qwen3.5-0.8b-q4_k_m``, ``my-finetune``) made unique with ``-2``,
+``-3``... They never contain ``:``, which separates a catalogue id from a quantization in
+references such as ``qwen3.5-0.8b:Q8_0``. Removing a model only unregisters it: deleting the
+file is the caller's decision.
+"""
 
 from __future__ import annotations
 
+import re
+import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+
+import sqlite_utils
+
+from model_store.db import StoreError, write_transaction
+
+SOURCES = ("download", "import")
+_COLUMNS = ("id", "name", "path", "size_bytes", "sha256", "source", "catalogue_id", "quant",
+            "architecture", "added_at")
+_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
 class InstalledModel:
+    """A model file the user has; ``id`` is None for a loose (unregistered) file."""
+
     name: str
     path: Path
     size_bytes: int
+    id: str | None = None
+    source: str = "loose"  # "download" | "import" | "loose"
+    sha256: str | None = None
+    catalogue_id: str | None = None
+    quant: str | None = None
+    architecture: str | None = None
+    added_at: float | None = None
+    missing: bool = False
 
 
 def models_folder(data_dir: Path) -> Path:
+    """Where loose model files and imports go: ``<data>/models``."""
     return data_dir / "models"
 
 
@@ -28,3 +70,195 @@ def installed_models(folder: Path) -> list[InstalledModel]:
         if path.is_file() and not path.name.endswith(".incomplete"):
             found.append(InstalledModel(path.stem, path, size))
     return found
+
+
+def slugify(text: str) -> str:
+    """A lowercase id made of letters, digits, ``.``, ``_`` and ``-`` (``"model"`` if empty)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9._]+", "-", ascii_text.lower()).strip("-._")
+    return slug[:64].rstrip("-._") or "model"
+
+
+class ModelLibrary:
+    """The registry of installed models, over the ``models`` table.
+
+    Args:
+        db: An open Hearth database.
+        folder: The models folder whose loose files :meth:`list` includes; None lists only
+            registered models.
+    """
+
+    def __init__(self, db: sqlite_utils.Database, folder: Path | None = None):
+        self.db = db
+        self.folder = folder
+
+    def add(self, *, name: str, path: Path, size_bytes: int, source: str, id: str | None = None,
+            sha256: str | None = None, catalogue_id: str | None = None, quant: str | None = None,
+            architecture: str | None = None) -> InstalledModel:
+        """Register a model file that has been downloaded and verified, or validated for import.
+
+        Args:
+            name: What to show the user.
+            path: The file (stored as an absolute path; symlinks are kept, not followed).
+            size_bytes: Its size.
+            source: ``"download"`` or ``"import"``.
+            id: The id to use; None derives one (catalogue id and quantization for downloads,
+                the file name for imports), made unique.
+            sha256, catalogue_id, quant, architecture: What is known about the file.
+
+        Returns:
+            The registered model.
+
+        Raises:
+            StoreError: If the file does not exist, the id is taken or malformed, the file is
+                already registered, or ``source`` is unknown.
+        """
+        path = Path(path).absolute()
+        _check_new(source, path, size_bytes, id)
+        with write_transaction(self.db):
+            self._refuse_registered_path(path)
+            model_id = self._free_id(id, source, path, catalogue_id, quant)
+            row = dict(id=model_id, name=name, path=str(path), size_bytes=size_bytes,
+                       sha256=sha256, source=source, catalogue_id=catalogue_id, quant=quant,
+                       architecture=architecture, added_at=time.time())
+            self.db["models"].insert(row)
+        return _from_row(row)
+
+    def get(self, model_id: str) -> InstalledModel:
+        """Return the registered model ``model_id``.
+
+        Raises:
+            StoreError: If no model has that id.
+        """
+        row = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM models WHERE id = ?",
+                              [model_id]).fetchone()
+        if row is None:
+            raise StoreError(
+                f"no installed model is called '{model_id}'; `hearth models list` shows them"
+            )
+        return _from_row(dict(zip(_COLUMNS, row)))
+
+    def remove(self, model_id: str) -> InstalledModel:
+        """Unregister ``model_id`` and return what it was; the file itself is left alone.
+
+        Raises:
+            StoreError: If no model has that id.
+        """
+        with write_transaction(self.db):
+            model = self.get(model_id)
+            self.db.execute("DELETE FROM models WHERE id = ?", [model_id])
+        return model
+
+    def registered(self) -> list[InstalledModel]:
+        """Every registered model, by name; vanished files are marked ``missing``."""
+        rows = self.db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM models ORDER BY name COLLATE NOCASE, id"
+        ).fetchall()
+        return [_from_row(dict(zip(_COLUMNS, row))) for row in rows]
+
+    def list(self) -> list[InstalledModel]:
+        """Registered models (by name), then loose files in the models folder (by name)."""
+        registered = self.registered()
+        if self.folder is None:
+            return registered
+        known = {_same_file_key(m.path) for m in registered}
+        loose = [m for m in installed_models(self.folder) if _same_file_key(m.path) not in known]
+        return registered + loose
+
+    def for_catalogue(self, catalogue_id: str, quant: str | None = None) -> list[InstalledModel]:
+        """Registered downloads of a catalogue entry (one quantization, case-insensitive, or all)."""
+        return [m for m in self.registered() if m.catalogue_id == catalogue_id
+                and (quant is None or (m.quant or "").upper() == quant.upper())]
+
+    def resolve(self, ref: str) -> Path:
+        """The file for ``--model REF``: an installed id, a catalogue ``id[:QUANT]`` that is
+        installed, or the name of a loose file in the models folder.
+
+        Raises:
+            StoreError: If nothing matches, several quantizations match a bare catalogue id,
+                or the matching registered file has vanished.
+        """
+        ref = ref.strip()
+        model = self._find(ref)
+        if model.missing:
+            raise StoreError(
+                f"model '{ref}' is registered but its file {model.path} is gone; download or "
+                f"import it again, or unregister it with `hearth models rm {model.id}`"
+            )
+        return model.path
+
+    def _find(self, ref: str) -> InstalledModel:
+        try:
+            return self.get(ref)
+        except StoreError:
+            pass
+        catalogue_id, _, quant = ref.partition(":")
+        matches = self.for_catalogue(catalogue_id, quant or None)
+        if len(matches) > 1:
+            quants = ", ".join(sorted(m.quant or "?" for m in matches))
+            raise StoreError(
+                f"model '{ref}' is installed in several quantizations ({quants}); name one, "
+                f"e.g. {catalogue_id}:{matches[0].quant}"
+            )
+        if matches:
+            return matches[0]
+        loose = [m for m in self.list() if m.id is None and m.name == ref]
+        if loose:
+            return loose[0]
+        raise StoreError(f"model '{ref}' is not installed; `hearth models pull {ref}` downloads it")
+
+    def _refuse_registered_path(self, path: Path) -> None:
+        row = self.db.execute("SELECT id FROM models WHERE path = ?", [str(path)]).fetchone()
+        if row is not None:
+            raise StoreError(f"{path} is already installed as '{row[0]}'")
+
+    def _free_id(self, wanted: str | None, source: str, path: Path,
+                 catalogue_id: str | None, quant: str | None) -> str:
+        if wanted is not None:
+            if self._id_taken(wanted):
+                raise StoreError(f"an installed model is already called '{wanted}'; choose another id")
+            return wanted
+        if source == "download" and catalogue_id:
+            base = slugify(f"{catalogue_id}-{quant}" if quant else catalogue_id)
+        else:
+            base = slugify(path.stem)
+        candidate, n = base, 1
+        while self._id_taken(candidate):
+            n += 1
+            candidate = f"{base[:60]}-{n}"
+        return candidate
+
+    def _id_taken(self, model_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM models WHERE id = ?", [model_id]).fetchone() is not None
+
+
+def _check_new(source: str, path: Path, size_bytes: int, model_id: str | None) -> None:
+    if source not in SOURCES:
+        raise StoreError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+    if model_id is not None and not _ID.fullmatch(model_id):
+        raise StoreError(
+            f"'{model_id}' is not a usable model id: use 1-64 lowercase letters, digits, "
+            "'.', '_' or '-'"
+        )
+    if not path.is_file():
+        raise StoreError(f"cannot install {path}: there is no such file")
+    if type(size_bytes) is not int or size_bytes <= 0:
+        raise StoreError(f"cannot install {path}: size_bytes must be a positive integer")
+
+
+def _from_row(row: dict) -> InstalledModel:
+    path = Path(row["path"])
+    return InstalledModel(
+        name=row["name"], path=path, size_bytes=row["size_bytes"], id=row["id"],
+        source=row["source"], sha256=row["sha256"], catalogue_id=row["catalogue_id"],
+        quant=row["quant"], architecture=row["architecture"], added_at=row["added_at"],
+        missing=not path.is_file(),
+    )
+
+
+def _same_file_key(path: Path) -> str:
+    """Compare files by their resolved path, so a symlinked download matches its target."""
+    try:
+        return str(path.resolve())
+    except OSError:
+        return str(path)

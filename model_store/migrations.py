@@ -206,3 +206,23 @@ def m004_documents(db: sqlite_utils.Database) -> None:
     )
     db.execute("CREATE INDEX documents_conversation_id ON documents(conversation_id)")
     db.execute("CREATE INDEX documents_message_id ON documents(message_id)")
+
+
+@migration
+def m005_models(db: sqlite_utils.Database) -> None:
+    """Installed models: downloads from the catalogue and validated imports (model_store.installed)."""
+    db.execute(
+        """CREATE TABLE models (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            path TEXT NOT NULL UNIQUE,
+            size_bytes INTEGER NOT NULL,
+            sha256 TEXT,
+            source TEXT NOT NULL CHECK (source IN ('download', 'import')),
+            catalogue_id TEXT,
+            quant TEXT,
+            architecture TEXT,
+            added_at REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX models_catalogue_id ON models(catalogue_id, quant)")

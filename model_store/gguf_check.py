@@ -1,0 +1,255 @@
+"""Checking a local GGUF file before Hearth registers it as a model ("import").
+
+A file a user points at may be anything: a half-copied download, a vocabulary-only file, a
+model for an architecture the bundled llama.cpp cannot run, or garbage. :func:`check_gguf`
+refuses all of these with :class:`ImportRefused`, whose message says what is wrong and what to
+do, before the file ever reaches the engine (where a bad file could crash the worker).
+
+The checks, cheapest first:
+
+1. the path is an existing, readable, regular file;
+2. the 24-byte header: magic ``GGUF``, a version the reader supports (2 or 3), and tensor and
+   metadata counts that are not absurd (at most :data:`MAX_TENSORS` / :data:`MAX_METADATA`);
+3. the metadata and tensor table, parsed by ``gguf.GGUFReader``. The reader memory-maps the
+   file, so only the pages it touches (the header, not the weights) are read into memory;
+4. every tensor's shape is sane (1-4 dimensions, each in 1..2^31) and its data lies inside the
+   file; a download cut short fails here as *truncated*;
+5. ``general.architecture`` is present and in the supported set, there are tensors and one of
+   them is the token embedding, and the model's headline numbers (embedding width, context
+   length, layer count) are within bounds no real model exceeds.
+
+Step 4 runs inside the reader: ``GGUFReader`` builds a numpy view of every tensor right after
+parsing the table, and a view that runs past the end of the file fails with a bare numpy error.
+:class:`_CheckingReader` overrides that step (``_build_tensors``) to check each tensor's shape
+and extent first, so the user learns which tensor is cut off rather than "cannot reshape".
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from model_store.db import StoreError
+
+# gguf arch names (gguf.constants.MODEL_ARCH_NAMES) of models the bundled llama.cpp 0.3.36 runs
+# and Hearth is meant for: the hybrid families first, then common small transformers.
+SUPPORTED_ARCHITECTURES = frozenset({
+    "qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe",
+    "granitehybrid", "falcon-h1", "mamba2",
+    "qwen3", "qwen3moe", "qwen2", "llama", "gemma3", "phi3", "granite", "smollm3",
+})
+
+SUPPORTED_VERSIONS = (2, 3)
+HEADER_BYTES = 24  # magic, version (u32), tensor count (u64), metadata count (u64)
+MAX_TENSORS = 100_000
+MAX_METADATA = 100_000
+MAX_DIMS = 4
+MAX_DIM = 1 << 31
+# (metadata key suffix, upper bound): embedding width, trained context, layer count.
+LIMITS = (("embedding_length", 1 << 17), ("context_length", 1 << 24), ("block_count", 4096))
+TOKEN_EMBEDDING = "token_embd.weight"
+
+
+class ImportRefused(StoreError):
+    """A file cannot be imported as a model.
+
+    Attributes:
+        path: The file.
+        reason: Why, in words a user can act on.
+    """
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"cannot import {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class _Refusal(Exception):
+    """Raised by the checks below with a reason; :func:`check_gguf` adds the path."""
+
+
+@dataclass(frozen=True)
+class GgufSummary:
+    """What an accepted file is."""
+
+    path: Path
+    architecture: str
+    name: str | None
+    size_bytes: int
+    n_tensors: int
+    context_length: int | None
+    parameter_count: int
+
+
+def check_gguf(path: Path, supported: frozenset[str] | set[str] = SUPPORTED_ARCHITECTURES) -> GgufSummary:
+    """Validate a local GGUF model file and describe it.
+
+    Args:
+        path: The file.
+        supported: GGUF architecture names to accept.
+
+    Returns:
+        A summary of the file.
+
+    Raises:
+        ImportRefused: With the reason, if the file is not a usable model.
+    """
+    path = Path(path)
+    try:
+        size = _check_file(path)
+        _check_header(path)
+        return _summarize(path, size, supported)
+    except _Refusal as refusal:
+        raise ImportRefused(path, str(refusal)) from None
+
+
+def _check_file(path: Path) -> int:
+    if not path.exists():
+        raise _Refusal("there is no such file")
+    if not path.is_file():
+        raise _Refusal("it is not a regular file (a folder or a device?); choose a .gguf file")
+    if not os.access(path, os.R_OK):
+        raise _Refusal("Hearth may not read it; check the file's permissions")
+    size = path.stat().st_size
+    if size < HEADER_BYTES:
+        raise _Refusal(f"it has only {size} bytes, too few for a GGUF model; it may be truncated")
+    return size
+
+
+def _check_header(path: Path) -> None:
+    with open(path, "rb") as f:
+        header = f.read(HEADER_BYTES)
+    if header[:4] != b"GGUF":
+        raise _Refusal(
+            f"it is not a GGUF file (it starts with {header[:4]!r}, not b'GGUF'); "
+            "Hearth runs models in llama.cpp's GGUF format"
+        )
+    order = "<" if struct.unpack("<I", header[4:8])[0] & 0xFFFF else ">"
+    version, n_tensors, n_metadata = struct.unpack(order + "IQQ", header[4:])
+    if version not in SUPPORTED_VERSIONS:
+        raise _Refusal(
+            f"it is GGUF version {version}, but Hearth reads versions "
+            f"{' and '.join(map(str, SUPPORTED_VERSIONS))}; convert the model with a current llama.cpp"
+        )
+    if n_tensors == 0:
+        raise _Refusal("it contains no tensors (a vocabulary or metadata-only file?), so no model")
+    if n_tensors > MAX_TENSORS or n_metadata > MAX_METADATA:
+        raise _Refusal(
+            f"its header claims {n_tensors} tensors and {n_metadata} metadata entries, more than "
+            "any real model has; the file is damaged"
+        )
+
+
+def _summarize(path: Path, size: int, supported) -> GgufSummary:
+    try:
+        reader = _CheckingReader(path)
+    except (ValueError, IndexError, KeyError, OverflowError, TypeError) as exc:
+        raise _Refusal(
+            f"it is damaged or truncated ({exc}); an interrupted download or copy leaves such "
+            "a file, so get it again"
+        ) from exc
+    arch = _architecture(reader, supported)
+    _check_tensors(reader)
+    _check_limits(reader, arch)
+    return GgufSummary(
+        path=path,
+        architecture=arch,
+        name=_string_field(reader, "general.name"),
+        size_bytes=size,
+        n_tensors=len(reader.tensors),
+        context_length=_int_field(reader, f"{arch}.context_length"),
+        parameter_count=sum(int(t.n_elements) for t in reader.tensors),
+    )
+
+
+class _CheckingReader(GGUFReader):
+    """``GGUFReader`` that checks each tensor's shape and extent before mapping it."""
+
+    def _build_tensors(self, start_offs, fields) -> None:
+        file_size = len(self.data)
+        for field in fields:
+            _name_len, name_data, n_dims, dims, raw_dtype, offset = field.parts
+            name = bytes(name_data).decode("utf-8", "replace")
+            _check_shape(name, int(n_dims[0]), [int(d) for d in dims])
+            end = int(start_offs) + int(offset[0]) + _tensor_bytes(name, dims, int(raw_dtype[0]))
+            if end > file_size:
+                raise _Refusal(
+                    f"it is truncated: tensor '{name}' ends at byte {end} but the file has only "
+                    f"{file_size} bytes; the download or copy was cut short, so get it again"
+                )
+        super()._build_tensors(start_offs, fields)
+
+
+def _check_shape(name: str, n_dims: int, dims: list[int]) -> None:
+    if not 1 <= n_dims <= MAX_DIMS or len(dims) != n_dims:
+        raise _Refusal(f"tensor '{name}' has {n_dims} dimensions; the file is damaged")
+    for d in dims:
+        if not 0 < d <= MAX_DIM:
+            raise _Refusal(f"tensor '{name}' has an impossible dimension {d}; the file is damaged")
+
+
+def _tensor_bytes(name: str, dims, raw_type: int) -> int:
+    try:
+        block_size, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(raw_type)]
+    except (ValueError, KeyError):
+        raise _Refusal(
+            f"tensor '{name}' uses data type {raw_type}, which this Hearth does not know "
+            "(a newer quantization?); choose another quantization of the model"
+        ) from None
+    n_elements = int(np.prod([int(d) for d in dims], dtype=object))
+    return n_elements * type_size // block_size
+
+
+def _architecture(reader: GGUFReader, supported) -> str:
+    arch = _string_field(reader, "general.architecture")
+    if not arch:
+        raise _Refusal("it has no general.architecture entry, so it is not a usable model file")
+    if arch not in supported:
+        raise _Refusal(f"architecture '{arch}' is not supported by this version of Hearth")
+    return arch
+
+
+def _check_tensors(reader: GGUFReader) -> None:
+    names = {t.name for t in reader.tensors}
+    if not names:
+        raise _Refusal("it contains no tensors, so no model")
+    if TOKEN_EMBEDDING not in names:
+        raise _Refusal(
+            f"it has no '{TOKEN_EMBEDDING}' tensor, so it is not a complete language model "
+            "(a LoRA adapter, projector or draft head?)"
+        )
+
+
+def _check_limits(reader: GGUFReader, arch: str) -> None:
+    for key, limit in LIMITS:
+        value = _int_field(reader, f"{arch}.{key}")
+        if value is not None and not 0 < value <= limit:
+            raise _Refusal(f"{arch}.{key} is {value}, which no real model has; the file is damaged")
+
+
+def _field(reader: GGUFReader, key: str):
+    field = reader.get_field(key)
+    if field is None:
+        return None
+    try:
+        return field.contents()
+    except (ValueError, IndexError, UnicodeDecodeError):
+        raise _Refusal(f"its metadata entry {key} cannot be read; the file is damaged") from None
+
+
+def _string_field(reader: GGUFReader, key: str) -> str | None:
+    value = _field(reader, key)
+    return value if isinstance(value, str) else None
+
+
+def _int_field(reader: GGUFReader, key: str) -> int | None:
+    value = _field(reader, key)
+    if isinstance(value, list):  # per-layer arrays: judge the largest entry
+        value = max(value, default=None)
+    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
