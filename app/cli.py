@@ -1,4 +1,4 @@
-"""The ``hearth`` command line: ``generate``, ``info`` and ``chat``.
+"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load and models.
 
 Scripts outside the repository depend on the flags and JSON keys here; change them only by adding.
 """
@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app import commands, conversation_commands, document_commands
+from app import commands, conversation_commands, document_commands, model_commands
 from engine.sampling import SamplingParams
 
 
 def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "default") -> None:
     parser.add_argument("--model", default=default,
-                        help="'default' (the embedded SmolLM2-135M-Instruct) or a path to a .gguf file")
+                        help="'default' (the embedded SmolLM2-135M-Instruct), an installed model's id "
+                             "(`hearth models list`) or a path to a .gguf file")
 
 
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,11 +75,35 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("file", metavar="FILE")
     load.set_defaults(run=document_commands.run_doc_load)
 
+    _add_models_commands(sub)
+
     conversations = sub.add_parser("conversations", help="list saved conversations")
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")
     conversations.add_argument("--json", action="store_true")
     conversations.set_defaults(run=conversation_commands.run_conversations)
     return parser
+
+
+def _add_models_commands(sub) -> None:
+    models = sub.add_parser("models", help="the model catalogue, downloads and imports")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    listing = models_sub.add_parser("list", help="the catalogue with memory-fit advice, and the installed models")
+    listing.add_argument("--context", type=int, default=None, metavar="TOKENS",
+                         help="context length the memory advice assumes (default 8192, capped per model)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=model_commands.run_list)
+    pull = models_sub.add_parser("pull", help="download a catalogue model into the Hugging Face cache")
+    pull.add_argument("ref", metavar="ID[:QUANT]", help="a catalogue id, optionally with a quantization")
+    pull.add_argument("--json", action="store_true", help="JSON lines: progress, then installed or error")
+    pull.set_defaults(run=model_commands.run_pull)
+    imported = models_sub.add_parser("import", help="check a local GGUF file and add it to the installed models")
+    imported.add_argument("path", metavar="PATH")
+    imported.add_argument("--json", action="store_true")
+    imported.set_defaults(run=model_commands.run_import)
+    remove = models_sub.add_parser("rm", help="remove an installed model (a download's file is deleted)")
+    remove.add_argument("id", metavar="ID")
+    remove.add_argument("--keep-file", action="store_true", help="only unregister; keep a downloaded file")
+    remove.set_defaults(run=model_commands.run_rm)
 
 
 def main(argv: list[str] | None = None) -> int:

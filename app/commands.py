@@ -13,6 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from app.model_refs import ModelRefError, resolve_model_ref
+from app.settings import app_data_dir
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, new_request_id
 from engine.inproc_client import InprocClient
@@ -26,10 +28,14 @@ class UserError(Exception):
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None,
                draft_max: int = 4) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    try:
+        path = resolve_model_ref(model, data_dir or app_data_dir())
+    except ModelRefError as exc:
+        raise UserError(str(exc)) from exc
     client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
     try:
         client.start()
-        loaded = client.load_model(model, draft_max=draft_max)
+        loaded = client.load_model(path, draft_max=draft_max)
     except EngineError as exc:
         client.close(mode="abort")
         raise UserError(str(exc)) from exc

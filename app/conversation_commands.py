@@ -10,7 +10,7 @@ import time
 import msgspec
 
 from app.commands import UserError, draft_json, draft_options, engine_for, sampling_from_args
-from app.paths import user_paths
+from app.settings import app_data_dir
 from app.turn import send_turn
 from engine import protocol as p
 from model_store.conversations import Conversation, ConversationStore
@@ -19,7 +19,7 @@ from model_store.db import StoreError, database_path, open_database
 
 def open_conversations() -> ConversationStore:
     try:
-        return ConversationStore(open_database(database_path(user_paths().ensure().data)))
+        return ConversationStore(open_database(database_path(app_data_dir())))
     except StoreError as exc:
         raise UserError(str(exc)) from exc
 
@@ -54,7 +54,7 @@ def run_send(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from exc
     sampling = sampling_from_args(args)
     options = draft_options(args)
-    with engine_for(args.model or conversation.model or "default", data_dir=user_paths().data,
+    with engine_for(args.model or conversation.model or "default", data_dir=app_data_dir(),
                     draft_max=args.draft_max) as (client, _):
         result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to, sampling=sampling,
                            max_tokens=args.max_tokens, on_event=None if args.json else _echo, **options)

@@ -12,7 +12,7 @@ import msgspec
 from app.commands import UserError, engine_for
 from app.conversation_commands import open_conversations
 from app.documents import DocumentTooLong, check_fit, fit_command, read_command, reading_speed, store_document
-from app.paths import user_paths
+from app.settings import app_data_dir
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
 from model_store.documents import DocumentStore
@@ -51,7 +51,7 @@ def run_doc_load(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     store = open_conversations()
     documents = DocumentStore(store.db)
-    with engine_for(args.model, data_dir=user_paths().data) as (client, _loaded):
+    with engine_for(args.model, data_dir=app_data_dir()) as (client, _loaded):
         measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
         try:
             text = check_fit(extracted, measured, args.part)

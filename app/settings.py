@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from app.paths import UserPaths
+from app.paths import UserPaths, user_paths
 from engine.protocol import SamplingSpec
 from engine.sampling import SamplingError, SamplingParams
 from engine.speculative.spec import DraftRefused, parse_draft_spec
@@ -300,3 +300,11 @@ def snapshot_budget_bytes(s: Settings) -> int:
 def data_dir(s: Settings, paths: UserPaths) -> Path:
     """The data folder the user chose, or the default per-user one."""
     return Path(s.data_folder) if s.data_folder else paths.data
+
+
+def app_data_dir() -> Path:
+    """The data folder every command uses: the one chosen in the settings, else the default (created)."""
+    paths = user_paths().ensure()
+    folder = data_dir(load_settings(paths.config).settings, paths)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -52,12 +52,16 @@ class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
     id: str | None = None  # the stored message's id, so the worker can find its snapshot
 
 
+DEFAULT_CONTEXT = 8192  # tokens a model gets when LoadModel.n_ctx is 0, capped by what it was trained on
+
+
 class LoadModel(_Message, tag="load_model"):
     request_id: str
-    model: str  # "default", a path, or (later) a catalogue id
-    n_ctx: int = 0  # 0: the model's trained context, capped by the engine's default
+    model: str  # "default" or a path (the app resolves installed models' ids to their paths)
+    n_ctx: int = 0  # 0: the model's trained context, capped by DEFAULT_CONTEXT
     n_threads: int = 0  # 0: one per available core
     draft_max: int = 4  # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes)
+    device_policy: Literal["auto", "cpu", "npu"] = "auto"  # where prefill may run (see engine.devices.router)
 
 
 class UnloadModel(_Message, tag="unload_model"):
@@ -132,7 +136,9 @@ Command = Union[
 class DeviceInfo(msgspec.Struct):
     kind: str  # "cpu", "npu", "npu-emulator"
     name: str
-    detail: str = ""
+    detail: str = ""  # what was found, or why the device cannot be used
+    available: bool = True  # False: listed so the user sees why it is missing (``detail``)
+    features: list[str] = []  # CPU ISA extensions ("avx2", "neon", ...)
 
 
 class Ready(_Message, tag="ready"):
@@ -143,13 +149,19 @@ class Ready(_Message, tag="ready"):
 
 
 class PhaseDevice(msgspec.Struct):
-    device: str
+    device: str  # "cpu", "npu", "npu-emulator"
     reason: str
+    min_tokens: int = 0  # > 0: the device is used for new inputs this long or longer; the CPU for shorter
+
+
+def _cpu_draft() -> PhaseDevice:
+    return PhaseDevice("cpu", "CPU: drafts are made next to the decoder")
 
 
 class DevicePlan(msgspec.Struct):
     prefill: PhaseDevice
     decode: PhaseDevice
+    draft: PhaseDevice = msgspec.field(default_factory=_cpu_draft)
 
 
 class ModelLoading(_Message, tag="model_loading"):

@@ -9,8 +9,8 @@ import numpy as np
 from engine.backends.base import ContextSettings, ModelFacts, default_threads
 from engine.backends.llama_cpp import LlamaContext, LlamaModel
 from engine.model_files import check_model_file, resolve_model_ref
+from engine.protocol import DEFAULT_CONTEXT
 
-DEFAULT_CONTEXT = 8192  # tokens; capped by what the model was trained on
 
 
 class ModelSession:

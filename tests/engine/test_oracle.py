@@ -6,7 +6,7 @@ import pytest
 
 from app.cli import main
 from engine.backends.base import default_threads
-from engine.session import DEFAULT_CONTEXT
+from engine.protocol import DEFAULT_CONTEXT
 
 PROMPTS = [
     "The quick brown fox",

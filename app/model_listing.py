@@ -1,0 +1,64 @@
+"""The catalogue and the installed models as one listing, with RAM-fit advice for this machine.
+
+Shared by ``hearth models list`` (JSON and text) and the GUI's Models page, so both say the same.
+"""
+
+from __future__ import annotations
+
+from engine.protocol import DEFAULT_CONTEXT
+from model_store.catalogue import Catalogue, CatalogueEntry
+from model_store.download_errors import format_bytes
+from model_store.fit import advise, available_memory
+from model_store.installed import InstalledModel
+
+FIT_LABELS = {"fits": "fits", "tight": "tight", "too_big": "too big"}
+
+
+def entry_json(entry: CatalogueEntry, installed: list[InstalledModel], context: int | None,
+               available: int) -> dict:
+    tokens = min(context or DEFAULT_CONTEXT, entry.context_length)
+    fits = {fit.quant: fit for fit in advise(entry, tokens, available)}
+    ids = {(m.catalogue_id, (m.quant or "").upper()): m.id for m in installed if m.catalogue_id and not m.missing}
+    variants = []
+    for file in entry.files:
+        fit = fits[file.quant]
+        variants.append({"quant": file.quant, "filename": file.filename, "size_bytes": file.size_bytes,
+                         "size_estimated": file.size_estimated, "fit": fit.verdict, "needed_bytes": fit.needed_bytes,
+                         "recommended": fit.recommended, "installed_id": ids.get((entry.id, file.quant.upper()))})
+    return {"id": entry.id, "name": entry.name, "repo_id": entry.repo_id, "revision": entry.revision,
+            "architecture": entry.architecture, "context_length": entry.context_length, "has_mtp": entry.has_mtp,
+            "draft": entry.draft, "licence": entry.licence, "description": entry.description,
+            "recommended_quant": entry.recommended_quant, "context_tokens": tokens, "variants": variants}
+
+
+def installed_json(model: InstalledModel) -> dict:
+    return {"id": model.id, "name": model.name, "path": str(model.path), "size_bytes": model.size_bytes,
+            "source": model.source, "catalogue_id": model.catalogue_id, "quant": model.quant,
+            "architecture": model.architecture, "missing": model.missing}
+
+
+def listing_json(catalogue: Catalogue, installed: list[InstalledModel], context: int | None = None,
+                 available: int | None = None) -> dict:
+    """``available`` memory in bytes; None reads it from this machine."""
+    available = available_memory() if available is None else available
+    return {"available_memory_bytes": available,
+            "catalogue": [entry_json(entry, installed, context, available) for entry in catalogue],
+            "installed": [installed_json(model) for model in installed]}
+
+
+def print_listing(listing: dict) -> None:
+    print(f"Catalogue (fit for {format_bytes(listing['available_memory_bytes'])} of available memory):")
+    for entry in listing["catalogue"]:
+        print(f"  {entry['id']:<22} {entry['name']} [{entry['architecture']}] - {entry['description']}")
+        for v in entry["variants"]:
+            mark = "*" if v["recommended"] else " "
+            size = ("~" if v["size_estimated"] else "") + format_bytes(v["size_bytes"])
+            state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
+            print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {state}")
+    print("Installed:")
+    for model in listing["installed"] or []:
+        name = model["id"] or model["name"]
+        gone = "  (file missing)" if model["missing"] else ""
+        print(f"  {name:<28} {format_bytes(model['size_bytes']):>11}  {model['path']}{gone}")
+    if not listing["installed"]:
+        print("  none yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF you have")

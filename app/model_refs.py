@@ -1,0 +1,56 @@
+"""What ``--model REF`` names: the embedded default, a file path, or an installed model's id.
+
+The engine loads ``default`` or a path; ids (``qwen3.5-0.8b``, ``qwen3.5-0.8b:Q8_0``, an imported
+model's id, or the name of a file in the models folder) are looked up here, on the app side, in the
+installed-models registry, so the worker never needs to know about the catalogue. A ref that
+looks like a path (has a folder separator, ends in ``.gguf`` or exists) is always a path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from model_store.catalogue import Catalogue, load_catalogue
+from model_store.db import StoreError, database_path, open_database
+from model_store.installed import ModelLibrary, models_folder
+
+DEFAULT_MODEL = "default"
+
+
+class ModelRefError(Exception):
+    """The ref names no usable model; the message says what to do."""
+
+
+def looks_like_path(ref: str) -> bool:
+    return (os.sep in ref or "/" in ref or ref.lower().endswith(".gguf")
+            or Path(ref).expanduser().exists())
+
+
+def open_library(data_dir: Path) -> ModelLibrary:
+    """The installed-models registry of ``data_dir`` (its database is created if needed)."""
+    return ModelLibrary(open_database(database_path(data_dir)), models_folder(data_dir))
+
+
+def resolve_model_ref(ref: str, data_dir: Path) -> str:
+    """``default`` or a path for the engine to load."""
+    if ref == DEFAULT_MODEL or looks_like_path(ref):
+        return ref
+    try:
+        library = open_library(data_dir)
+        try:
+            return str(library.resolve(ref))
+        finally:
+            library.db.close()
+    except StoreError as exc:
+        raise ModelRefError(str(exc)) from exc
+
+
+CATALOGUE_ENV = "HEARTH_CATALOGUE"  # another catalogue file (tests, or an organisation's own list)
+
+
+def app_catalogue(cache_dir: Path) -> Catalogue:
+    """The catalogue Hearth offers: the shipped one (or ``$HEARTH_CATALOGUE``), with the sizes and
+    digests that earlier downloads read from the hub laid over it."""
+    override = os.environ.get(CATALOGUE_ENV)
+    return load_catalogue(Path(override) if override else None, cache_dir=cache_dir)

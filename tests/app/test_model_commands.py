@@ -1,0 +1,72 @@
+"""``hearth models import|list|rm`` and ``--model ID``, through the real CLI entry function."""
+
+import json
+import shutil
+
+import pytest
+
+from app.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def local_gguf(hybrid_tiny, tmp_path):
+    path = tmp_path / "My Tiny Model.gguf"
+    shutil.copy(hybrid_tiny, path)
+    return path
+
+
+def test_import_registers_a_valid_gguf_that_then_answers_by_id(capsys, local_gguf):
+    code, out, err = run(capsys, "models", "import", "--json", str(local_gguf))
+    assert code == 0, err
+    imported = json.loads(out)
+    assert imported["architecture"] == "qwen35" and imported["size_bytes"] == local_gguf.stat().st_size
+    code, out, _ = run(capsys, "models", "list", "--json")
+    installed = json.loads(out)["installed"]
+    assert [m["id"] for m in installed] == [imported["id"]] and installed[0]["source"] == "import"
+    by_id = run(capsys, "generate", "--model", imported["id"], "--temperature", "0", "--max-tokens", "5", "--json", "hi")
+    by_path = run(capsys, "generate", "--model", str(local_gguf), "--temperature", "0", "--max-tokens", "5", "--json", "hi")
+    assert by_id[0] == by_path[0] == 0
+    assert json.loads(by_id[1])["token_ids"] == json.loads(by_path[1])["token_ids"]
+
+
+def test_import_refuses_a_file_that_is_not_gguf_and_registers_nothing(capsys, tmp_path):
+    bogus = tmp_path / "notes.gguf"
+    bogus.write_bytes(b"PK\x03\x04 this is a zip file, not a model" * 10)
+    code, _, err = run(capsys, "models", "import", str(bogus))
+    assert code == 1 and "notes.gguf" in err and "GGUF" in err
+    assert json.loads(run(capsys, "models", "list", "--json")[1])["installed"] == []
+
+
+def test_rm_of_an_import_unregisters_and_keeps_the_file(capsys, local_gguf):
+    imported = json.loads(run(capsys, "models", "import", "--json", str(local_gguf))[1])
+    code, out, _ = run(capsys, "models", "rm", imported["id"])
+    assert code == 0 and "left where it is" in out
+    assert local_gguf.exists()
+    assert json.loads(run(capsys, "models", "list", "--json")[1])["installed"] == []
+    code, _, err = run(capsys, "generate", "--model", imported["id"], "--max-tokens", "2", "hi")
+    assert code == 1 and "not installed" in err and "hearth models pull" in err
+
+
+def test_list_gives_fit_advice_for_every_catalogue_variant(capsys):
+    code, out, _ = run(capsys, "models", "list", "--json", "--context", "4096")
+    listing = json.loads(out)
+    assert code == 0 and listing["available_memory_bytes"] > 0
+    entries = listing["catalogue"]
+    assert entries and entries[0]["architecture"] in ("qwen35", "lfm2", "granitehybrid", "nemotron_h")
+    for entry in entries:
+        assert entry["context_tokens"] == min(4096, entry["context_length"])
+        assert all(v["fit"] in ("fits", "tight", "too_big") for v in entry["variants"])
+        assert sum(v["recommended"] for v in entry["variants"]) <= 1
+        for v in entry["variants"]:
+            assert v["needed_bytes"] > v["size_bytes"]  # the state and the runtime come on top of the file
+
+
+def test_unknown_catalogue_id_for_pull_is_a_clear_error(capsys):
+    code, _, err = run(capsys, "models", "pull", "no-such-model")
+    assert code == 1 and "no-such-model" in err and "hearth models list" in err
