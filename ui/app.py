@@ -15,6 +15,7 @@ from ui.bridge import EngineBridge
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
 from ui.main_window import MainWindow
+from ui.model_manager import ModelManager
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel
 from ui.store_thread import StoreThread
@@ -29,6 +30,7 @@ class AppParts:
     db_path: Path
     models_dir: Path
     save_settings: Callable[[Settings], None]
+    cache_dir: Path
     startup_notes: tuple[str, ...] = ()
 
 
@@ -37,8 +39,8 @@ def build_window(parts: AppParts) -> MainWindow:
     store = StoreThread(parts.db_path)
     bridge = EngineBridge(parts.make_client)
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
-    window = MainWindow(controller, DocumentController(controller), models_dir=parts.models_dir,
-                        save_settings=parts.save_settings)
+    models = ModelManager(store, parts.models_dir, parts.cache_dir)
+    window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings)
     store.failed.connect(lambda message: window.banner.show_notice("error", message))
     if parts.startup_notes:
         window.banner.show_notice("warning", " ".join(parts.startup_notes))

@@ -71,6 +71,12 @@ def fmt_bytes(n: int | float | str | None) -> str:
     return f"{sign}{size / _GIB:,.2f} GiB"
 
 
+def fmt_duration(seconds: float) -> str:
+    """A time left: ``"45 s"``, ``"2 min 05 s"``."""
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
 def fmt_ms(ms: float | str | None) -> str:
     """``"85 ms"`` below a second, ``"1.4 s"`` below a minute, then ``"2 min 5 s"``."""
     if (missing := _missing_text(ms)) is not None:

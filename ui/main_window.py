@@ -15,9 +15,9 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.settings import Settings, SettingsError
-from model_store.installed import installed_models
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
+from ui.model_manager import ModelManager
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel
 from ui.views.banner import Banner
@@ -26,6 +26,7 @@ from ui.views.composer import Composer
 from ui.views.conversation_panel import ConversationPanel
 from ui.views.document_progress import DocumentProgress
 from ui.views.model_picker import ModelPicker
+from ui.views.models_dialog import ModelsDialog
 from ui.views.settings_dialog import SettingsDialog
 from ui.views.telemetry_panel import TelemetryPanel
 
@@ -34,12 +35,13 @@ SaveSettings = Callable[[Settings], None]
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: ChatController, documents: DocumentController, *, models_dir: Path,
+    def __init__(self, controller: ChatController, documents: DocumentController, models: ModelManager, *,
                  save_settings: SaveSettings) -> None:
         super().__init__()
         self.controller = controller
         self.documents = documents
-        self.models_dir = models_dir
+        self.models = models
+        self.models_dialog: ModelsDialog | None = None
         self.save_settings = save_settings
         self._pending_deletes: dict[str, QTimer] = {}
         self.setWindowTitle("Hearth")
@@ -115,10 +117,15 @@ class MainWindow(QMainWindow):
         c.bridge.died.connect(lambda _: self.telemetry_panel.clear())
         c.conversations.modelReset.connect(
             lambda: panel.select(c.conversation.id if c.conversation else None))
+        self.models.installed_changed.connect(
+            lambda installed: self.model_picker.set_models(installed, self.controller.model_ref))
+        self.models.notice.connect(self.banner.show_notice)
+        self.model_picker.manage_requested.connect(self.open_models)
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self._action(file_menu, "&New chat", QKeySequence.StandardKey.New, self.new_chat)
+        self._action(file_menu, "&Models…", QKeySequence("Ctrl+M"), self.open_models)
         self._action(file_menu, "&Settings…", QKeySequence("Ctrl+,"), self.open_settings)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", QKeySequence.StandardKey.Quit, self.close)
@@ -183,7 +190,15 @@ class MainWindow(QMainWindow):
         self._store_settings(_with(self.controller.settings, highlight_drafts=on))
 
     def refresh_models(self) -> None:
-        self.model_picker.set_models(installed_models(self.models_dir), self.controller.model_ref)
+        self.models.refresh()
+
+    def open_models(self) -> None:
+        if self.models_dialog is None:
+            self.models_dialog = ModelsDialog(self.models, self)
+        else:
+            self.models.refresh()
+        self.models_dialog.show()
+        self.models_dialog.raise_()
 
     # -- settings --------------------------------------------------------------------------------
 
@@ -245,6 +260,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         for conversation_id in list(self._pending_deletes):
             self._delete_for_good(conversation_id)
+        self.models.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+from ui.formatting import fmt_duration
 
 
 class DocumentProgress(QWidget):
@@ -41,4 +38,4 @@ class DocumentProgress(QWidget):
 
     def show_progress(self, done: int, total: int, tok_s: float, eta_s: float) -> None:
         self.bar.setValue(int(1000 * done / total) if total else 0)
-        self.label.setText(f"{done:,} of {total:,} tokens · {tok_s:,.0f} tok/s · {_duration(eta_s)} left")
+        self.label.setText(f"{done:,} of {total:,} tokens · {tok_s:,.0f} tok/s · {fmt_duration(eta_s)} left")

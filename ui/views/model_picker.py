@@ -1,5 +1,5 @@
 """Which model answers: the embedded default, the models installed under the data folder, or any
-GGUF file the user opens. Shows loading progress; a failed load is explained in the banner."""
+GGUF file the user opens; and the way to the Models page. Shows loading progress; a failed load is explained in the banner."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from model_store.installed import InstalledModel
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct (embedded default)"
 OPEN_FILE = "__open_file__"
+MANAGE = "__manage__"
 
 
 class ModelPicker(QWidget):
     model_chosen = Signal(str)  # "default" or a path
+    manage_requested = Signal()  # "Download or import models…"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,6 +49,7 @@ class ModelPicker(QWidget):
         if current != "default" and self.combo.findData(current) < 0:
             self.combo.addItem(Path(current).name, current)
         self.combo.addItem("Open a GGUF file…", OPEN_FILE)
+        self.combo.addItem("Download or import models…", MANAGE)
         self.combo.blockSignals(False)
         self.set_current(current)
 
@@ -69,12 +72,16 @@ class ModelPicker(QWidget):
 
     def _activated(self, index: int) -> None:
         ref = self.combo.itemData(index)
+        if ref == MANAGE:
+            self.set_current(self._current)
+            self.manage_requested.emit()
+            return
         if ref == OPEN_FILE:
             path, _ = QFileDialog.getOpenFileName(self, "Open a model", "", "GGUF models (*.gguf);;All files (*)")
             self.set_current(self._current)
             if not path:
                 return
-            self.combo.insertItem(self.combo.count() - 1, Path(path).name, path)
+            self.combo.insertItem(self.combo.findData(OPEN_FILE), Path(path).name, path)
             ref = path
         if ref != self._current:
             self.set_current(ref)

@@ -1,0 +1,119 @@
+"""What the Models page does, without widgets: the listing, downloads, imports and removals.
+
+The listing (catalogue + fit advice + installed models) is built on the store thread. Pulls,
+imports and removals run as ``hearth models ...`` child processes (:class:`~ui.cli_job.CliJob`),
+one per action, so the hub client never loads in the window's process and a download survives
+nothing it should not: cancelling terminates the child, which keeps the partial file, and the
+next download of the same file resumes it. Every finished action refreshes the listing, and
+with it the model picker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from app.model_listing import listing_json
+from app.model_refs import app_catalogue
+from model_store.installed import ModelLibrary
+from ui.cli_job import CliJob
+from ui.store_thread import StoreThread
+
+
+class ModelManager(QObject):
+    listing_changed = Signal(dict)  # see app.model_listing.listing_json
+    installed_changed = Signal(list)  # [InstalledModel], for the model picker
+    download_progress = Signal(str, dict)  # ref, the pull's progress line
+    download_ended = Signal(str, bool, str)  # ref, installed?, what happened
+    notice = Signal(str, str)  # level, text
+
+    def __init__(self, store: StoreThread, models_dir: Path, cache_dir: Path, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.models_dir = models_dir
+        self.cache_dir = cache_dir
+        self.context_tokens: int | None = None
+        self.downloads: dict[str, CliJob] = {}
+        self._jobs: list[CliJob] = []
+
+    def refresh(self) -> None:
+        models_dir, cache_dir, context = self.models_dir, self.cache_dir, self.context_tokens
+
+        def build(store):
+            installed = ModelLibrary(store.db, models_dir).list()
+            return installed, listing_json(app_catalogue(cache_dir), installed, context)
+
+        self.store.submit(build, self._refreshed, lambda message: self.notice.emit("error", message))
+
+    def download(self, ref: str) -> None:
+        if ref in self.downloads:
+            return
+        job = self._run(["models", "pull", "--json", ref])
+        self.downloads[ref] = job
+        errors: list[dict] = []
+        job.line.connect(lambda event: self._pull_line(ref, event, errors))
+        job.finished.connect(lambda code, message: self._pull_finished(ref, code, message, errors))
+        job.start()
+
+    def cancel(self, ref: str) -> None:
+        job = self.downloads.get(ref)
+        if job is not None:
+            job.stop()
+
+    def import_file(self, path: str) -> None:
+        job = self._run(["models", "import", "--json", path])
+        job.finished.connect(lambda code, message: self._action_done(
+            code, message, f"Imported {Path(path).name}.", f"Could not import {Path(path).name}: {message}"))
+        job.start()
+
+    def remove(self, model_id: str) -> None:
+        job = self._run(["models", "rm", model_id])
+        job.finished.connect(lambda code, message: self._action_done(
+            code, message, f"Removed {model_id}.", f"Could not remove {model_id}: {message}"))
+        job.start()
+
+    def shutdown(self) -> None:
+        """Stop running downloads (their partial files stay for the next start)."""
+        for job in list(self._jobs):
+            job.stop()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _run(self, argv: list[str]) -> CliJob:
+        job = CliJob(argv, self)
+        self._jobs.append(job)
+        job.finished.connect(lambda *_: self._forget(job))
+        return job
+
+    def _forget(self, job: CliJob) -> None:
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.deleteLater()
+
+    def _refreshed(self, result) -> None:
+        installed, listing = result
+        self.installed_changed.emit([m for m in installed if not m.missing])
+        self.listing_changed.emit(listing)
+
+    def _pull_line(self, ref: str, event: dict, errors: list[dict]) -> None:
+        if event.get("event") == "progress":
+            self.download_progress.emit(ref, event)
+        elif event.get("event") == "error":
+            errors.append(event)
+
+    def _pull_finished(self, ref: str, code: int, message: str, errors: list[dict]) -> None:
+        self.downloads.pop(ref, None)
+        if code == 0:
+            self.download_ended.emit(ref, True, f"Downloaded {ref}; it is in the model list.")
+        elif errors and errors[-1].get("kind") == "cancelled":
+            self.download_ended.emit(ref, False, f"Download of {ref} paused; Download again resumes it.")
+        else:
+            text = errors[-1]["message"] if errors else message or "the download process ended unexpectedly"
+            self.download_ended.emit(ref, False, f"Could not download {ref}: {text}")
+            self.notice.emit("error", f"Could not download {ref}: {text}")
+        self.refresh()
+
+    def _action_done(self, code: int, message: str, ok_text: str, failed_text: str) -> None:
+        self.notice.emit("info" if code == 0 else "error", ok_text if code == 0 else failed_text)
+        self.refresh()

@@ -1,0 +1,198 @@
+"""The Models page: the catalogue with memory-fit badges and sizes, downloads with progress, speed,
+time left and Cancel, the installed models with Delete, and Import of a GGUF file.
+
+It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush
+from PySide6.QtWidgets import (
+    QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton,
+    QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
+)
+
+from ui.formatting import fmt_bytes, fmt_duration
+from ui.model_manager import ModelManager
+
+FIT_TEXT = {"fits": "fits", "tight": "tight: may swap", "too_big": "too big"}
+FIT_COLOUR = {"fits": Qt.GlobalColor.darkGreen, "tight": Qt.GlobalColor.darkYellow, "too_big": Qt.GlobalColor.red}
+REF_ROLE = Qt.ItemDataRole.UserRole
+
+
+class DownloadRow(QWidget):
+    """One running download: name, bar, speed and time left, Cancel."""
+
+    def __init__(self, ref: str, manager: ModelManager) -> None:
+        super().__init__()
+        self.setObjectName(f"download:{ref}")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.label = QLabel(ref)
+        self.bar = QProgressBar(maximum=1000, textVisible=True)
+        self.bar.setAccessibleName(f"Downloading {ref}")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.clicked.connect(lambda: manager.cancel(ref))
+        layout.addWidget(self.label)
+        layout.addWidget(self.bar, 1)
+        layout.addWidget(self.cancel)
+
+    def show_progress(self, event: dict) -> None:
+        done, total = event["downloaded_bytes"], max(1, event["total_bytes"])
+        self.bar.setValue(int(done * 1000 / total))
+        eta = event.get("eta_seconds")
+        left = f" · {fmt_duration(eta)} left" if eta is not None else ""
+        self.bar.setFormat(f"{done / total:.0%} of {fmt_bytes(total)} · {fmt_bytes(event['bytes_per_second'])}/s{left}")
+
+
+class ModelsDialog(QDialog):
+    def __init__(self, manager: ModelManager, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("models_dialog")
+        self.setWindowTitle("Models")
+        self.resize(820, 620)
+        self.manager = manager
+        self.rows: dict[str, DownloadRow] = {}
+        self._build()
+        manager.listing_changed.connect(self.show_listing)
+        manager.download_progress.connect(self._progress)
+        manager.download_ended.connect(self._ended)
+        manager.refresh()
+
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        self.memory = QLabel()
+        self.catalogue = QTreeWidget()
+        self.catalogue.setObjectName("catalogue")
+        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status"])
+        self.catalogue.setColumnWidth(0, 300)
+        self.catalogue.itemSelectionChanged.connect(self._selection_changed)
+        self.catalogue.itemActivated.connect(lambda *_: self._download_selected())
+        self.download_button = QPushButton("&Download")
+        self.download_button.clicked.connect(self._download_selected)
+        self.downloads = QVBoxLayout()
+        self.status = QLabel()
+        self.status.setObjectName("models_status")
+        self.status.setWordWrap(True)
+        self.installed = QListWidget()
+        self.installed.setObjectName("installed_models")
+        self.delete_button = QPushButton("De&lete")
+        self.delete_button.clicked.connect(self._delete_selected)
+        self.import_button = QPushButton("&Import GGUF…")
+        self.import_button.clicked.connect(self._import)
+        layout.addWidget(self.memory)
+        layout.addWidget(self.catalogue, 3)
+        layout.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addLayout(self.downloads)
+        layout.addWidget(self.status)
+        layout.addWidget(QLabel("Installed:", buddy=self.installed))
+        layout.addWidget(self.installed, 1)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.delete_button)
+        buttons.addWidget(self.import_button)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
+        self._selection_changed()
+
+    def show_listing(self, listing: dict) -> None:
+        selected = self.selected_ref()
+        self.memory.setText(f"Memory advice for this machine: {fmt_bytes(listing['available_memory_bytes'])} "
+                            "available now. ★ marks the recommended quantization.")
+        self.catalogue.clear()
+        for entry in listing["catalogue"]:
+            self.catalogue.addTopLevelItem(self._entry_item(entry))
+        self.catalogue.expandAll()
+        if selected:
+            self.select_ref(selected)
+        self.installed.clear()
+        for model in listing["installed"]:
+            label = f"{model['name']} — {fmt_bytes(model['size_bytes'])}, {model['source']}"
+            item = QListWidgetItem(label + (" (file missing)" if model["missing"] else ""))
+            item.setData(REF_ROLE, model["id"])
+            item.setToolTip(model["path"])
+            self.installed.addItem(item)
+        self._selection_changed()
+
+    def _entry_item(self, entry: dict) -> QTreeWidgetItem:
+        item = QTreeWidgetItem([f"{entry['name']} ({entry['architecture']})"])
+        item.setToolTip(0, f"{entry['description']}\n{entry['repo_id']} · {entry['licence']} · "
+                           f"trained context {entry['context_length']:,} tokens")
+        item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+        for variant in entry["variants"]:
+            star = " ★" if variant["recommended"] else ""
+            size = ("~" if variant["size_estimated"] else "") + fmt_bytes(variant["size_bytes"])
+            fit = f"{FIT_TEXT[variant['fit']]}{star}"
+            ref = f"{entry['id']}:{variant['quant']}"
+            status = "installed" if variant["installed_id"] else ("downloading" if ref in self.rows else "")
+            child = QTreeWidgetItem([variant["quant"], size, fit, status])
+            child.setData(0, REF_ROLE, ref)
+            child.setForeground(2, QBrush(FIT_COLOUR[variant["fit"]]))
+            child.setToolTip(2, f"needs about {fmt_bytes(variant['needed_bytes'])} at "
+                                f"{entry['context_tokens']:,} tokens of context")
+            item.addChild(child)
+        return item
+
+    def selected_ref(self) -> str | None:
+        items = self.catalogue.selectedItems()
+        return items[0].data(0, REF_ROLE) if items else None
+
+    def variant_item(self, ref: str) -> QTreeWidgetItem | None:
+        for top in range(self.catalogue.topLevelItemCount()):
+            entry = self.catalogue.topLevelItem(top)
+            for index in range(entry.childCount()):
+                if entry.child(index).data(0, REF_ROLE) == ref:
+                    return entry.child(index)
+        return None
+
+    def select_ref(self, ref: str) -> bool:
+        item = self.variant_item(ref)
+        if item is not None:
+            self.catalogue.setCurrentItem(item)
+        return item is not None
+
+    def _selection_changed(self) -> None:
+        items = self.catalogue.selectedItems()
+        can = bool(items) and items[0].text(3) == "" and items[0].data(0, REF_ROLE) not in self.rows
+        self.download_button.setEnabled(can)
+
+    def _download_selected(self) -> None:
+        ref = self.selected_ref()
+        if ref and self.download_button.isEnabled():
+            self._add_row(ref)
+            self.manager.download(ref)
+
+    def _add_row(self, ref: str) -> None:
+        row = DownloadRow(ref, self.manager)
+        self.rows[ref] = row
+        self.downloads.addWidget(row)
+        self.status.setText("")
+        self._set_status_of(ref, "downloading")
+
+    def _progress(self, ref: str, event: dict) -> None:
+        if ref not in self.rows:
+            self._add_row(ref)
+        self.rows[ref].show_progress(event)
+
+    def _ended(self, ref: str, ok: bool, message: str) -> None:
+        row = self.rows.pop(ref, None)
+        if row is not None:
+            row.deleteLater()
+        self.status.setText(message)
+        self._set_status_of(ref, "installed" if ok else "")
+
+    def _set_status_of(self, ref: str, text: str) -> None:
+        item = self.variant_item(ref)
+        if item is not None:
+            item.setText(3, text)
+        self._selection_changed()
+
+    def _delete_selected(self) -> None:
+        item = self.installed.currentItem()
+        if item is not None and item.data(REF_ROLE):
+            self.manager.remove(item.data(REF_ROLE))
+
+    def _import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a model", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.manager.import_file(path)
