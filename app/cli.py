@@ -27,7 +27,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-p", type=float, default=defaults.min_p, help="0 = off")
     parser.add_argument("--seed", type=int, default=None, help="fixed seed for reproducible sampling")
     parser.add_argument("--draft", default="auto", metavar="SPEC",
-                        help="speculative drafting: auto (default), off, lookup, mtp or model:PATH; never changes the output")
+                        help="speculative drafting: auto (default), off, lookup, mtp or model:PATH|ID; never changes the output")
     parser.add_argument("--draft-max", type=int, default=4, metavar="N", help="longest draft (default 4)")
 
 
@@ -104,6 +104,11 @@ def _add_models_commands(sub) -> None:
     remove.add_argument("id", metavar="ID")
     remove.add_argument("--keep-file", action="store_true", help="only unregister; keep a downloaded file")
     remove.set_defaults(run=model_commands.run_rm)
+    search = models_sub.add_parser("search", help="search Hugging Face for GGUF repositories (needs a connection)")
+    search.add_argument("query", metavar="WORDS")
+    search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run=model_commands.run_search)
 
 
 def main(argv: list[str] | None = None) -> int:

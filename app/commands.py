@@ -107,7 +107,13 @@ def draft_options(args: argparse.Namespace) -> dict:
     """The Generate fields for ``--draft`` and ``--draft-max``."""
     if args.draft_max < 1:
         raise UserError(f"--draft-max must be at least 1, got {args.draft_max}")
-    return {"draft": args.draft, "draft_max": args.draft_max}
+    draft = args.draft
+    if draft.startswith("model:"):  # an installed model's id works here as in --model
+        try:
+            draft = "model:" + resolve_model_ref(draft.removeprefix("model:"), app_data_dir())
+        except ModelRefError as exc:
+            raise UserError(f"--draft {args.draft}: {exc}") from exc
+    return {"draft": draft, "draft_max": args.draft_max}
 
 
 def draft_json(stats: p.DraftStats | None) -> dict:

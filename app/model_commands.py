@@ -1,4 +1,4 @@
-"""``hearth models list|pull|import|rm``: the catalogue, downloads and local imports.
+"""``hearth models list|pull|import|rm|search``: the catalogue, downloads, local imports, hub search.
 
 Downloads go through :mod:`model_store.downloads` (the real huggingface_hub client, into the shared
 Hugging Face cache); a verified file is then registered in the installed-models registry under
@@ -30,6 +30,7 @@ from model_store.downloads import (
     delete_cached_file, download_file,
 )
 from model_store.gguf_check import check_gguf
+from model_store.hub_search import search_gguf_repos
 
 ERROR_KINDS = ((DownloadCancelled, "cancelled"), (HubOffline, "offline"), (NotEnoughSpace, "no_space"),
                (ChecksumMismatch, "checksum"), (UnsafeFilename, "unsafe_name"))
@@ -120,6 +121,22 @@ def run_rm(args: argparse.Namespace) -> int:
         print(f"removed {model.id}; {format_bytes(freed)} freed")
     else:
         print(f"removed {model.id} from Hearth's list; the file {model.path} was left where it is")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    try:
+        found = search_gguf_repos(args.query, limit=args.limit)
+    except DownloadError as exc:
+        raise UserError(str(exc)) from exc
+    if args.json:
+        print(json.dumps([{"repo_id": r.repo_id, "downloads": r.downloads, "likes": r.likes,
+                           "last_modified": r.last_modified} for r in found]))
+    else:
+        for repo in found:
+            print(f"{repo.repo_id:<60} {repo.downloads or 0:>10,} downloads")
+        if not found:
+            print(f"no GGUF repositories match {args.query!r}")
     return 0
 
 

@@ -70,3 +70,13 @@ def test_list_gives_fit_advice_for_every_catalogue_variant(capsys):
 def test_unknown_catalogue_id_for_pull_is_a_clear_error(capsys):
     code, _, err = run(capsys, "models", "pull", "no-such-model")
     assert code == 1 and "no-such-model" in err and "hearth models list" in err
+
+
+def test_draft_model_accepts_an_installed_id(capsys, local_gguf, hybrid_tiny):
+    imported = json.loads(run(capsys, "models", "import", "--json", str(local_gguf))[1])
+    code, out, err = run(capsys, "generate", "--model", str(hybrid_tiny), "--draft", f"model:{imported['id']}",
+                         "--temperature", "0", "--max-tokens", "8", "--json", "hi")
+    assert code == 0, err
+    assert json.loads(out)["draft"]["kind"] == "model"
+    code, _, err = run(capsys, "generate", "--draft", "model:nothing-here", "--max-tokens", "2", "hi")
+    assert code == 1 and "--draft model:nothing-here" in err and "not installed" in err

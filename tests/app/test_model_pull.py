@@ -80,3 +80,18 @@ def test_offline_pull_says_a_connection_is_needed_and_list_still_works(hub, env,
     assert "connection" in pulled.stderr
     assert not hub.requests
     assert hearth(env, "models", "list", "--json").returncode == 0
+
+
+def test_search_finds_gguf_repositories_on_the_hub_and_fails_fast_when_it_hangs(hub, env, tmp_path,
+                                                                                 tiny_gguf_bytes):
+    write_hub_catalogue(hub, tmp_path, {"Q8_0": tiny_gguf_bytes})
+    hub.add_file("someone/Other-GGUF", "other.gguf", tiny_gguf_bytes)
+    hub.add_file("someone/NotAModel", "README.md", b"hello", lfs=False)
+    found = hearth(env, "models", "search", "--json", "tiny")
+    assert found.returncode == 0, found.stderr
+    assert [r["repo_id"] for r in json.loads(found.stdout)] == ["hearth-test/Tiny-GGUF"]
+    everything = json.loads(hearth(env, "models", "search", "--json", "").stdout)
+    assert {r["repo_id"] for r in everything} == {"hearth-test/Tiny-GGUF", "someone/Other-GGUF"}
+    hub.hang()
+    stuck = hearth(env, "models", "search", "tiny", timeout=60)
+    assert stuck.returncode == 1 and "connection" in stuck.stderr
