@@ -18,6 +18,10 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
+from engine.devices.calibration import Calibration
+from engine.devices.info import ProbedDevices
+from engine.devices.probe import probed_devices
+from engine.devices.router import model_caps, plan_devices
 from engine.documents import measure_text, read_document
 from engine.generation import Generation, GenerationSettings, TextDelta
 from engine.progress import PrefillProgress
@@ -36,10 +40,9 @@ from model_store.snapshots import SnapshotCorrupt
 Emit = Callable[[p.Event], None]
 COALESCE_S = 0.025
 STATE_REFRESH_S = 0.5
-CPU_PLAN = p.DevicePlan(
-    prefill=p.PhaseDevice("cpu", "the CPU is the only device Hearth can run this model on here"),
-    decode=p.PhaseDevice("cpu", "the CPU is the fastest device for writing"),
-)
+# Where the phases really run. There is no NPU prefill path yet (and the router cannot choose one,
+# since no architecture's NPU graph can be built), so both run on the CPU whatever the plan says.
+RAN_ON = {"prefill": "cpu", "decode": "cpu"}
 
 
 class LiveState:
@@ -53,9 +56,13 @@ class LiveState:
 
 
 class EngineCore:
-    def __init__(self, emit: Emit, is_cancelled: Callable[[str], bool]) -> None:
+    def __init__(self, emit: Emit, is_cancelled: Callable[[str], bool],
+                 probed: Callable[[], ProbedDevices] = probed_devices) -> None:
         self.emit = emit
         self.is_cancelled = is_cancelled
+        self.probed = probed  # waits for the process's device probe
+        self.calibration: Calibration | None = None  # measured prefill speeds (settings; none yet)
+        self.plan: p.DevicePlan | None = None
         self.session: ModelSession | None = None
         self.live = LiveState()
         self.drafting: Drafting | None = None
@@ -108,10 +115,12 @@ class EngineCore:
         self.drafting = Drafting(self.session)
         self.live.model_bytes = facts.size_bytes
         self.refresh_state_sizes()
-        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=CPU_PLAN))
+        self.plan = plan_devices(model_caps(facts.arch), self.probed(), command.device_policy, None, self.calibration)
+        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan))
 
     def unload(self) -> None:
         self._turns = None
+        self.plan = None
         if self.drafting is not None:
             self.drafting.close()
             self.drafting = None
@@ -252,7 +261,7 @@ class EngineCore:
 
     def _stream(self, rid: str, run: Generation) -> None:
         pending = _PendingDelta(rid)
-        self.live.rates.phase_devices = {"prefill": CPU_PLAN.prefill.device, "decode": CPU_PLAN.decode.device}
+        self.live.rates.phase_devices = dict(RAN_ON)
         last_token_at: float | None = None
         last_state_refresh = time.perf_counter()
         for delta in run:

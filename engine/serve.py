@@ -17,9 +17,10 @@ import sys
 import threading
 
 from engine import protocol as p
-from engine.backends.base import default_threads
 from engine.backends.llama_cpp import BACKEND_VERSION, build_info
 from engine.core import EngineCore, Emit
+from engine.devices.info import device_infos
+from engine.devices.probe import DeviceProbe, start_probe
 from engine.telemetry.sampler import TelemetryThread
 
 
@@ -30,7 +31,10 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def make_ready() -> p.Ready:
+def make_ready(probe: DeviceProbe | None = None) -> p.Ready:
+    """The handshake answer. It never waits for the NPU check: an unfinished one is listed as such."""
+    if probe is None:
+        probe = start_probe()
     versions = {
         "hearth": _version("hearth"),
         "llama-cpp-python": BACKEND_VERSION.split()[-1],
@@ -39,9 +43,8 @@ def make_ready() -> p.Ready:
         "python": platform.python_version(),
         "llama.cpp build": build_info(),
     }
-    cpu = p.DeviceInfo(kind="cpu", name=platform.processor() or platform.machine(),
-                       detail=f"{default_threads()} cores available to Hearth")
-    return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions=versions, devices=[cpu], pid=os.getpid())
+    devices = device_infos(probe.cpu, probe.qnn_if_done())
+    return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions=versions, devices=devices, pid=os.getpid())
 
 
 class WorkerLoop:
@@ -92,7 +95,9 @@ class WorkerLoop:
             return
         self._greeted = True
         self.core.configure(command)
-        self.emit(make_ready())
+        # The process's device probe starts now (its disk cache lives in the data folder);
+        # LoadModel waits for it, the handshake does not.
+        self.emit(make_ready(start_probe(self.core.data_dir)))
 
     def report_bad_input(self, code: p.ErrorCode, message: str) -> None:
         self.emit(p.Error(code=code, message=message))

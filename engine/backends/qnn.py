@@ -1,0 +1,245 @@
+"""The onnxruntime-qnn adapter: the only module that imports ``onnxruntime`` / ``onnxruntime_qnn``.
+
+Both are imported inside functions, never at module level, so importing this module costs
+nothing and a worker that never touches the NPU never loads them (onnxruntime alone takes
+0.15-0.4 s to import here). For now the adapter does two things:
+
+* registers onnxruntime-qnn's plugin execution provider (once per process) and builds the HTP
+  provider options the NPU prefill path will use (``soc_model`` always set, CPU fallback off);
+* the QNN half of the device probe (:func:`probe`): classify the HTP as a real NPU, the x86
+  emulator or absent, proving "emulator" by compiling and running a one-node graph.
+
+QNN backend options stick for the whole process (``notes/qnn-htp.md`` §0.3), and a broken native
+library can crash the process that loads it, so the worker never calls :func:`probe` itself: it
+runs ``python -m engine.backends.qnn`` (see :mod:`engine.devices.probe`), which prints one
+result line tagged with :data:`RESULT_MARKER` (the QNN libraries print their own lines on stdout).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import json
+import platform
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from engine.devices.info import EMULATED_LABEL, QnnInfo
+
+EP_NAME = "QNNExecutionProvider"
+QUALCOMM_VENDOR_ID = 0x5143  # ort.OrtDeviceVendorId.QUALCOMM
+EMULATOR_SOC_MODEL = "60"  # SC8380XP (X Elite, HTP v73); the emulator fails real graphs without one
+RESULT_MARKER = "HEARTH-QNN-PROBE "
+ARM64_MACHINES = frozenset({"arm64", "aarch64", "armv8", "armv8l"})
+
+_register_lock = threading.Lock()
+_registered_path: str | None = None
+
+
+class QnnUnavailable(Exception):
+    """The QNN HTP cannot be used here; the message says why (it becomes the user's reason)."""
+
+
+@dataclass(frozen=True)
+class EpDeviceFacts:
+    """What onnxruntime reports about one device an execution provider can run on."""
+
+    ep_name: str
+    type: str  # "CPU", "GPU", "NPU"
+    vendor: str
+    vendor_id: int
+
+    def describe(self) -> str:
+        return f"{self.type} {self.vendor} {self.vendor_id:#06x}"
+
+
+def is_arm64(machine: str) -> bool:
+    return machine.lower() in ARM64_MACHINES
+
+
+def choose_device(machine: str, devices: list[EpDeviceFacts]) -> tuple[str, EpDeviceFacts]:
+    """Pick the QNN device to check and the kind it would be: ("npu", dev) or ("npu-emulator", dev).
+
+    A real NPU needs an ARM64 process and a Qualcomm NPU device; an x64 process (even under
+    Prism on a Snapdragon laptop) only ever gets the emulator. Raises :class:`QnnUnavailable`.
+    """
+    qnn = [d for d in devices if d.ep_name == EP_NAME]
+    if not qnn:
+        raise QnnUnavailable("onnxruntime-qnn loaded but reported no device")
+    if is_arm64(machine):
+        npus = [d for d in qnn if d.type == "NPU" and d.vendor_id == QUALCOMM_VENDOR_ID]
+        if npus:
+            return "npu", npus[0]
+        found = ", ".join(d.describe() for d in qnn)
+        raise QnnUnavailable(f"no Qualcomm NPU on this machine (QNN reported only: {found})")
+    return "npu-emulator", qnn[0]
+
+
+def register_ep() -> str:
+    """Register onnxruntime-qnn's plugin EP once per process; returns its library path."""
+    global _registered_path
+    with _register_lock:
+        if _registered_path is not None:
+            return _registered_path
+        ort, oq = _import_runtime()
+        path = oq.get_library_path()
+        try:
+            ort.register_execution_provider_library(EP_NAME, path)
+        except Exception as exc:  # onnxruntime raises its own Fail/RuntimeException types
+            raise QnnUnavailable(f"the QNN library failed to load ({path}): {exc}") from exc
+        _registered_path = path
+        return path
+
+
+def htp_provider_options(soc_model: str) -> dict[str, str]:
+    """The HTP options of every Hearth session in a process (they stick once one session used them).
+
+    ``soc_model`` is required on the emulator (:data:`EMULATOR_SOC_MODEL`); "" on a real NPU lets
+    QNN read the SoC from the device (not yet confirmed on Snapdragon hardware).
+    """
+    options = {"backend_type": "htp"}
+    if soc_model:
+        options["soc_model"] = soc_model
+    return options
+
+
+def probe() -> QnnInfo:
+    """Classify QNN HTP in this process. Never raises: a failure is ``absent`` with its reason."""
+    started = time.perf_counter()
+    version = _package_version()
+    try:
+        kind, device, soc_model = _find_and_check()
+    except QnnUnavailable as exc:
+        return QnnInfo("absent", str(exc), version=version, probe_ms=_ms_since(started))
+    except Exception as exc:  # an onnxruntime API that changed shape, ...: still an answer, not a crash
+        return QnnInfo("absent", f"the NPU check failed unexpectedly: {exc!r}", version=version,
+                       probe_ms=_ms_since(started))
+    if kind == "npu":
+        reason = f"Qualcomm NPU found ({device.describe()}) and a test graph ran on it"
+    else:
+        reason = (f"{platform.machine()} process: onnxruntime-qnn runs the HTP as an emulator on the CPU "
+                  f"(device {device.describe()}); it is only used when forced ({EMULATED_LABEL})")
+    return QnnInfo(kind, reason, version=version, device=device.describe(), soc_model=soc_model,
+                   probe_ms=_ms_since(started))
+
+
+def _find_and_check() -> tuple[str, EpDeviceFacts, str]:
+    register_ep()
+    ort, _ = _import_runtime()
+    facts, handles = _ep_devices(ort)
+    kind, device = choose_device(platform.machine(), facts)
+    soc_model = "" if kind == "npu" else EMULATOR_SOC_MODEL
+    _run_test_graph(ort, handles[facts.index(device)], htp_provider_options(soc_model))
+    return kind, device, soc_model
+
+
+def _import_runtime():
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise QnnUnavailable(f"onnxruntime is not installed or failed to import ({exc})") from exc
+    if not hasattr(ort, "register_execution_provider_library"):
+        raise QnnUnavailable(f"onnxruntime {ort.__version__} is too old for plugin execution providers; "
+                             "install the version Hearth ships with")
+    try:
+        import onnxruntime_qnn as oq
+    except ImportError as exc:
+        raise QnnUnavailable(f"onnxruntime-qnn is not installed ({exc}); install Hearth's [npu] extra "
+                             "to use a Qualcomm NPU") from exc
+    except Exception as exc:  # a broken wheel can raise anything while loading its libraries
+        raise QnnUnavailable(f"onnxruntime-qnn failed to import: {exc!r}") from exc
+    return ort, oq
+
+
+def _ep_devices(ort) -> tuple[list[EpDeviceFacts], list]:
+    handles = list(ort.get_ep_devices())
+    facts = [EpDeviceFacts(d.ep_name, d.device.type.name, d.device.vendor, int(d.device.vendor_id))
+             for d in handles]
+    return facts, handles
+
+
+def _run_test_graph(ort, device, options: dict[str, str]) -> None:
+    """Compile and run ``y = x + x`` on the HTP with CPU fallback off, so success proves the HTP ran it."""
+    import numpy as np
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3  # errors only: the check's own failure message is what the user sees
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_provider_for_devices([device], options)
+    try:
+        session = ort.InferenceSession(_one_node_model(), sess_options=so)
+        x = np.arange(4, dtype=np.float32).reshape(1, 4)
+        (y,) = session.run(None, {"x": x})
+    except Exception as exc:
+        raise QnnUnavailable(f"the QNN HTP backend could not run a test graph: {exc}") from exc
+    if not np.allclose(y, 2 * x, rtol=1e-2):
+        raise QnnUnavailable(f"the QNN HTP backend computed x + x wrongly ({y.ravel().tolist()})")
+
+
+# -- a one-node ONNX model, encoded by hand (protobuf wire format) so no `onnx` dependency is needed
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def _bytes_field(number: int, payload: bytes | str) -> bytes:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _float_tensor_info(name: str, dims: tuple[int, ...]) -> bytes:
+    shape = b"".join(_bytes_field(1, _int_field(1, d)) for d in dims)  # TensorShapeProto.dim.dim_value
+    tensor_type = _int_field(1, 1) + _bytes_field(2, shape)  # elem_type FLOAT, shape
+    return _bytes_field(1, name) + _bytes_field(2, _bytes_field(1, tensor_type))  # ValueInfoProto
+
+
+def _one_node_model() -> bytes:
+    """ModelProto for ``y = Add(x, x)``, x and y float32 [1, 4], IR version 8, opset 17."""
+    node = _bytes_field(1, "x") + _bytes_field(1, "x") + _bytes_field(2, "y") + _bytes_field(4, "Add")
+    graph = (_bytes_field(1, node) + _bytes_field(2, "hearth-probe")
+             + _bytes_field(11, _float_tensor_info("x", (1, 4))) + _bytes_field(12, _float_tensor_info("y", (1, 4))))
+    opset = _bytes_field(1, "") + _int_field(2, 17)
+    return _int_field(1, 8) + _bytes_field(2, "hearth") + _bytes_field(7, graph) + _bytes_field(8, opset)
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("onnxruntime-qnn")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
+def _die_with_parent() -> None:
+    """Linux: the probe child must not outlive (and hold the NPU for) a worker that was killed."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def main() -> None:
+    """``python -m engine.backends.qnn``: probe, then print the result line for the parent."""
+    _die_with_parent()
+    print(RESULT_MARKER + json.dumps(probe().to_dict()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
