@@ -29,6 +29,9 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default="auto", metavar="SPEC",
                         help="speculative drafting: auto (default), off, lookup, mtp or model:PATH|ID; never changes the output")
     parser.add_argument("--draft-max", type=int, default=4, metavar="N", help="longest draft (default 4)")
+    parser.add_argument("--prefill-device", choices=("auto", "cpu", "npu"), default="auto",
+                        help="where the input is read: auto (the NPU for long inputs when one is present), "
+                             "cpu, or npu (the emulator where there is no NPU; slow)")
 
 
 def build_parser() -> argparse.ArgumentParser:

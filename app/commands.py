@@ -26,8 +26,8 @@ class UserError(Exception):
 
 
 @contextmanager
-def engine_for(model: str, data_dir: Path | None = None,
-               draft_max: int = 4) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
+               device_policy: str = "auto") -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
     try:
         path = resolve_model_ref(model, data_dir or app_data_dir())
     except ModelRefError as exc:
@@ -35,7 +35,7 @@ def engine_for(model: str, data_dir: Path | None = None,
     client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
     try:
         client.start()
-        loaded = client.load_model(path, draft_max=draft_max)
+        loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy)
     except EngineError as exc:
         client.close(mode="abort")
         raise UserError(str(exc)) from exc
@@ -123,9 +123,22 @@ def draft_json(stats: p.DraftStats | None) -> dict:
             "reason": stats.reason}
 
 
+def devices_json(plan: p.DevicePlan) -> dict:
+    """The ``devices`` key of ``generate --json`` and ``send --json``."""
+    return {"prefill": plan.prefill.device, "decode": plan.decode.device,
+            "prefill_reason": plan.prefill.reason, "decode_reason": plan.decode.reason}
+
+
+def warn_about_devices(args: argparse.Namespace, plan: p.DevicePlan) -> None:
+    """``--prefill-device npu`` that is not honoured as asked is said, once, on stderr."""
+    if args.prefill_device == "npu" and plan.prefill.device != "npu":
+        print(f"hearth: warning: prefill runs on {plan.prefill.device}: {plan.prefill.reason}", file=sys.stderr)
+
+
 def run_generate(args: argparse.Namespace) -> int:
     command = _generate_command(args)
-    with engine_for(args.model, draft_max=args.draft_max) as (client, _loaded):
+    with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device) as (client, loaded):
+        warn_about_devices(args, loaded.devices)
         reply = run_request(client, command, echo=not args.json)
     if reply.errors:
         raise UserError("; ".join(reply.errors))
@@ -137,6 +150,7 @@ def run_generate(args: argparse.Namespace) -> int:
             "finish_reason": finished.finish_reason,
             "timings": msgspec.to_builtins(finished.timings),
             "draft": draft_json(finished.draft),
+            "devices": devices_json(loaded.devices),
         }, ensure_ascii=False))
     else:
         print()
@@ -158,7 +172,7 @@ def run_info(args: argparse.Namespace) -> int:
 def run_chat(args: argparse.Namespace) -> int:
     sampling_from_args(args)
     messages: list[p.ChatTurn] = []
-    with engine_for(args.model) as (client, loaded):
+    with engine_for(args.model, device_policy=args.prefill_device) as (client, loaded):
         print(f"Chatting with {loaded.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
         while (line := _read_line()) is not None:
             if not line:

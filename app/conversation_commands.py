@@ -9,7 +9,9 @@ import time
 
 import msgspec
 
-from app.commands import UserError, draft_json, draft_options, engine_for, sampling_from_args
+from app.commands import (
+    UserError, devices_json, draft_json, draft_options, engine_for, sampling_from_args, warn_about_devices,
+)
 from app.settings import app_data_dir
 from app.turn import send_turn
 from engine import protocol as p
@@ -55,7 +57,8 @@ def run_send(args: argparse.Namespace) -> int:
     sampling = sampling_from_args(args)
     options = draft_options(args)
     with engine_for(args.model or conversation.model or "default", data_dir=app_data_dir(),
-                    draft_max=args.draft_max) as (client, _):
+                    draft_max=args.draft_max, device_policy=args.prefill_device) as (client, loaded):
+        warn_about_devices(args, loaded.devices)
         result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to, sampling=sampling,
                            max_tokens=args.max_tokens, on_event=None if args.json else _echo, **options)
     if result.errors or result.finished is None:
@@ -71,6 +74,7 @@ def run_send(args: argparse.Namespace) -> int:
         "finish_reason": finished.finish_reason,
         "timings": msgspec.to_builtins(finished.timings),
         "draft": draft_json(finished.draft),
+        "devices": devices_json(loaded.devices),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,

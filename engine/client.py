@@ -119,9 +119,9 @@ class EngineClient(ABC):
                 return
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
-                   timeout: float | None = None) -> p.ModelLoaded:
+                   device_policy: str = "auto", timeout: float | None = None) -> p.ModelLoaded:
         command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads,
-                              draft_max=draft_max)
+                              draft_max=draft_max, device_policy=device_policy)
         for event in self.stream(command, timeout):
             if isinstance(event, p.ModelLoaded):
                 return event
