@@ -16,7 +16,9 @@ def app_parts():
     from ui.app import AppParts  # Qt is loaded only for the GUI, not for the CLI
 
     paths = user_paths().ensure()
-    loaded = load_settings(paths.config)
+    # The worker probes the devices after start-up, so a saved NPU choice is kept here; if there is
+    # none, the router runs the prefill on the CPU and says why.
+    loaded = load_settings(paths.config, npu_available=True)
     settings = loaded.settings
     data = data_dir(settings, paths)
     data.mkdir(parents=True, exist_ok=True)

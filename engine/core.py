@@ -19,7 +19,7 @@ from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
 from engine.devices.calibration import Calibration
-from engine.devices.info import ProbedDevices
+from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
 from engine.devices.router import model_caps, plan_devices
 from engine.documents import measure_text, read_document
@@ -115,8 +115,10 @@ class EngineCore:
         self.drafting = Drafting(self.session)
         self.live.model_bytes = facts.size_bytes
         self.refresh_state_sizes()
-        self.plan = plan_devices(model_caps(facts.arch), self.probed(), command.device_policy, None, self.calibration)
-        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan))
+        probed = self.probed()
+        self.plan = plan_devices(model_caps(facts.arch), probed, command.device_policy, None, self.calibration)
+        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan,
+                                found_devices=device_infos(probed.cpu, probed.qnn)))
 
     def unload(self) -> None:
         self._turns = None

@@ -175,6 +175,7 @@ class ModelLoaded(_Message, tag="model_loaded"):
     facts: ModelFacts
     n_ctx: int
     devices: DevicePlan
+    found_devices: list[DeviceInfo] = []  # the finished device probe (Ready may have been sent before it ended)
 
 
 class ModelUnloaded(_Message, tag="model_unloaded"):

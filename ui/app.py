@@ -29,7 +29,7 @@ class AppParts:
     make_client: Callable[[], EngineClient]
     db_path: Path
     models_dir: Path
-    save_settings: Callable[[Settings], None]
+    save_settings: Callable[..., None]  # (settings, *, npu_available=False)
     cache_dir: Path
     startup_notes: tuple[str, ...] = ()
 

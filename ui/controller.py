@@ -45,6 +45,7 @@ class ChatController(QObject):
         self.editing: Message | None = None
         self.loaded: p.ModelLoaded | None = None
         self.model_ref = settings.model
+        self.devices: list[p.DeviceInfo] = []  # what the worker found (Ready), CPU first
         self.search_text = ""
         self._turns: dict[str, PendingTurn] = {}
         self._starting_turn = False
@@ -79,6 +80,11 @@ class ChatController(QObject):
     def generating(self) -> bool:
         return bool(self._turns) or self._starting_turn or self._storing_turns > 0
 
+    def npu_kind(self) -> str | None:
+        """``"npu"``, ``"npu-emulator"`` or None, from the worker's device probe."""
+        kinds = [d.kind for d in self.devices if d.kind != "cpu" and d.available]
+        return "npu" if "npu" in kinds else (kinds[0] if kinds else None)
+
     # -- the model -------------------------------------------------------------------------------
 
     def load_model(self, ref: str) -> None:
@@ -92,6 +98,7 @@ class ChatController(QObject):
             self.model_progress.emit("Waiting for the engine to start…", 0.0)
 
     def _on_ready(self, ready: p.Ready) -> None:
+        self.devices = list(ready.devices)
         self.load_model(self.model_ref)
 
     def _on_model_event(self, event: p.Event) -> None:
@@ -99,6 +106,7 @@ class ChatController(QObject):
             self.model_progress.emit(f"Loading {_model_label(self.model_ref)}…", event.fraction)
         elif isinstance(event, p.ModelLoaded):
             self.loaded = event
+            self.devices = list(event.found_devices) or self.devices
             self.model_progress.emit("", -1.0)
             self.model_loaded.emit(event)
             if self.conversation is not None:

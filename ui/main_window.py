@@ -31,7 +31,7 @@ from ui.views.settings_dialog import SettingsDialog
 from ui.views.telemetry_panel import TelemetryPanel
 
 UNDO_DELETE_MS = 10_000
-SaveSettings = Callable[[Settings], None]
+SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 
 class MainWindow(QMainWindow):
@@ -203,7 +203,9 @@ class MainWindow(QMainWindow):
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.controller.settings, self)
+        npu = self.controller.npu_kind()
+        dialog = SettingsDialog(self.controller.settings, self, npu_available=npu is not None,
+                                npu_label="NPU (emulator only: slow)" if npu == "npu-emulator" else "NPU")
         dialog.setObjectName("settings_dialog")
         dialog.finished.connect(lambda _: self._settings_closed(dialog))
         dialog.open()
@@ -227,7 +229,7 @@ class MainWindow(QMainWindow):
     def _store_settings(self, settings: Settings) -> None:
         self.controller.settings = settings
         try:
-            self.save_settings(settings)
+            self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
         except SettingsError as exc:
             self.banner.show_notice("error", f"{exc} The change applies until Hearth closes.")
 

@@ -159,3 +159,12 @@ def test_mtp_setting_on_a_model_without_a_head_falls_back_with_a_note(start_app,
     app.wait_loaded()
     with_head = app.send_and_wait("And now?")
     assert with_head.finished.draft.kind == "mtp" and not with_head.errors
+
+
+def test_settings_offer_the_npu_emulator_labelled_slow(start_app, tiny_settings, qtbot):
+    app = start_app()
+    app.wait_loaded()
+    assert app.controller.npu_kind() == "npu-emulator"  # this machine: the QNN HTP emulator
+    app.window.open_settings()
+    combo = app.window.settings_dialog.device_policy
+    assert combo.itemText(combo.findData("npu")) == "NPU (emulator only: slow)"

@@ -82,12 +82,14 @@ def _browse_button() -> QPushButton:
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False,
+                 npu_label: str = "NPU") -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.result_settings: Settings | None = None
         self._base = settings
         self._npu_available = npu_available
+        self._npu_label = npu_label
         self._errors: dict[str, QLabel] = {}
         layout = QVBoxLayout(self)
         for group in (self._sampling_group(), self._drafting_group(), self._device_group(),
@@ -148,8 +150,7 @@ class SettingsDialog(QDialog):
     def _device_group(self) -> QGroupBox:
         group, form = QGroupBox("Device"), QFormLayout()
         self.device_policy = _combo("device_policy", DEVICE_CHOICES)
-        if not self._npu_available:
-            self.device_policy.setItemText(2, "NPU (not found on this machine)")
+        self.device_policy.setItemText(2, self._npu_label if self._npu_available else "NPU (not found on this machine)")
         self._row(form, "D&evice:", "device_policy", self.device_policy)
         group.setLayout(form)
         return group
