@@ -179,6 +179,57 @@ def _run_test_graph(ort, device, options: dict[str, str]) -> None:
         raise QnnUnavailable(f"the QNN HTP backend computed x + x wrongly ({y.ravel().tolist()})")
 
 
+# -- running exported graphs (the NPU prefill) -----------------------------------------------------
+
+
+def cpu_session(model: bytes, *, n_threads: int = 0):
+    """An onnxruntime session on the plain CPU execution provider (no QNN involved).
+
+    This is how an exported prefill graph is checked against llama.cpp: the CPU EP computes in
+    fp32, so any difference beyond rounding is a difference of model, not of device.
+    """
+    ort = _import_onnxruntime()
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if n_threads:
+        so.intra_op_num_threads = n_threads
+    return ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def htp_session(model: bytes, soc_model: str | None = None):
+    """A session on the QNN HTP with CPU fallback disabled: creation fails unless every node runs there.
+
+    ``soc_model`` None: "" on a real NPU (QNN reads the SoC), :data:`EMULATOR_SOC_MODEL` on the
+    emulator. Backend options stick for the whole process (``qnn-htp.md`` §0.3): the first HTP
+    session fixes them, so callers (and tests) use one process per configuration.
+    """
+    register_ep()
+    ort, _ = _import_runtime()
+    facts, handles = _ep_devices(ort)
+    kind, device = choose_device(platform.machine(), facts)
+    if soc_model is None:
+        soc_model = "" if kind == "npu" else EMULATOR_SOC_MODEL
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_provider_for_devices([handles[facts.index(device)]], htp_provider_options(soc_model))
+    return ort.InferenceSession(model, sess_options=so)
+
+
+def run(session, feeds: dict) -> dict:
+    """Run a session on ``{input name: numpy array}``; returns ``{output name: numpy array}``."""
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def _import_onnxruntime():
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise QnnUnavailable(f"onnxruntime is not installed or failed to import ({exc})") from exc
+    return ort
+
+
 # -- a one-node ONNX model, encoded by hand (protobuf wire format) so no `onnx` dependency is needed
 
 
