@@ -2,7 +2,7 @@
 
 Starts Xvfb when no display is set, runs the app on the embedded default model in a throw-away
 data folder, asks it a question and, while the answer is being written, saves the main window and
-the telemetry panel; then the settings dialog; then the main window after the system palette switches to dark.
+the telemetry panel; then the settings dialog and the Models page; then the main window after the system palette switches to dark.
 
 Usage: ``.venv/bin/python installers/screenshots.py [--out docs/screenshots]``
 (needs Debian's Xvfb and Qt's xcb libraries: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``).
@@ -123,6 +123,11 @@ def take_screenshots(out: Path) -> None:
     settle(app)
     save(window.settings_dialog, out / "settings.png")
     window.settings_dialog.reject()
+    window.open_models()
+    wait(app, lambda: window.models_dialog.catalogue.topLevelItemCount() > 0)
+    settle(app)
+    save(window.models_dialog, out / "models.png")
+    window.models_dialog.close()
     app.setPalette(dark_palette())  # what the platform theme does when the system switches to dark
     settle(app, 0.6)
     save(window, out / "main-window-dark.png")
