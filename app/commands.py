@@ -28,8 +28,9 @@ class UserError(Exception):
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
                device_policy: str = "auto") -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    data_dir = data_dir or app_data_dir()  # also where the device probe and compiled NPU graphs are cached
     try:
-        path = resolve_model_ref(model, data_dir or app_data_dir())
+        path = resolve_model_ref(model, data_dir)
     except ModelRefError as exc:
         raise UserError(str(exc)) from exc
     client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
@@ -129,10 +130,21 @@ def devices_json(plan: p.DevicePlan) -> dict:
             "prefill_reason": plan.prefill.reason, "decode_reason": plan.decode.reason}
 
 
+def ran_devices(finished: p.Finished, loaded: p.ModelLoaded) -> p.DevicePlan:
+    """The devices that ran the request (the load-time plan if the engine did not say)."""
+    return finished.devices or loaded.devices
+
+
 def warn_about_devices(args: argparse.Namespace, plan: p.DevicePlan) -> None:
     """``--prefill-device npu`` that is not honoured as asked is said, once, on stderr."""
     if args.prefill_device == "npu" and plan.prefill.device != "npu":
         print(f"hearth: warning: prefill runs on {plan.prefill.device}: {plan.prefill.reason}", file=sys.stderr)
+
+
+def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.DevicePlan) -> None:
+    """A forced NPU prefill that fell back to the CPU during the request is said on stderr."""
+    if args.prefill_device == "npu" and ran.prefill.device != plan.prefill.device:
+        print(f"hearth: warning: prefill ran on {ran.prefill.device}: {ran.prefill.reason}", file=sys.stderr)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -143,6 +155,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if reply.errors:
         raise UserError("; ".join(reply.errors))
     finished = reply.finished
+    ran = ran_devices(finished, loaded)
+    warn_about_fallback(args, loaded.devices, ran)
     if args.json:
         print(json.dumps({
             "text": reply.text,
@@ -150,7 +164,7 @@ def run_generate(args: argparse.Namespace) -> int:
             "finish_reason": finished.finish_reason,
             "timings": msgspec.to_builtins(finished.timings),
             "draft": draft_json(finished.draft),
-            "devices": devices_json(loaded.devices),
+            "devices": devices_json(ran),
         }, ensure_ascii=False))
     else:
         print()

@@ -10,7 +10,8 @@ import time
 import msgspec
 
 from app.commands import (
-    UserError, devices_json, draft_json, draft_options, engine_for, sampling_from_args, warn_about_devices,
+    UserError, devices_json, draft_json, draft_options, engine_for, ran_devices, sampling_from_args,
+    warn_about_devices, warn_about_fallback,
 )
 from app.settings import app_data_dir
 from app.turn import send_turn
@@ -64,6 +65,8 @@ def run_send(args: argparse.Namespace) -> int:
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering")
     finished = result.finished
+    ran = ran_devices(finished, loaded)
+    warn_about_fallback(args, loaded.devices, ran)
     if not args.json:
         print()
         return 0
@@ -74,7 +77,7 @@ def run_send(args: argparse.Namespace) -> int:
         "finish_reason": finished.finish_reason,
         "timings": msgspec.to_builtins(finished.timings),
         "draft": draft_json(finished.draft),
-        "devices": devices_json(loaded.devices),
+        "devices": devices_json(ran),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,

@@ -21,9 +21,9 @@ from engine.chat_template import ChatMessage, ChatTemplateError
 from engine.devices.calibration import Calibration
 from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
-from engine.devices.router import model_caps, plan_devices
 from engine.documents import measure_text, read_document
 from engine.generation import Generation, GenerationSettings, TextDelta
+from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
@@ -40,9 +40,6 @@ from model_store.snapshots import SnapshotCorrupt
 Emit = Callable[[p.Event], None]
 COALESCE_S = 0.025
 STATE_REFRESH_S = 0.5
-# Where the phases really run. There is no NPU prefill path yet (and the router cannot choose one,
-# since no architecture's NPU graph can be built), so both run on the CPU whatever the plan says.
-RAN_ON = {"prefill": "cpu", "decode": "cpu"}
 
 
 class LiveState:
@@ -63,6 +60,7 @@ class EngineCore:
         self.probed = probed  # waits for the process's device probe
         self.calibration: Calibration | None = None  # measured prefill speeds (settings; none yet)
         self.plan: p.DevicePlan | None = None
+        self.npu: NpuPrefill | None = None  # the loaded model's NPU prefill (routes each request)
         self.session: ModelSession | None = None
         self.live = LiveState()
         self.drafting: Drafting | None = None
@@ -116,13 +114,13 @@ class EngineCore:
         self.live.model_bytes = facts.size_bytes
         self.refresh_state_sizes()
         probed = self.probed()
-        self.plan = plan_devices(model_caps(facts.arch), probed, command.device_policy, None, self.calibration)
+        self.npu, self.plan = prepare_npu(self.session, probed, command.device_policy, self.calibration, self.data_dir)
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan,
-                                found_devices=device_infos(probed.cpu, probed.qnn)))
+                                found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
 
     def unload(self) -> None:
         self._turns = None
-        self.plan = None
+        self.plan = self.npu = None
         if self.drafting is not None:
             self.drafting.close()
             self.drafting = None
@@ -139,7 +137,7 @@ class EngineCore:
             self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
             return
         try:
-            run, turn, draft_stats, progress = self._make_generation(command)
+            run, turn, draft_stats, progress, prefill = self._make_generation(command)
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
             self._fail(rid, "no_model" if self.session is None else "bad_request", str(exc))
             return
@@ -155,8 +153,9 @@ class EngineCore:
         self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
+        devices = p.DevicePlan(prefill=prefill.ran, decode=self.plan.decode, draft=self.plan.draft)
         self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
-                             token_ids=run.token_ids, snapshot=report, draft=draft_stats))
+                             token_ids=run.token_ids, snapshot=report, draft=draft_stats, devices=devices))
 
     def open_conversation(self, command: p.OpenConversation) -> None:
         rid = command.request_id
@@ -187,7 +186,7 @@ class EngineCore:
 
     def _make_generation(
         self, command: p.Generate
-    ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress]:
+    ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
         make_source, draft_stats = self.drafting.plan(parse_draft_spec(command.draft), command.draft_max,
@@ -196,15 +195,20 @@ class EngineCore:
         sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
+        prefill = self.npu.request(len(tokens), self._prefill_ran)
         progress = self.progress_reporter(command.request_id)
         try:
             run = Generation(self.session, tokens, settings, on_progress=progress.chunk_done,
                              on_chunk_start=progress.chunk_started, cancelled=lambda: self.is_cancelled(command.request_id),
-                             reset=turn is None or turn.base is None, make_source=make_source)
+                             reset=turn is None or turn.base is None, make_source=make_source, prefiller=prefill)
         except Exception:
             progress.close()
             raise
-        return run, turn, draft_stats, progress
+        return run, turn, draft_stats, progress, prefill
+
+    def _prefill_ran(self, device: p.PhaseDevice) -> None:
+        """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
+        self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
     def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
         model = self.session.model
@@ -263,7 +267,6 @@ class EngineCore:
 
     def _stream(self, rid: str, run: Generation) -> None:
         pending = _PendingDelta(rid)
-        self.live.rates.phase_devices = dict(RAN_ON)
         last_token_at: float | None = None
         last_state_refresh = time.perf_counter()
         for delta in run:

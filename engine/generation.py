@@ -2,8 +2,11 @@
 
 The loop owns nothing but the request: the :class:`~engine.session.ModelSession` holds the model,
 the context and the tokens already in it. Cancellation is checked between prefill chunks and
-between decode steps, so it takes effect within one step. Timings follow llama.cpp's names
-(``prompt_n``/``prompt_ms`` for reading, ``gen_n``/``gen_ms`` for writing) and are raw numbers.
+between decode steps, so it takes effect within one step. Who reads the prompt is a parameter
+(``prefiller``, by default :func:`prefill` on the CPU): the NPU path (:mod:`engine.npu.service`)
+plugs in there and hands the state to the same context, so decoding never knows. Timings follow
+llama.cpp's names (``prompt_n``/``prompt_ms`` for reading, ``gen_n``/``gen_ms`` for writing) and
+are raw numbers.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-
+from typing import Protocol
 
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
@@ -24,6 +27,13 @@ ChunkCallback = Callable[[int, int, int], None]  # (processed so far, chunk leng
 CHUNK_SECONDS = 0.8  # a prefill chunk should take about this long at most
 MIN_CHUNK = 16
 CancelCheck = Callable[[], bool]
+
+
+class Prefiller(Protocol):
+    """Reads ``tokens`` into the session (see :func:`prefill`): the chunk lengths, or None if cancelled."""
+
+    def __call__(self, session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
+                 cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None: ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class Generation:
         on_chunk_start: ChunkCallback | None = None,
         reset: bool = True,
         make_source=None,
+        prefiller: Prefiller | None = None,
     ) -> None:
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
@@ -82,6 +93,7 @@ class Generation:
             )
         self.reset = reset
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
+        self.prefiller: Prefiller = prefiller or prefill
         self.source = None
         self.session = session
         self.prompt_tokens = prompt_tokens
@@ -115,9 +127,9 @@ class Generation:
             self.source.finish()
 
     def _prefill(self) -> bool:
-        self.prefill_chunks = prefill(self.session, self.prompt_tokens, reset=self.reset,
-                                      on_progress=self.on_progress, cancelled=self.cancelled,
-                                      on_chunk_start=self.on_chunk_start)
+        self.prefill_chunks = self.prefiller(self.session, self.prompt_tokens, reset=self.reset,
+                                             on_progress=self.on_progress, cancelled=self.cancelled,
+                                             on_chunk_start=self.on_chunk_start)
         return self.prefill_chunks is not None
 
     def _decode(self, start: float) -> Iterator[TextDelta]:

@@ -170,12 +170,23 @@ class ModelLoading(_Message, tag="model_loading"):
     fraction: float
 
 
+class NpuGraphReport(msgspec.Struct):
+    """How the NPU prefill graph was prepared at model load."""
+
+    cached: bool  # loaded from the EP-context cache instead of compiled
+    prepare_ms: float  # export + compile, or loading the cached compiled graph
+    chunk: int  # tokens per graph run
+    max_ctx: int  # positions the graph's KV buffers hold
+    cache_dir: str = ""  # the cache entry; "" when the worker has no data folder (nothing cached)
+
+
 class ModelLoaded(_Message, tag="model_loaded"):
     request_id: str
     facts: ModelFacts
     n_ctx: int
     devices: DevicePlan
     found_devices: list[DeviceInfo] = []  # the finished device probe (Ready may have been sent before it ended)
+    npu_graph: NpuGraphReport | None = None  # set when the device plan may prefill on the NPU
 
 
 class ModelUnloaded(_Message, tag="model_unloaded"):
@@ -240,6 +251,7 @@ class Finished(_Message, tag="finished"):
     token_ids: list[int] = []
     snapshot: SnapshotReport | None = None
     draft: DraftStats | None = None
+    devices: DevicePlan | None = None  # the devices that actually ran this request's phases, and why
 
 
 class Pong(_Message, tag="pong"):

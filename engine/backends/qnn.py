@@ -2,17 +2,23 @@
 
 Both are imported inside functions, never at module level, so importing this module costs
 nothing and a worker that never touches the NPU never loads them (onnxruntime alone takes
-0.15-0.4 s to import here). For now the adapter does two things:
+0.15-0.4 s to import here). The adapter does three things:
 
 * registers onnxruntime-qnn's plugin execution provider (once per process) and builds the HTP
-  provider options the NPU prefill path will use (``soc_model`` always set, CPU fallback off);
+  provider options the NPU prefill path uses (``soc_model`` always set, CPU fallback off);
 * the QNN half of the device probe (:func:`probe`): classify the HTP as a real NPU, the x86
-  emulator or absent, proving "emulator" by compiling and running a one-node graph.
+  emulator or absent, proving "emulator" by compiling and running a one-node graph;
+* sessions for exported graphs (:func:`htp_session`, :func:`cpu_session`, :func:`run`), optionally
+  writing an EP-context model (the compiled graph) that a later :func:`htp_session` loads in
+  milliseconds instead of compiling again (``qnn-htp.md`` §0.8).
 
-QNN backend options stick for the whole process (``notes/qnn-htp.md`` §0.3), and a broken native
-library can crash the process that loads it, so the worker never calls :func:`probe` itself: it
-runs ``python -m engine.backends.qnn`` (see :mod:`engine.devices.probe`), which prints one
-result line tagged with :data:`RESULT_MARKER` (the QNN libraries print their own lines on stdout).
+QNN backend options stick for the whole process (``notes/qnn-htp.md`` §0.3): the first HTP session
+fixes them, and :func:`htp_session` refuses a later one that asks for different options instead of
+silently getting the first ones. A broken native library can crash the process that loads it, so
+the worker never calls :func:`probe` itself: it runs ``python -m engine.backends.qnn`` (see
+:mod:`engine.devices.probe`), which prints one result line tagged with :data:`RESULT_MARKER`. The
+QNN libraries print their own lines on file descriptor 1 when the backend first loads, so session
+creation points fd 1 at stderr meanwhile (the CLI's ``--json`` output is on stdout).
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import json
+import os
 import platform
 import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engine.devices.info import EMULATED_LABEL, QnnInfo
@@ -37,6 +45,8 @@ ARM64_MACHINES = frozenset({"arm64", "aarch64", "armv8", "armv8l"})
 
 _register_lock = threading.Lock()
 _registered_path: str | None = None
+_session_lock = threading.Lock()
+_process_options: dict[str, str] | None = None  # the HTP options this process's first session used
 
 
 class QnnUnavailable(Exception):
@@ -196,12 +206,13 @@ def cpu_session(model: bytes, *, n_threads: int = 0):
     return ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
 
 
-def htp_session(model: bytes, soc_model: str | None = None):
+def htp_session(model: bytes | str, soc_model: str | None = None, *, context_file: str | None = None):
     """A session on the QNN HTP with CPU fallback disabled: creation fails unless every node runs there.
 
-    ``soc_model`` None: "" on a real NPU (QNN reads the SoC), :data:`EMULATOR_SOC_MODEL` on the
-    emulator. Backend options stick for the whole process (``qnn-htp.md`` §0.3): the first HTP
-    session fixes them, so callers (and tests) use one process per configuration.
+    ``model`` is a serialized graph, or the path of an EP-context model written earlier.
+    ``context_file``: also write the compiled graph there as an EP-context model (the QNN binary
+    beside it, ``embed_mode`` 0). ``soc_model`` None: "" on a real NPU (QNN reads the SoC),
+    :data:`EMULATOR_SOC_MODEL` on the emulator. Raises :class:`QnnUnavailable` saying why.
     """
     register_ep()
     ort, _ = _import_runtime()
@@ -212,8 +223,59 @@ def htp_session(model: bytes, soc_model: str | None = None):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    so.add_provider_for_devices([handles[facts.index(device)]], htp_provider_options(soc_model))
-    return ort.InferenceSession(model, sess_options=so)
+    if context_file is not None:
+        for key, value in (("ep.context_enable", "1"), ("ep.context_file_path", context_file),
+                           ("ep.context_embed_mode", "0")):
+            so.add_session_config_entry(key, value)
+    options = htp_provider_options(soc_model)
+    so.add_provider_for_devices([handles[facts.index(device)]], options)
+    with _session_lock, _native_prints_to_stderr():
+        _fix_options(options)
+        try:
+            return ort.InferenceSession(model, sess_options=so)
+        except Exception as exc:  # onnxruntime's own exception types; the message names the node or QNN error
+            raise QnnUnavailable(f"the QNN HTP could not prepare the graph: {exc}") from exc
+
+
+def htp_soc_model() -> str:
+    """The ``soc_model`` :func:`htp_session` uses by default here ("" on a real NPU)."""
+    register_ep()
+    ort, _ = _import_runtime()
+    kind, _ = choose_device(platform.machine(), _ep_devices(ort)[0])
+    return "" if kind == "npu" else EMULATOR_SOC_MODEL
+
+
+def runtime_versions() -> dict[str, str]:
+    """The onnxruntime and onnxruntime-qnn versions (a compiled graph is only valid for the same ones)."""
+    versions = {}
+    for package in ("onnxruntime", "onnxruntime-qnn"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = ""
+    return versions
+
+
+def _fix_options(options: dict[str, str]) -> None:
+    global _process_options
+    if _process_options is None:
+        _process_options = dict(options)
+    elif _process_options != options:
+        raise QnnUnavailable(f"QNN options {options} differ from {_process_options}, which this process already "
+                             "used; QNN keeps a process's first options, so use another process")
+
+
+@contextmanager
+def _native_prints_to_stderr():
+    """Point file descriptor 1 at stderr while QNN's native code may print to it."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def run(session, feeds: dict) -> dict:

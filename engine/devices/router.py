@@ -29,9 +29,8 @@ from engine.devices.info import EMULATED_LABEL, ProbedDevices, QnnInfo
 
 Policy = Literal["auto", "cpu", "npu"]
 POLICIES: tuple[str, ...] = ("auto", "cpu", "npu")
-# Architectures the NPU exporter can build a prefill graph for. Empty until the exporter lands
-# (qwen35 is planned first); the NPU-prefill slice adds to it.
-NPU_EXPORTABLE: frozenset[str] = frozenset()
+# Architectures the NPU exporter (engine.npu) can build a prefill graph for.
+NPU_EXPORTABLE: frozenset[str] = frozenset({"qwen35"})
 
 DECODE_REASON = "CPU: the CPU writes (decodes) fastest; the NPU path only reads the input"
 DRAFT_REASON = "CPU: drafts are made next to the decoder"
@@ -47,10 +46,14 @@ class ModelCaps:
     npu_graph_reason: str = ""
 
 
-def model_caps(architecture: str, exportable: frozenset[str] = NPU_EXPORTABLE) -> ModelCaps:
-    if architecture in exportable:
-        return ModelCaps(architecture, True)
-    return ModelCaps(architecture, False, f"the NPU graph cannot be built for architecture {architecture} yet")
+def model_caps(architecture: str, exportable: frozenset[str] = NPU_EXPORTABLE, refusal: str = "") -> ModelCaps:
+    """``refusal``: why this file of an exportable architecture still cannot be built (the caller
+    reads the file, e.g. :func:`engine.npu.gguf_weights.check_model`); "" when it can."""
+    if architecture not in exportable:
+        return ModelCaps(architecture, False, f"the NPU graph cannot be built for architecture {architecture} yet")
+    if refusal:
+        return ModelCaps(architecture, False, f"the NPU graph cannot be built for this {architecture} model: {refusal}")
+    return ModelCaps(architecture, True)
 
 
 def plan_devices(caps: ModelCaps, devices: ProbedDevices, policy: str, new_tokens: int | None,

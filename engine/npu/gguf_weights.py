@@ -15,6 +15,7 @@ can show. Weights keep the GGUF's *values*; only their storage changes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,17 +153,28 @@ def _dequantize(tensor) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float32).reshape(tuple(int(n) for n in reversed(tensor.shape)))
 
 
-def _check_tensors(config: Qwen35Config, weights: dict[str, np.ndarray]) -> None:
+def _check_tensors(config: Qwen35Config, names: set[str], ssm_a: Callable[[int], np.ndarray]) -> None:
+    """Refuse tensor layouts the graph does not build; ``ssm_a(il)`` reads layer il's (small) decay."""
     if config.ssm_v_heads % config.ssm_groups:
         raise UnsupportedModel("the DeltaNet value heads are not a multiple of its key heads")
     for il in config.attention_layers:
-        if f"blk.{il}.attn_q.weight" not in weights:
+        if f"blk.{il}.attn_q.weight" not in names:
             raise UnsupportedModel(f"layer {il} stores a fused attention QKV tensor; not implemented")
     for il in config.recurrent_layers:
-        if f"blk.{il}.attn_qkv.weight" not in weights or f"blk.{il}.attn_gate.weight" not in weights:
-            raise UnsupportedModel(f"DeltaNet layer {il} lacks attn_qkv/attn_gate")
-        if np.any(weights[f"blk.{il}.ssm_a"] >= 0):
+        if not {f"blk.{il}.attn_qkv.weight", f"blk.{il}.attn_gate.weight", f"blk.{il}.ssm_a"} <= names:
+            raise UnsupportedModel(f"DeltaNet layer {il} lacks attn_qkv/attn_gate/ssm_a")
+        if np.any(ssm_a(il) >= 0):
             raise UnsupportedModel(f"layer {il} has ssm_a >= 0 (the decay would grow)")
+
+
+def check_model(path: Path | str) -> Qwen35Config:
+    """The config of a GGUF the exporter can build, checked without dequantizing the big tensors
+    (a cheap test at model load); raises :class:`UnsupportedModel` saying why not."""
+    reader = gguf.GGUFReader(str(path))
+    config = read_config(reader)
+    tensors = {t.name: t for t in reader.tensors}
+    _check_tensors(config, set(tensors), lambda il: _dequantize(tensors[f"blk.{il}.ssm_a"]))
+    return config
 
 
 def load_model(path: Path | str) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
@@ -175,5 +187,5 @@ def load_model(path: Path | str) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
         if not t.name.startswith("blk.") or t.name[: t.name.index(".", 4) + 1] in trunk
     }  # fmt: skip
     weights.setdefault("output.weight", weights["token_embd.weight"])
-    _check_tensors(config, weights)
+    _check_tensors(config, set(weights), lambda il: weights[f"blk.{il}.ssm_a"])
     return config, weights

@@ -20,12 +20,15 @@ seed the NPU graph, and tests can compare the two backends tensor by tensor.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.npu.gguf_weights import Qwen35Config
 from engine.npu.prefill import PrefillState
 from engine.state.seq_state import KvCells, KvLayout, StateFormatError, build_blob, parse_kv, split_header
+
+if TYPE_CHECKING:
+    from engine.npu.gguf_weights import Qwen35Config
 
 GGML_F32, GGML_F16 = 0, 1
 _KV_DTYPES = {GGML_F32: np.dtype("<f4"), GGML_F16: np.dtype("<f2")}

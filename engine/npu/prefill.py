@@ -9,12 +9,12 @@ at its positions). The runner is any callable ``feeds → outputs`` (for instanc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.npu.qwen35_graph import PrefillSpec
+from engine.npu.spec import PrefillSpec
 
 Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 _NEW_ROWS = {"past_k": "k_new", "past_v": "v_new"}
@@ -65,16 +65,28 @@ def absorb(spec: PrefillSpec, tokens: Sequence[int], state: PrefillState, output
     state.tokens.extend(int(t) for t in tokens)
 
 
-def prefill(run: Runner, spec: PrefillSpec, tokens: Sequence[int], state: PrefillState | None = None) -> PrefillResult:
-    """Run the graph chunk by chunk over ``tokens``, continuing ``state`` (or from empty)."""
-    state = state if state is not None else PrefillState.empty(spec)
+def prefill_steps(run: Runner, spec: PrefillSpec, tokens: Sequence[int],
+                  state: PrefillState) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Run the graph over ``tokens`` one chunk per step, folding each into ``state`` (in place).
+
+    Yields (tokens read so far, that chunk's outputs) after every chunk, so a caller can report
+    progress or stop between chunks; ``state`` is then consistent with the tokens read.
+    """
     if not tokens:
         raise ValueError("prefill needs at least one token")
     if state.n_past + len(tokens) > spec.max_ctx:
         raise ValueError(f"{state.n_past + len(tokens)} positions do not fit the graph's {spec.max_ctx}")
-    outputs: dict[str, np.ndarray] = {}
     for begin in range(0, len(tokens), spec.chunk):
         part = tokens[begin : begin + spec.chunk]
         outputs = run(chunk_feeds(spec, part, state))
         absorb(spec, part, state, outputs)
+        yield begin + len(part), outputs
+
+
+def prefill(run: Runner, spec: PrefillSpec, tokens: Sequence[int], state: PrefillState | None = None) -> PrefillResult:
+    """Run the graph chunk by chunk over ``tokens``, continuing ``state`` (or from empty)."""
+    state = state if state is not None else PrefillState.empty(spec)
+    outputs: dict[str, np.ndarray] = {}
+    for _, outputs in prefill_steps(run, spec, tokens, state):
+        pass
     return PrefillResult(outputs["logits"].reshape(-1), state)

@@ -186,8 +186,7 @@ def test_the_handshake_and_the_model_plan_report_the_probe(tmp_path, hybrid_tiny
     assert npu.kind == "npu-emulator" and npu.available
     assert plans["auto"].prefill == p.PhaseDevice(
         "cpu", "CPU: only the NPU emulator is here (emulated, slow); it is used only when forced")
-    assert plans["npu"].prefill == p.PhaseDevice(
-        "cpu", "CPU: the NPU graph cannot be built for architecture qwen35 yet")
+    assert plans["npu"].prefill == p.PhaseDevice("npu-emulator", "NPU emulator (forced; emulated, slow)")
     assert plans["cpu"].prefill.reason == plans["cpu"].decode.reason == "CPU: policy is CPU"
     assert all(plan.decode.device == plan.draft.device == "cpu" for plan in plans.values())
 

@@ -8,7 +8,7 @@ import pytest
 from engine import protocol as p
 from engine.devices.calibration import Calibration, CalibrationError, RatePoint, calibrate, crossover
 from engine.devices.info import CpuInfo, ProbedDevices, QnnInfo
-from engine.devices.router import ModelCaps, model_caps, plan_devices
+from engine.devices.router import NPU_EXPORTABLE, ModelCaps, model_caps, plan_devices
 
 CPU = CpuInfo(name="Test CPU", machine="x86_64", cores=8, features=("avx2",))
 QNN = {
@@ -178,10 +178,22 @@ def test_bad_policy_and_length_are_refused():
         route(length=-1)
 
 
-def test_model_caps_know_no_exportable_architecture_yet():
-    assert model_caps("qwen35") == ModelCaps(
-        "qwen35", False, "the NPU graph cannot be built for architecture qwen35 yet")
-    assert model_caps("qwen35", exportable=frozenset({"qwen35"})).npu_graph
+def test_qwen35_is_the_exportable_architecture():
+    assert NPU_EXPORTABLE == frozenset({"qwen35"})
+    assert model_caps("qwen35") == ModelCaps("qwen35", True)
+    assert model_caps("lfm2") == ModelCaps("lfm2", False, "the NPU graph cannot be built for architecture lfm2 yet")
+    assert not model_caps("qwen35", exportable=frozenset()).npu_graph
+
+
+def test_a_file_the_exporter_refuses_is_cpu_only_with_the_exporters_reason():
+    caps = model_caps("qwen35", refusal="RoPE scaling is not implemented in the NPU graph")
+    assert caps == ModelCaps("qwen35", False, "the NPU graph cannot be built for this qwen35 model: "
+                                              "RoPE scaling is not implemented in the NPU graph")
+    plan = plan_devices(caps, ProbedDevices(CPU, QNN["npu"]), "npu", 3000, CALIBRATION)
+    assert plan.prefill.device == "cpu"
+    assert plan.prefill.reason == ("CPU: the NPU graph cannot be built for this qwen35 model: "
+                                   "RoPE scaling is not implemented in the NPU graph")
+    assert model_caps("lfm2", refusal="ignored").npu_graph_reason.endswith("architecture lfm2 yet")
 
 
 # -- calibration -----------------------------------------------------------------------------------
