@@ -1,4 +1,4 @@
-"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load and models.
+"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load, models and devices.
 
 Scripts outside the repository depend on the flags and JSON keys here; change them only by adding.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app import commands, conversation_commands, document_commands, model_commands
+from app import commands, conversation_commands, device_commands, document_commands, model_commands
 from engine.sampling import SamplingParams
 
 
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.set_defaults(run=document_commands.run_doc_load)
 
     _add_models_commands(sub)
+    _add_devices_commands(sub)
 
     conversations = sub.add_parser("conversations", help="list saved conversations")
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")
@@ -112,6 +113,20 @@ def _add_models_commands(sub) -> None:
     search.add_argument("--limit", type=int, default=20)
     search.add_argument("--json", action="store_true")
     search.set_defaults(run=model_commands.run_search)
+
+
+def _add_devices_commands(sub) -> None:
+    devices = sub.add_parser("devices", help="the devices that can run models here, and their calibration")
+    devices.add_argument("--json", action="store_true")
+    devices.set_defaults(run=device_commands.run_devices)
+    devices_sub = devices.add_subparsers(dest="devices_command")
+    calibrate = devices_sub.add_parser("calibrate", help="measure prefill speed per device and store it")
+    _add_model_flag(calibrate, default=None)
+    calibrate.add_argument("--lengths", default="", metavar="N,N,...", help="input lengths to time")
+    calibrate.add_argument("--include-emulator", action="store_true",
+                           help="also time the NPU emulator (slow; never chosen automatically)")
+    calibrate.add_argument("--json", action="store_true")
+    calibrate.set_defaults(run=device_commands.run_calibrate)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from app.model_refs import ModelRefError, resolve_model_ref
-from app.settings import app_data_dir
+from app.settings import app_data_dir, current_settings
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, new_request_id
 from engine.inproc_client import InprocClient
@@ -36,7 +36,8 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
     client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
     try:
         client.start()
-        loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy)
+        loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
+                                   calibration=current_settings().device_calibration)
     except EngineError as exc:
         client.close(mode="abort")
         raise UserError(str(exc)) from exc

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from app.paths import UserPaths, user_paths
+from engine.devices.calibration import Calibration, CalibrationError
 from engine.protocol import SamplingSpec
 from engine.sampling import SamplingError, SamplingParams
 from engine.speculative.spec import DraftRefused, parse_draft_spec
@@ -63,6 +64,7 @@ class Settings(msgspec.Struct, kw_only=True):
     snapshot_budget_gib: float = 4.0
     data_folder: str = ""  # "" = the default per-user data folder
     highlight_drafts: bool = False  # colour text that came from accepted drafts
+    device_calibration: dict | None = None  # measured prefill speeds (`hearth devices calibrate`); None: never
 
 
 class SettingsError(Exception):
@@ -131,6 +133,14 @@ def _device_message(policy: str, npu_available: bool) -> str | None:
     return None
 
 
+def _calibration_message(data: dict | None) -> str | None:
+    try:
+        Calibration.from_dict(data) if data is not None else None
+    except CalibrationError as exc:
+        return str(exc)
+    return None
+
+
 def _nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -170,6 +180,7 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     )
     messages["data_folder"] = _data_folder_message(s.data_folder)
     messages["model"] = _model_message(s.model)
+    messages["device_calibration"] = _calibration_message(s.device_calibration)
     return {name: message for name, message in messages.items() if message is not None}
 
 
@@ -302,9 +313,14 @@ def data_dir(s: Settings, paths: UserPaths) -> Path:
     return Path(s.data_folder) if s.data_folder else paths.data
 
 
+def current_settings() -> Settings:
+    """The saved settings as every command uses them (repaired where needed, never raises)."""
+    return load_settings(user_paths().ensure().config, npu_available=True).settings
+
+
 def app_data_dir() -> Path:
     """The data folder every command uses: the one chosen in the settings, else the default (created)."""
     paths = user_paths().ensure()
-    folder = data_dir(load_settings(paths.config).settings, paths)
+    folder = data_dir(current_settings(), paths)
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -41,7 +41,8 @@ class EngineError(Exception):
 
 
 ClientEvent = p.Event | EngineDead
-_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead)
+_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead,
+             p.Calibrated)
 _ENDS_WITH_ITS_OWN_EVENT = (p.Generate, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
 _ids = itertools.count(1)
 
@@ -119,9 +120,10 @@ class EngineClient(ABC):
                 return
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
-                   device_policy: str = "auto", timeout: float | None = None) -> p.ModelLoaded:
+                   device_policy: str = "auto", calibration: dict | None = None,
+                   timeout: float | None = None) -> p.ModelLoaded:
         command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads,
-                              draft_max=draft_max, device_policy=device_policy)
+                              draft_max=draft_max, device_policy=device_policy, calibration=calibration)
         for event in self.stream(command, timeout):
             if isinstance(event, p.ModelLoaded):
                 return event

@@ -18,7 +18,8 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
-from engine.devices.calibration import Calibration
+from engine.devices.calibration import Calibration, crossover, stored_calibration
+from engine.devices.measure import calibration_lengths, run_calibration
 from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
 from engine.documents import measure_text, read_document
@@ -86,6 +87,8 @@ class EngineCore:
             self.measure_text(command)
         elif isinstance(command, p.ReadDocument):
             read_document(self, command)
+        elif isinstance(command, p.Calibrate):
+            self.calibrate(command)
         elif isinstance(command, p.Ping):
             self.emit(p.Pong(request_id=command.request_id))
 
@@ -113,10 +116,25 @@ class EngineCore:
         self.drafting = Drafting(self.session)
         self.live.model_bytes = facts.size_bytes
         self.refresh_state_sizes()
+        self.calibration = stored_calibration(command.calibration)
         probed = self.probed()
         self.npu, self.plan = prepare_npu(self.session, probed, command.device_policy, self.calibration, self.data_dir)
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan,
                                 found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
+
+    def calibrate(self, command: p.Calibrate) -> None:
+        """Measure prefill speed per device; later requests route by the new crossover at once."""
+        if self.session is None:
+            self.emit(p.Error(code="no_model", message="load a model before calibrating", request_id=command.request_id))
+            return
+        lengths = calibration_lengths(command.lengths, self.session.n_ctx)
+        self.calibration, notes = run_calibration(self.session, self.probed(), self.data_dir, lengths,
+                                                  command.include_emulator)
+        if self.npu is not None:
+            self.npu.calibration = self.calibration
+        device = next((d for d in ("npu", "npu-emulator") if d in self.calibration.rates), "npu")
+        self.emit(p.Calibrated(request_id=command.request_id, calibration=self.calibration.to_dict(),
+                               crossover=crossover(self.calibration, device), notes=notes))
 
     def unload(self) -> None:
         self._turns = None

@@ -62,6 +62,7 @@ class LoadModel(_Message, tag="load_model"):
     n_threads: int = 0  # 0: one per available core
     draft_max: int = 4  # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes)
     device_policy: Literal["auto", "cpu", "npu"] = "auto"  # where prefill may run (see engine.devices.router)
+    calibration: dict | None = None  # measured prefill speeds (engine.devices.calibration); None: never calibrated
 
 
 class UnloadModel(_Message, tag="unload_model"):
@@ -109,6 +110,15 @@ class ReadDocument(_Message, tag="read_document"):
     messages: list[ChatTurn]  # the branch, ending with the document's message (which has an id)
 
 
+class Calibrate(_Message, tag="calibrate"):
+    """Measure the loaded model's prefill speed per device at a few input lengths (see
+    engine.devices.measure); the answer is ``Calibrated``, which the app stores in its settings."""
+
+    request_id: str
+    lengths: list[int] = []  # [] : a default set that fits the context
+    include_emulator: bool = False  # also time the NPU emulator (slow; never used automatically)
+
+
 class Cancel(_Message, tag="cancel"):
     request_id: str
 
@@ -126,8 +136,8 @@ class Shutdown(_Message, tag="shutdown"):
 
 
 Command = Union[
-    Hello, LoadModel, UnloadModel, Generate, OpenConversation, MeasureText, ReadDocument, Cancel, SetTelemetry, Ping,
-    Shutdown,
+    Hello, LoadModel, UnloadModel, Generate, OpenConversation, MeasureText, ReadDocument, Calibrate, Cancel,
+    SetTelemetry, Ping, Shutdown,
 ]
 
 # ------------------------------------------------------------------------------------------ events
@@ -236,6 +246,13 @@ class TextMeasured(_Message, tag="text_measured"):
     kept_tokens: int = 0
 
 
+class Calibrated(_Message, tag="calibrated"):
+    request_id: str
+    calibration: dict  # engine.devices.calibration.Calibration.to_dict()
+    crossover: int | None  # shortest new input the NPU reads faster; None: the CPU is faster (or no NPU)
+    notes: list[str] = []  # devices left out, and why
+
+
 class DocumentRead(_Message, tag="document_read"):
     request_id: str
     finish_reason: Literal["stop", "cancelled", "error"]
@@ -291,7 +308,7 @@ class Error(_Message, tag="error"):
 
 Event = Union[
     Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
-    Telemetry, Error, TextMeasured, DocumentRead,
+    Telemetry, Error, TextMeasured, DocumentRead, Calibrated,
 ]
 
 # ------------------------------------------------------------------------------------- encoding

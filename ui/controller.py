@@ -94,7 +94,8 @@ class ChatController(QObject):
         self.model_progress.emit(f"Loading {_model_label(ref)}…", 0.0)
         if not self.bridge.send(p.LoadModel(request_id=self._load_request, model=ref,
                                             draft_max=self.settings.draft_max,
-                                            device_policy=self.settings.device_policy)):
+                                            device_policy=self.settings.device_policy,
+                                            calibration=self.settings.device_calibration)):
             self.model_progress.emit("Waiting for the engine to start…", 0.0)
 
     def _on_ready(self, ready: p.Ready) -> None:

@@ -115,6 +115,7 @@ class MainWindow(QMainWindow):
         c.conversation_changed.connect(self._conversation_changed)
         c.editing_changed.connect(lambda m: self.composer.set_editing(m.content if m is not None else None))
         c.bridge.died.connect(lambda _: self.telemetry_panel.clear())
+        c.turn_finished.connect(self._turn_finished)
         c.conversations.modelReset.connect(
             lambda: panel.select(c.conversation.id if c.conversation else None))
         self.models.installed_changed.connect(
@@ -180,6 +181,10 @@ class MainWindow(QMainWindow):
         self.model_picker.show_state(f"{facts.arch}, {loaded.n_ctx:,} tokens of context")
         self.telemetry_panel.show_model(name, facts.size_bytes)
         self.telemetry_panel.show_device_plan(loaded.devices)
+
+    def _turn_finished(self, turn) -> None:
+        if turn.finished is not None and turn.finished.devices is not None:
+            self.telemetry_panel.show_device_plan(turn.finished.devices)  # where this answer's phases ran, and why
 
     def _conversation_changed(self, conversation) -> None:
         self.setWindowTitle(f"{conversation.title} — Hearth" if conversation else "Hearth")

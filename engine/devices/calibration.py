@@ -20,7 +20,7 @@ FORMAT = 1
 DEVICES = ("cpu", "npu", "npu-emulator")
 DEFAULT_LENGTHS = (128, 512, 1024, 2048, 4096)
 
-Measure = Callable[[str, int], float]
+Measure = Callable[[str, int], float | None]
 
 
 class CalibrationError(ValueError):
@@ -66,6 +66,17 @@ class Calibration:
         return cls(rates=parsed, measured_with=str(data.get("measured_with", "")))
 
 
+def stored_calibration(data: dict | None) -> Calibration | None:
+    """The calibration an app stored (``to_dict``), or None when there is none or it is unusable
+    (the app checks it before storing; an unusable one means: calibrate again)."""
+    if data is None:
+        return None
+    try:
+        return Calibration.from_dict(data)
+    except CalibrationError:
+        return None
+
+
 def crossover(calibration: Calibration, device: str = "npu") -> int | None:
     """The shortest length from which ``device`` out-reads the CPU at every measured length.
 
@@ -89,13 +100,16 @@ def compared_lengths(calibration: Calibration, device: str = "npu") -> list[int]
 
 def calibrate(measure: Measure, devices: Iterable[str] = ("cpu", "npu"),
               lengths: Iterable[int] = DEFAULT_LENGTHS, measured_with: str = "") -> Calibration:
-    """Measure prefill speed with ``measure(device, length)`` on every device at every length."""
+    """Measure prefill speed with ``measure(device, length)`` on every device at every length
+    (``None`` from ``measure``: that device is not measured at that length)."""
     lengths = sorted(set(lengths))
     rates = {}
     for device in devices:
         points = []
         for length in lengths:
             tps = measure(device, length)
+            if tps is None:
+                continue
             if not _positive_number(tps):
                 raise CalibrationError(f"measuring {device} at {length} tokens gave {tps!r}, "
                                        "not a positive number of tokens per second")

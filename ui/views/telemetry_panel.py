@@ -219,7 +219,8 @@ class TelemetryPanel(QWidget):
         label.setFont(font)
 
     def show_device_plan(self, plan: DevicePlan) -> None:
-        """Show where each phase is meant to run and why (from ``ModelLoaded``)."""
+        """Show where each phase runs and why: the plan from ``ModelLoaded``, then what the last
+        answer's ``Finished`` says actually ran (a long input may go to the NPU, a short one not)."""
         self._plan = plan
         self._ran_devices = {}
         self._refresh_devices()
