@@ -262,7 +262,14 @@ def test_calibrate_measures_every_device_at_every_length():
     assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, None])
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf])
 def test_calibrate_refuses_an_impossible_measurement(bad):
     with pytest.raises(CalibrationError, match=f"measuring npu at 512 tokens gave {bad!r}"):
         calibrate(lambda device, length: 100.0 if device == "cpu" else bad, lengths=(512,))
+
+
+def test_calibrate_leaves_out_a_length_a_device_was_not_measured_at():
+    cal = calibrate(lambda device, length: None if (device, length) == ("npu", 2048) else 100.0 + length,
+                    lengths=(512, 2048))
+    assert [pt.length for pt in cal.rates["cpu"]] == [512, 2048]
+    assert [pt.length for pt in cal.rates["npu"]] == [512]
