@@ -26,7 +26,7 @@ LONG_ANSWER = 4000  # tokens: longer than any test waits for, so stop/kill alway
 
 def write_settings(**changes) -> Settings:
     settings = msgspec.structs.replace(Settings(), **changes)
-    save_settings(settings, user_paths().ensure().config)
+    save_settings(settings, user_paths().ensure().config, npu_available=True)
     return settings
 
 

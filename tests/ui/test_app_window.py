@@ -168,3 +168,16 @@ def test_settings_offer_the_npu_emulator_labelled_slow(start_app, tiny_settings,
     app.window.open_settings()
     combo = app.window.settings_dialog.device_policy
     assert combo.itemText(combo.findData("npu")) == "NPU (emulator only: slow)"
+
+
+def test_telemetry_shows_the_emulator_read_the_input_and_why(start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=4, draft="off", device_policy="npu")
+    app = start_app()
+    app.wait_loaded()
+    panel = app.window.telemetry_panel
+    assert panel._reasons["prefill"].text() == "NPU emulator (forced; emulated, slow)"  # the plan at load
+    turn = app.send_and_wait("Tell me about the river and the old mill by the bridge.")
+    assert turn.finished.devices.prefill.device == "npu-emulator"
+    assert panel.values()["prefill_device"].startswith("npu-emulator")
+    assert "emulated, slow" in panel._reasons["prefill"].text()
+    assert panel.values()["decode_device"].startswith("cpu")
