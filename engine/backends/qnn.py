@@ -292,40 +292,15 @@ def _import_onnxruntime():
     return ort
 
 
-# -- a one-node ONNX model, encoded by hand (protobuf wire format) so no `onnx` dependency is needed
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _int_field(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value)
-
-
-def _bytes_field(number: int, payload: bytes | str) -> bytes:
-    data = payload.encode() if isinstance(payload, str) else payload
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
-
-
-def _float_tensor_info(name: str, dims: tuple[int, ...]) -> bytes:
-    shape = b"".join(_bytes_field(1, _int_field(1, d)) for d in dims)  # TensorShapeProto.dim.dim_value
-    tensor_type = _int_field(1, 1) + _bytes_field(2, shape)  # elem_type FLOAT, shape
-    return _bytes_field(1, name) + _bytes_field(2, _bytes_field(1, tensor_type))  # ValueInfoProto
-
-
 def _one_node_model() -> bytes:
-    """ModelProto for ``y = Add(x, x)``, x and y float32 [1, 4], IR version 8, opset 17."""
-    node = _bytes_field(1, "x") + _bytes_field(1, "x") + _bytes_field(2, "y") + _bytes_field(4, "Add")
-    graph = (_bytes_field(1, node) + _bytes_field(2, "hearth-probe")
-             + _bytes_field(11, _float_tensor_info("x", (1, 4))) + _bytes_field(12, _float_tensor_info("y", (1, 4))))
-    opset = _bytes_field(1, "") + _int_field(2, 17)
-    return _int_field(1, 8) + _bytes_field(2, "hearth") + _bytes_field(7, graph) + _bytes_field(8, opset)
+    """``y = Add(x, x)``, x and y float32 [1, 4]: the smallest graph that proves the HTP compiles."""
+    from onnx import TensorProto, helper
+
+    x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4]) for name in ("x", "y"))
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "hearth-probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hearth")
+    model.ir_version = 8
+    return model.SerializeToString()
 
 
 def _package_version() -> str:
