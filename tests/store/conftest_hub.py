@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from huggingface_hub.utils import close_session
 
 from tests.fixtures.local_hub import LocalHub
 from tests.fixtures.make_models import make_models
@@ -19,6 +20,7 @@ def hub():
     """A running local hub (and CDN); stopped after the test."""
     server = LocalHub().start()
     yield server
+    close_session()  # drop huggingface_hub's kept-alive connections, so the hub's handler threads end
     server.stop()
 
 
