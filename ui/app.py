@@ -41,7 +41,7 @@ def build_window(parts: AppParts) -> MainWindow:
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
     models = ModelManager(store, parts.models_dir, parts.cache_dir)
     window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings)
-    store.failed.connect(lambda message: window.banner.show_notice("error", message))
+    store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:
         window.banner.show_notice("warning", " ".join(parts.startup_notes))
     controller.start()

@@ -41,6 +41,7 @@ class MainWindow(QMainWindow):
         self.controller = controller
         self.documents = documents
         self.models = models
+        models.setParent(self)  # dies with the window, so no late result reaches a closed window
         self.models_dialog: ModelsDialog | None = None
         self.save_settings = save_settings
         self._pending_deletes: dict[str, QTimer] = {}
@@ -118,8 +119,7 @@ class MainWindow(QMainWindow):
         c.turn_finished.connect(self._turn_finished)
         c.conversations.modelReset.connect(
             lambda: panel.select(c.conversation.id if c.conversation else None))
-        self.models.installed_changed.connect(
-            lambda installed: self.model_picker.set_models(installed, self.controller.model_ref))
+        self.models.installed_changed.connect(self._installed_changed)
         self.models.notice.connect(self.banner.show_notice)
         self.model_picker.manage_requested.connect(self.open_models)
 
@@ -193,6 +193,12 @@ class MainWindow(QMainWindow):
     def _toggle_highlight(self, on: bool) -> None:
         self.chat_view.set_highlight_drafts(on)
         self._store_settings(_with(self.controller.settings, highlight_drafts=on))
+
+    def show_error(self, message: str) -> None:
+        self.banner.show_notice("error", message)
+
+    def _installed_changed(self, installed) -> None:
+        self.model_picker.set_models(installed, self.controller.model_ref)
 
     def refresh_models(self) -> None:
         self.models.refresh()

@@ -10,6 +10,7 @@ with it the model picker.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -53,7 +54,7 @@ class ModelManager(QObject):
         self.downloads[ref] = job
         errors: list[dict] = []
         job.line.connect(lambda event: self._pull_line(ref, event, errors))
-        job.finished.connect(lambda code, message: self._pull_finished(ref, code, message, errors))
+        job.finished.connect(lambda code, message: self._pull_finished(job, ref, code, message, errors))
         job.start()
 
     def cancel(self, ref: str) -> None:
@@ -64,13 +65,13 @@ class ModelManager(QObject):
     def import_file(self, path: str) -> None:
         job = self._run(["models", "import", "--json", path])
         job.finished.connect(lambda code, message: self._action_done(
-            code, message, f"Imported {Path(path).name}.", f"Could not import {Path(path).name}: {message}"))
+            job, code, f"Imported {Path(path).name}.", f"Could not import {Path(path).name}: {message}"))
         job.start()
 
     def remove(self, model_id: str) -> None:
         job = self._run(["models", "rm", model_id])
         job.finished.connect(lambda code, message: self._action_done(
-            code, message, f"Removed {model_id}.", f"Could not remove {model_id}: {message}"))
+            job, code, f"Removed {model_id}.", f"Could not remove {model_id}: {message}"))
         job.start()
 
     def shutdown(self) -> None:
@@ -83,12 +84,17 @@ class ModelManager(QObject):
     def _run(self, argv: list[str]) -> CliJob:
         job = CliJob(argv, self)
         self._jobs.append(job)
-        job.finished.connect(lambda *_: self._forget(job))
         return job
 
     def _forget(self, job: CliJob) -> None:
         if job in self._jobs:
             self._jobs.remove(job)
+        # The lambdas connected above hold the job: disconnect them, so the job is freed here, on the
+        # GUI thread, and not later by the cycle collector on whatever thread happens to run it.
+        with warnings.catch_warnings():  # PySide warns when a signal had nothing connected
+            warnings.simplefilter("ignore", RuntimeWarning)
+            job.line.disconnect()
+            job.finished.disconnect()
         job.deleteLater()
 
     def _refreshed(self, result) -> None:
@@ -102,7 +108,8 @@ class ModelManager(QObject):
         elif event.get("event") == "error":
             errors.append(event)
 
-    def _pull_finished(self, ref: str, code: int, message: str, errors: list[dict]) -> None:
+    def _pull_finished(self, job: CliJob, ref: str, code: int, message: str, errors: list[dict]) -> None:
+        self._forget(job)
         self.downloads.pop(ref, None)
         if code == 0:
             self.download_ended.emit(ref, True, f"Downloaded {ref}; it is in the model list.")
@@ -114,6 +121,7 @@ class ModelManager(QObject):
             self.notice.emit("error", f"Could not download {ref}: {text}")
         self.refresh()
 
-    def _action_done(self, code: int, message: str, ok_text: str, failed_text: str) -> None:
+    def _action_done(self, job: CliJob, code: int, ok_text: str, failed_text: str) -> None:
+        self._forget(job)
         self.notice.emit("info" if code == 0 else "error", ok_text if code == 0 else failed_text)
         self.refresh()

@@ -6,6 +6,7 @@ a real worker process and a real SQLite file. Helpers wait on the Qt event loop,
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from dataclasses import dataclass, field
@@ -68,6 +69,15 @@ class RunningApp:
 
     def kill_worker(self) -> None:
         os.kill(self.controller.bridge.client.pid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def collect_qt_garbage_on_the_gui_thread():
+    """Free each test's Qt wrappers on the GUI thread when it ends. Left to the cycle collector, they
+    can be finalized later on another thread (a store thread allocating) while the next test's event
+    loop runs, which crashed the suite."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
