@@ -11,8 +11,8 @@ Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapsh
 neither writing nor reading ever needs more than one chunk beyond the part itself in memory
 (:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk;
 :meth:`SnapshotStore.read_part_into` hands each chunk to the caller, who puts it where it belongs).
-Each part's size and SHA-256 digest are kept on the snapshot row and checked on every read,
-hashing on a helper thread while the next chunk is read; a mismatch raises
+Each part's size and checksum (:mod:`model_store.part_checksum`) are kept on the snapshot row and
+checked on every read, chunk by chunk as it streams; a mismatch raises
 :class:`SnapshotCorrupt` and the caller falls back to a full prefill.
 
 Atomicity. A snapshot row and all its chunks are written in one transaction, so after a crash or
@@ -27,7 +27,6 @@ kept whole: it is the one that resumes the conversation.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -36,7 +35,7 @@ from typing import Any
 
 import sqlite_utils
 
-from model_store.chunk_digest import THREADED_DIGEST_BYTES, ChunkDigest
+from model_store.part_checksum import ChecksumStream, part_checksum
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
 CHUNK_BYTES = 1 << 20
@@ -141,7 +140,7 @@ class SnapshotStore:
         record = SnapshotRecord(
             uuid.uuid4().hex, conversation_id, message_id, parent_id, fingerprint,
             format_version, n_tokens, kv_start, text, dict(layout),
-            {name: _digest(view) for name, view in views.items()},
+            {name: part_checksum(view) for name, view in views.items()},
             {name: view.nbytes for name, view in views.items()}, now, now,
         )
         with write_transaction(self.db):
@@ -362,35 +361,28 @@ class SnapshotStore:
 
 def _verified_stream(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]], sink: PartSink) -> None:
     size = record.part_bytes[part]
-    digest = ChunkDigest(threaded=size >= THREADED_DIGEST_BYTES)
+    checksum = ChecksumStream(record.checksums.get(part, ""))
     offset = next_seq = 0
-    try:
-        for seq, data in rows:
-            if seq != next_seq:
-                raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
-            end = offset + len(data)
-            if end > size:
-                raise SnapshotCorrupt(record.id, part, f"size mismatch: more than {size} bytes")
-            sink(offset, data)
-            digest.update(data)
-            offset, next_seq = end, next_seq + 1
-    finally:
-        hexdigest = digest.finish()
+    for seq, data in rows:
+        if seq != next_seq:
+            raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
+        end = offset + len(data)
+        if end > size:
+            raise SnapshotCorrupt(record.id, part, f"size mismatch: more than {size} bytes")
+        sink(offset, data)
+        checksum.update(data)
+        offset, next_seq = end, next_seq + 1
     if offset < size:
         if next_seq < -(-size // CHUNK_BYTES):
             raise SnapshotCorrupt(record.id, part, f"chunk {next_seq} is missing")
         raise SnapshotCorrupt(record.id, part, f"size mismatch: {offset} of {size} bytes")
-    if hexdigest != record.checksums.get(part):
+    if not checksum.matches():
         raise SnapshotCorrupt(record.id, part, "checksum mismatch")
 
 
 def _chunks(view: memoryview) -> Iterator[tuple[int, memoryview]]:
     for seq, start in enumerate(range(0, view.nbytes, CHUNK_BYTES)):
         yield seq, view[start : start + CHUNK_BYTES]
-
-
-def _digest(view: memoryview) -> str:
-    return hashlib.sha256(view).hexdigest()
 
 
 def _row(record: SnapshotRecord) -> list[Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tracemalloc
 
 import pytest
+import xxhash
 
 from model_store.db import StoreError
 from model_store.snapshots import CHUNK_BYTES, SnapshotCorrupt
@@ -54,7 +56,7 @@ def test_round_trip_of_multi_chunk_and_empty_parts(db, snaps, save):
     assert [chunk_count(db, rec.id, p) for p in ("recurrent", "kv", "prefill_tokens")] == [3, 1, 0]
     assert rec.part_bytes == {"recurrent": len(big), "kv": CHUNK_BYTES, "prefill_tokens": 0,
                               "decoded": 2}
-    assert rec.checksums["recurrent"] == hashlib.sha256(big).hexdigest()
+    assert rec.checksums["recurrent"] == "xxh3-128:" + xxhash.xxh3_128_hexdigest(big)
     assert snaps.get(rec.id) == rec
     assert rec.has_part("kv") and not rec.has_part("nope")
     assert rec.layout == {"n_layers": 2} and rec.nbytes == len(big) + CHUNK_BYTES + 2
@@ -100,6 +102,20 @@ def test_checksum_mismatch_names_the_part(db, snaps, save):
     assert "checksum" in err.value.reason
     assert rec.id in str(err.value) and "'recurrent'" in str(err.value)
     assert snaps.read_part(rec.id, "kv") == b"fine"
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_snapshots_written_with_sha256_checksums_are_still_checked(db, snaps, save, damaged):
+    """Snapshots from before the XXH3 checksums keep their SHA-256 digests; they read, or are refused."""
+    data = os.urandom(CHUNK_BYTES + 77)
+    rec = save({"recurrent": data})
+    legacy = {"recurrent": hashlib.sha256(data if not damaged else data[:-1] + b"!").hexdigest()}
+    db.execute("UPDATE snapshots SET checksums = ? WHERE id = ?", [json.dumps(legacy), rec.id])
+    if damaged:
+        with pytest.raises(SnapshotCorrupt, match="checksum"):
+            snaps.read_part(rec.id, "recurrent")
+    else:
+        assert snaps.read_part(rec.id, "recurrent") == data
 
 
 @pytest.mark.parametrize("seq", [0, 1, 2])
