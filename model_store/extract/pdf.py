@@ -1,4 +1,11 @@
-"""The text layer of a PDF, page by page, read lazily from the open file."""
+"""The text layer of a PDF, page by page, read lazily from the open file.
+
+pypdf keeps every object it has resolved (``PdfReader.resolved_objects``), stream data included,
+for the reader's lifetime; a page's images are resolved while its text is extracted (to tell
+images from forms), so reading every page would end up holding most of the file. After each page
+the cache is emptied: what the next page shares with it (fonts, the page tree) is read again from
+the file, which costs far less than holding every image of a large scan.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ def extract_pdf(file: BinaryIO, job: Job) -> ExtractedDocument:
         chars += len(page_text) + (2 if index else 0)  # the "\n\n" between pages
         job.check_length(chars)
         pages.append(page_text)
+        _forget_resolved_objects(reader)
         job.report(index + 1, page_count)
         job.stop_if_cancelled()
     text = "\n\n".join(pages)
@@ -40,6 +48,11 @@ def extract_pdf(file: BinaryIO, job: Job) -> ExtractedDocument:
                             "run it through OCR first, then load the result.")
     return ExtractedDocument(title=job.name, kind=PDF, text=text, pages=page_count, encoding=None,
                              source_bytes=job.size)
+
+
+def _forget_resolved_objects(reader: PdfReader) -> None:
+    """Drop the objects pypdf has read so far (see the module doc), so memory stays one page deep."""
+    reader.resolved_objects.clear()
 
 
 def _open_pdf(file: BinaryIO, name: str) -> PdfReader:

@@ -10,6 +10,7 @@ import codecs
 import os
 import random
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,27 @@ def pdf_of_pages(contents: list[bytes]) -> bytes:
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> "
                        b"/XObject << /Im1 4 0 R >> >> /Contents %d 0 R >>" % (number + 1))
         objects.append(pdf_stream(content))
+    return assemble_pdf(objects)
+
+
+def pdf_with_an_image_per_page(sentences: list[bytes], image_bytes: int) -> bytes:
+    """A PDF whose every page has a line of text and its own grey image of ``image_bytes``
+    incompressible bytes (a scan with a caption, say): nearly all of the file is image data."""
+    side = int(image_bytes ** 0.5)
+    image_dictionary = b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray " \
+                       b"/BitsPerComponent 8 " % (side, side)
+    page_numbers = [4 + 3 * index for index in range(len(sentences))]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % n for n in page_numbers), len(sentences)),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    rng = random.Random(5)
+    for number, sentence in zip(page_numbers, sentences):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> "
+                       b"/XObject << /Im1 %d 0 R >> >> /Contents %d 0 R >>" % (number + 2, number + 1))
+        objects.append(pdf_stream(TEXT_PAGE % sentence + b"\n" + IMAGE_PAGE))
+        objects.append(pdf_stream(rng.randbytes(side * side), image_dictionary))
     return assemble_pdf(objects)
 
 
@@ -362,6 +384,21 @@ def test_an_encrypted_pdf_that_opens_without_a_password_is_read(tmp_path):
         writer.write(file)
     assert PdfReader(restricted).is_encrypted
     assert "Readable by anyone" in extract_text(restricted).text
+
+
+def test_reading_a_pdf_of_large_images_holds_about_one_page_not_the_whole_file(tmp_path):
+    captions = [b"Caption of plate %d" % number for number in range(1, 25)]
+    path = write(tmp_path / "plates.pdf", pdf_with_an_image_per_page(captions, image_bytes=1 << 20))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        document = extract_text(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert document.pages == len(captions)
+    assert all(caption.decode() in document.text for caption in captions)
+    assert peak < size / 6, f"reading a {size:,}-byte PDF peaked at {peak:,} bytes"
 
 
 def test_a_pdf_longer_than_the_limit_is_refused(tmp_path):
