@@ -10,7 +10,8 @@ unknown one is sniffed: a PDF header makes it a PDF, anything that decodes as te
 and anything else is refused as binary.
 
 Text-like files (text, Markdown, code, HTML). The encoding is decided from a sample of the first
-:data:`SAMPLE_BYTES`: a byte-order mark wins; otherwise NUL bytes mean binary; otherwise strict
+:data:`SAMPLE_BYTES`: a byte-order mark wins; otherwise NUL bytes mean binary, unless they fall in
+every other byte as in UTF-16 without a byte-order mark and the sample reads as text; otherwise strict
 UTF-8; otherwise the encoding the file declares (an HTML ``<meta charset>``, an XML declaration, a
 Python coding cookie) if the sample decodes in it; otherwise charset-normalizer's guess, corrected
 by two priors. Alone, charset-normalizer often calls Western European text Central European or

@@ -24,6 +24,13 @@ SAME_CHAOS = 0.05  # readings whose chaos differs by no more than this are as go
 _WINDOWS_CODE_PAGE = re.compile(r"cp125\d$")
 _RARELY_USED_CODE_PAGE = re.compile(r"mac_|cp(437|7\d\d|8\d\d|1125)$|hp_roman8$")  # Mac and DOS code pages
 
+# BOM-less UTF-16 (see _utf16_without_bom): the share of zero high bytes it needs, of zero low
+# bytes it tolerates (U+0100, U+4E00 ...), and of control characters in the decoded sample.
+UTF16_MIN_ZERO_HIGH_BYTES = 0.3
+UTF16_MAX_ZERO_LOW_BYTES = 0.05
+UTF16_MAX_CONTROL_SHARE = 0.01
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0e-\x1f\x7f]")  # C0 controls and DEL, but not \t \n \v \f \r
+
 _BYTE_ORDER_MARKS = (  # UTF-32 first: its little-endian mark starts with UTF-16's
     (codecs.BOM_UTF32_LE, "utf-32-le"),
     (codecs.BOM_UTF32_BE, "utf-32-be"),
@@ -54,7 +61,7 @@ def detect_encoding(sample: bytes, *, truncated: bool) -> Encoding | None:
     if marked is not None:
         return marked
     if b"\x00" in sample:
-        return None
+        return _utf16_without_bom(sample, truncated=truncated)
     if _decodes_as(sample, "utf-8", truncated=truncated):
         return Encoding("utf-8", "utf-8")
     legacy = _declared_encoding(sample, truncated=truncated) or _guess_legacy_encoding(
@@ -73,13 +80,44 @@ def _encoding_from_bom(sample: bytes) -> Encoding | None:
     return None
 
 
+def _utf16_without_bom(sample: bytes, *, truncated: bool) -> Encoding | None:
+    """UTF-16 text with no byte-order mark, told from binary by where its NUL bytes fall, else None.
+
+    Characters below U+0100 (all of ASCII) have a zero high byte, so Latin-script UTF-16 has NULs
+    in nearly every other byte and almost none between: odd positions in little-endian, even ones
+    in big-endian. Binary data (an executable, an image, a table of numbers) has NULs on both or
+    on neither. The sample must then decode, and read as text: no NUL characters, few controls.
+    """
+    high_bytes_zero = {"utf-16-le": _nul_share(sample[1::2]), "utf-16-be": _nul_share(sample[0::2])}
+    low_bytes_zero = {"utf-16-le": _nul_share(sample[0::2]), "utf-16-be": _nul_share(sample[1::2])}
+    codec = max(high_bytes_zero, key=high_bytes_zero.__getitem__)
+    if high_bytes_zero[codec] < UTF16_MIN_ZERO_HIGH_BYTES or low_bytes_zero[codec] > UTF16_MAX_ZERO_LOW_BYTES:
+        return None
+    text = _decoded(sample, codec, truncated=truncated)
+    return Encoding(codec, codec) if text is not None and _reads_as_text(text) else None
+
+
+def _nul_share(data: bytes) -> float:
+    return data.count(0) / len(data) if data else 0.0
+
+
+def _reads_as_text(text: str) -> bool:
+    """No NUL characters and at most a few other control characters (tabs and newlines aside)."""
+    return "\x00" not in text and len(_CONTROL_CHARACTERS.findall(text)) <= UTF16_MAX_CONTROL_SHARE * len(text)
+
+
 def _decodes_as(sample: bytes, codec: str, *, truncated: bool) -> bool:
     """Whether ``codec`` is a text encoding that decodes the sample without an error."""
+    return _decoded(sample, codec, truncated=truncated) is not None
+
+
+def _decoded(sample: bytes, codec: str, *, truncated: bool) -> str | None:
+    """The sample decoded by ``codec`` if it is a text encoding that decodes it without an error."""
     try:
         decoded = codecs.getincrementaldecoder(codec)().decode(sample, final=not truncated)
     except (ValueError, TypeError):  # UnicodeDecodeError, or a bytes-to-bytes codec like base64
-        return False
-    return isinstance(decoded, str)
+        return None
+    return decoded if isinstance(decoded, str) else None
 
 
 def _declared_encoding(sample: bytes, *, truncated: bool) -> str | None:

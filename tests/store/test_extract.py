@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import os
 import random
+import struct
 import sys
 import tracemalloc
 from pathlib import Path
@@ -136,6 +137,17 @@ def test_utf16_and_utf32_with_a_byte_order_mark(tmp_path, data, encoding):
     document = extract_text(write(tmp_path / "wide.txt", data))
     assert document.text == WIDE_TEXT
     assert document.encoding == encoding
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("repeat", [1, 4000], ids=["short", "longer-than-the-sample"])
+def test_utf16_without_a_byte_order_mark_is_read_as_text(tmp_path, codec, repeat):
+    content = "Grüße aus Köln, 東京, 一 and 🙂\nzweite Zeile\n" * repeat  # 一 is U+4E00: a zero low byte
+    path = write(tmp_path / "wide.txt", content.encode(codec))
+    assert path.stat().st_size > SAMPLE_BYTES or repeat == 1
+    document = extract_text(path)
+    assert document.text == content
+    assert document.encoding == codec
 
 
 @pytest.mark.parametrize(("content", "codec"), [
@@ -292,6 +304,10 @@ def test_a_whitespace_only_file_is_refused(tmp_path):
     ("renamed.txt", b"\x89PNG\r\n\x1a\n" + random.Random(8).randbytes(20_000)),
     ("noextension", bytes(range(256)) * 100),
     ("records.txt", b"name=alice\x00age=30\x00" * 200),  # valid UTF-8, but NUL bytes are not text
+    ("python", Path(sys.executable).resolve().read_bytes()[:65536]),  # an executable (ELF on Linux)
+    ("elf.txt", b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHI", 2, 62, 1) + random.Random(9).randbytes(4000)),
+    # 16-bit numbers below 256 have NULs in every other byte, like UTF-16, but read as control characters:
+    ("samples.txt", struct.pack("<3000H", *(i % 200 for i in range(3000)))),
 ])
 def test_binary_files_are_refused_as_binary(tmp_path, name, data):
     assert "looks like a binary file, not text" in refused(write(tmp_path / name, data))
