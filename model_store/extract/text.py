@@ -85,9 +85,14 @@ class _VisibleHtmlSink:
 
 
 
-# --- HTML --------------------------------------------------------------------------------------
+# --- HTML ---------------------------------------------------------------------------------------
 
-_HIDDEN_ELEMENTS = frozenset({"script", "style", "noscript", "template"})
+_HIDDEN_ELEMENTS = frozenset({"script", "style", "noscript", "template", "svg"})
+_VOID_ELEMENTS = frozenset({  # never have content or an end tag, so they cannot hide anything
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr",
+})
+_ENDED_BY_A_SIBLING = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})  # <li>a<li>b: two items
+_DISPLAY_NONE = re.compile(r"(?:^|;)\s*display\s*:\s*none\s*(?:!important\s*)?(?:;|$)", re.IGNORECASE)
 _BLOCK_ELEMENTS = frozenset({
     "p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article", "pre", "blockquote",
     "table", "ul", "ol", "dl", "dt", "dd", "header", "footer", "nav", "main", "aside", "figure", "figcaption",
@@ -95,6 +100,50 @@ _BLOCK_ELEMENTS = frozenset({
 })
 _CELL_ELEMENTS = frozenset({"td", "th"})
 _WHITESPACE_RUN = re.compile(r"\s+")
+
+
+def _hides(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether a browser would show nothing of this element: scripts, styles, templates, SVG
+    drawings, ``hidden`` elements and ``style="display: none"``."""
+    if tag in _VOID_ELEMENTS:
+        return False
+    if tag in _HIDDEN_ELEMENTS:
+        return True
+    return any(name == "hidden" or (name == "style" and value and _DISPLAY_NONE.search(value))
+               for name, value in attrs)
+
+
+class _HiddenRegion:
+    """The element hiding the text now, if any, and the elements opened inside it.
+
+    HTML leaves many end tags out, so the region also ends when an element that encloses it ends
+    (``<ul><li hidden>a</ul>``), or when a sibling ends it (``<p hidden>a<p>b``).
+    """
+
+    def __init__(self) -> None:
+        self._open: list[str] = []  # the hiding element first, then what was opened inside it
+
+    @property
+    def active(self) -> bool:
+        return bool(self._open)
+
+    def start(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._open and tag in _ENDED_BY_A_SIBLING and self._open[-1] == tag:
+            self._open.pop()
+        if self._open and tag not in _VOID_ELEMENTS:
+            self._open.append(tag)
+        elif not self._open and _hides(tag, attrs):
+            self._open.append(tag)
+
+    def end(self, tag: str) -> bool:
+        """Close ``tag``; False when it is an element around the region (which then ends too)."""
+        if tag in self._open:
+            del self._open[len(self._open) - 1 - self._open[::-1].index(tag):]
+            return True
+        if tag in _VOID_ELEMENTS:  # "</br>", "<img></img>": nothing to close
+            return True
+        self._open.clear()
+        return False
 
 
 class _LineBuilder:
@@ -145,13 +194,13 @@ class _LineBuilder:
 
 
 class _VisibleTextParser(HTMLParser):
-    """Collects the <title> and the visible body text; scripts, styles and templates are dropped."""
+    """Collects the <title> and the visible body text; hidden elements (see :func:`_hides`) are dropped."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self._title: list[str] = []
         self._body = _LineBuilder()
-        self._hidden_depth = 0
+        self._hidden = _HiddenRegion()
         self._pre_depth = 0
         self._in_title = False
 
@@ -165,11 +214,10 @@ class _VisibleTextParser(HTMLParser):
         return f"{title}\n{body}" if title and body else title or body
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _HIDDEN_ELEMENTS:
-            self._hidden_depth += 1
-        elif self._hidden_depth:
+        self._hidden.start(tag, attrs)
+        if self._hidden.active:
             return
-        elif tag == "title":
+        if tag == "title":
             self._in_title = True
         elif tag == "br":
             self._body.line_break()
@@ -181,11 +229,9 @@ class _VisibleTextParser(HTMLParser):
                 self._pre_depth += 1
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in _HIDDEN_ELEMENTS:
-            self._hidden_depth = max(0, self._hidden_depth - 1)
-        elif self._hidden_depth:
+        if self._hidden.active and self._hidden.end(tag):
             return
-        elif tag == "title":
+        if tag == "title":
             self._in_title = False
         elif tag in _BLOCK_ELEMENTS:
             self._body.end_line()
@@ -193,7 +239,7 @@ class _VisibleTextParser(HTMLParser):
                 self._pre_depth = max(0, self._pre_depth - 1)
 
     def handle_data(self, data: str) -> None:
-        if self._hidden_depth:
+        if self._hidden.active:
             return
         if self._in_title:
             self._title.append(data)

@@ -251,6 +251,35 @@ def test_html_keeps_only_the_visible_text_with_the_title_first(tmp_path):
     ]
 
 
+HIDDEN_PARTS = """<html><head><title>Shown</title></head><body>
+<p>Visible one.</p>
+<div hidden><p>Hidden by the attribute.<br></br>Still hidden.<p>Also hidden</div>
+<p style="color: red; display : none !important">Hidden by a style.</p>
+<p style="display:block">Visible two.</p>
+<svg viewBox="0 0 10 10"><title>Chart title</title><text x="1" y="1">Axis label</text></svg>
+<template><p>Template row</p></template>
+<noscript><p>Enable JavaScript</p></noscript>
+<ul><li hidden>Hidden item<li>Visible item</ul>
+<p hidden>Hidden paragraph<p>Visible three.
+<div>Before <span hidden>secret</span> after, <img hidden src="x.png"> still visible.</div>
+<input type="hidden" value="token"><p>Visible four.</p>
+</body></html>
+"""
+
+
+def test_html_drops_hidden_elements_svg_templates_and_noscript(tmp_path):
+    document = extract_text(write(tmp_path / "hidden.html", HIDDEN_PARTS.encode("utf-8")))
+    assert document.text.splitlines() == [
+        "Shown",
+        "Visible one.",
+        "Visible two.",
+        "Visible item",
+        "Visible three.",
+        "Before after, still visible.",
+        "Visible four.",
+    ]
+
+
 def test_html_in_a_legacy_encoding(tmp_path):
     page = "<html><body><p>Le café était fermé, alors nous sommes allés à la gare déjà.</p></body></html>"
     document = extract_text(write(tmp_path / "old.htm", page.encode("cp1252")))
