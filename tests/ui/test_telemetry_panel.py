@@ -159,6 +159,15 @@ def test_show_model_names_the_model_and_its_size(panel):
     assert panel.model_name_label.text() == "SmolLM2 135M Instruct"
 
 
+def test_a_sample_without_a_model_size_keeps_the_last_known_size(panel):
+    panel.show_model("SmolLM2 135M Instruct", 270 * MIB)
+    panel.show_telemetry(make_telemetry(model_bytes=0))
+    assert panel.values()["model_size"] == "270.0 MiB"
+    panel.show_telemetry(make_telemetry(model_bytes=int(1.2 * GIB)))
+    panel.show_telemetry(make_telemetry(model_bytes=0))
+    assert panel.values()["model_size"] == "1.20 GiB"
+
+
 def test_clear_resets_values_charts_and_devices(panel):
     panel.show_model("tiny", GIB)
     panel.show_device_plan(PLAN)

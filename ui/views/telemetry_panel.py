@@ -198,7 +198,8 @@ class TelemetryPanel(QWidget):
         self._set("ttft", fmt_ms(t.ttft_ms))
         self._set("draft_acceptance", fmt_fraction(t.draft_acceptance))
         self._set("memory", f"{fmt_bytes(t.rss_bytes)} ({fmt_bytes(t.available_bytes)} available)")
-        self._set("model_size", fmt_bytes(t.model_bytes) if t.model_bytes > 0 else NO_VALUE)
+        if t.model_bytes > 0:  # 0 while a model loads or unloads: the last known size stays
+            self._set("model_size", fmt_bytes(t.model_bytes))
         self._show_state(t.state_fixed_bytes, t.state_kv_bytes)
         self._set("cpu_temperature", fmt_temperature(t.cpu_temp_c))
         self._show_throttling(fmt_throttle(t.throttled, t.cpu_freq_mhz, t.cpu_freq_max_mhz), t.throttled is True)
