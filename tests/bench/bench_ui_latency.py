@@ -18,8 +18,8 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -27,7 +27,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HEARTH_HOME", tempfile.mkdtemp(prefix="hearth-bench-ui-"))
 
 import msgspec  # noqa: E402
-from PySide6.QtCore import QElapsedTimer, QTimer  # noqa: E402
+from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.gui import app_parts  # noqa: E402
@@ -73,7 +73,18 @@ def summary(stalls: list[float]) -> dict:
     return {"ticks": len(ordered), "worst_ms": round(max(ordered, default=0.0), 2), "p99_ms": round(p99, 2)}
 
 
-def run_turn(app: QApplication, window, probe: StallProbe, text: str, phases: dict[str, list[float]],
+def wait_for(done: Callable[[], bool], signal, timeout_s: float) -> None:
+    """Run a Qt event loop, as the app's own does, until ``signal`` fires and ``done()`` holds."""
+    loop = QEventLoop()
+    stop = lambda *args: loop.quit() if done() else None  # noqa: E731
+    signal.connect(stop)
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    if not done():
+        loop.exec()
+    signal.disconnect(stop)
+
+
+def run_turn(window, probe: StallProbe, text: str, phases: dict[str, list[float]],
              timeout_s: float = 600) -> p.Finished:
     """Send ``text``, wait until the answer is stored, and file the probe's ticks under their phases."""
     controller = window.controller
@@ -85,10 +96,7 @@ def run_turn(app: QApplication, window, probe: StallProbe, text: str, phases: di
     sent = probe.now()
     window.composer.edit.setPlainText(text)
     window.composer._submit()
-    deadline = time.monotonic() + timeout_s
-    while not stored and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.001)
+    wait_for(lambda: bool(stored), controller.turn_finished, timeout_s)
     done = probe.now()
     controller.bridge.event.disconnect(on_event)
     controller.turn_finished.disconnect(stored.append)
@@ -114,17 +122,15 @@ def main() -> None:
     app = QApplication.instance() or QApplication([])
     window = build_window(app_parts())
     window.show()
-    deadline = time.monotonic() + 120
-    while window.controller.loaded is None and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.005)
+    wait_for(lambda: window.controller.loaded is not None, window.controller.model_loaded, 120)
     probe = StallProbe(args.interval_ms)
     probe.start()
     long_text = "Summarise this: " + " ".join(WORDS[i % len(WORDS)] for i in range(args.prefill_words))
     stalls: dict[str, list[float]] = {}
-    first = run_turn(app, window, probe, long_text, stalls)
-    second = run_turn(app, window, probe, "Now tell me the story again, in more detail.", stalls)
+    first = run_turn(window, probe, long_text, stalls)
+    second = run_turn(window, probe, "Now tell me the story again, in more detail.", stalls)
     window.close()
+    app.processEvents()
     phases = {name: summary(values) for name, values in stalls.items()}
     worst = max(s["worst_ms"] for s in phases.values())
     print(json.dumps({
