@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 
 from app.commands import UserError, engine_for
 from app.conversation_commands import open_conversations
-from app.documents import DocumentTooLong, check_fit, fit_command, read_command, reading_speed, store_document
+from app.documents import (
+    DocumentTooLong, StoredDocument, check_fit, fit_command, keep_if_read, read_command, reading_speed, store_document,
+)
 from app.settings import app_data_dir
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
+from model_store.conversations import ConversationStore
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, extract_text
 
@@ -34,6 +40,34 @@ def _one(client: EngineClient, command: p.Command, kind: type, on_event=None):
     if errors:
         raise UserError("; ".join(errors))
     return result
+
+
+def _read(client: EngineClient, store: ConversationStore, documents: DocumentStore, stored: StoredDocument,
+          *, quiet: bool) -> p.DocumentRead:
+    """Read the stored document; Ctrl+C cancels the reading. A document not read to the end is
+    taken back out of the store (see :func:`app.documents.keep_if_read`)."""
+    command = read_command(store, stored.conversation.id, stored.message.id)
+    done: p.DocumentRead | None = None
+    try:
+        with _ctrl_c_cancels(client, command.request_id):
+            done = _one(client, command, p.DocumentRead, on_event=None if quiet else _progress)
+    finally:
+        kept = keep_if_read(store, documents, stored, done.finish_reason if done else None)
+    if not kept:
+        what = "was cancelled" if done and done.finish_reason == "cancelled" else "did not finish"
+        raise UserError(f"reading {stored.document.title} {what}, so it was not added; load it again to read it")
+    return done
+
+
+@contextmanager
+def _ctrl_c_cancels(client: EngineClient, request_id: str) -> Iterator[None]:
+    """While the block runs, Ctrl+C asks the engine to cancel the request (which then ends as
+    cancelled) instead of stopping the command halfway."""
+    previous = signal.signal(signal.SIGINT, lambda *_: client.send(p.Cancel(request_id=request_id)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _progress(event) -> None:
@@ -60,10 +94,7 @@ def run_doc_load(args: argparse.Namespace) -> int:
         tokens = measured.tokens if args.part == "all" else measured.kept_tokens
         stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
                                 source_path=str(path.resolve()))
-        done = _one(client, read_command(store, stored.conversation.id, stored.message.id), p.DocumentRead,
-                    on_event=None if args.json else _progress)
-    if done is None or done.finish_reason != "stop":
-        raise UserError("the document was not read to the end")
+        done = _read(client, store, documents, stored, quiet=args.json)
     if not args.json:
         print(f"\nread {stored.document.title}: {done.tokens:,} tokens into conversation {stored.conversation.id}; "
               f"ask with: hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)

@@ -5,7 +5,11 @@
    not fit into an error that says by how much and what to do — nothing is cut silently;
 2. :func:`store_document` stores the text as a message of the conversation (a new one unless
    given) and records the document;
-3. :func:`read_command` asks the engine to read it and snapshot the state under that message.
+3. :func:`read_command` asks the engine to read it and snapshot the state under that message;
+4. :func:`keep_if_read` keeps the document only if it was read to the end: after a cancelled or
+   failed read it takes the message and its record back out, so the conversation is as it was
+   before (a conversation made for the document is deleted) and no later question reads a
+   document the user stopped.
 Questions are then ordinary turns after the document message.
 """
 
@@ -57,6 +61,7 @@ class StoredDocument:
     conversation: Conversation
     message: Message
     document: Document
+    before: Conversation | None  # the conversation before the document was added; None: made for it
 
 
 def store_document(store: ConversationStore, documents: DocumentStore, extracted: ExtractedDocument, text: str,
@@ -64,7 +69,8 @@ def store_document(store: ConversationStore, documents: DocumentStore, extracted
                    conversation_id: str | None = None, after: str | None = None) -> StoredDocument:
     """Add the document as a message (after ``after``, else after the newest message; in a new
     conversation named after it when ``conversation_id`` is None)."""
-    conversation = store.get(conversation_id) if conversation_id else store.create(extracted.title, model=model)
+    before = store.get(conversation_id) if conversation_id else None
+    conversation = before or store.create(extracted.title, model=model)
     if after is None:
         branch = store.current_branch(conversation.id)
         after = branch[-1].id if branch else None
@@ -72,7 +78,20 @@ def store_document(store: ConversationStore, documents: DocumentStore, extracted
     document = documents.add(conversation_id=conversation.id, message_id=message.id, title=extracted.title,
                              kind=extracted.kind, text=text, source_path=source_path,
                              source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
-    return StoredDocument(conversation, message, document)
+    return StoredDocument(conversation, message, document, before)
+
+
+def keep_if_read(store: ConversationStore, documents: DocumentStore, stored: StoredDocument,
+                 finish_reason: str | None) -> bool:
+    """Whether the document was read to the end; if not (cancelled, failed, never answered), take
+    it back out so the conversation is as it was before :func:`store_document`."""
+    if finish_reason == "stop":
+        return True
+    if stored.before is None:
+        store.delete(stored.conversation.id)
+    else:
+        documents.remove(stored.document, leaf_id=stored.before.leaf_id, updated_at=stored.before.updated_at)
+    return False
 
 
 def reading_speed(event: p.PromptProgress) -> tuple[float, float]:

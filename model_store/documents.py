@@ -71,6 +71,15 @@ class DocumentStore:
             self._insert(copy)
         return copy
 
+    def remove(self, document: Document, *, leaf_id: str | None, updated_at: float) -> None:
+        """Take back a document that was never read: delete its message (its record, and anything
+        under the message, go with it by ``ON DELETE CASCADE``) and give its conversation back the
+        leaf and the time it had before the document was added."""
+        with write_transaction(self.db):
+            self.db.execute("DELETE FROM messages WHERE id = ?", [document.message_id])
+            self.db.execute("UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
+                            [leaf_id, updated_at, document.conversation_id])
+
     def get(self, document_id: str) -> Document:
         row = self.db.execute(f"SELECT {_COLUMNS} FROM documents WHERE id = ?", [document_id]).fetchone()
         if row is None:

@@ -1,26 +1,44 @@
 """Loading a document from the window: extract (background thread), count and fit (engine), store
 (store thread), read with progress and cancel (engine), then questions are ordinary turns.
 
-Nothing here waits: each step continues in the callback of the one before. A document that does
-not fit is never cut silently: the banner says by how much and offers to read its first part.
+Nothing here waits: each step continues in the callback of the one before. Every step belongs to
+one :class:`_Load`; a callback whose load is no longer the current one is ignored. A document that
+does not fit is never cut silently: the banner says by how much and offers to read its first part.
+A read that is cancelled or fails takes the document back out (:func:`app.documents.keep_if_read`),
+and the window shows the conversation it showed before the attach.
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.documents import DocumentTooLong, check_fit, fit_command, read_command, reading_speed, store_document
+from app.documents import (
+    DocumentTooLong, StoredDocument, check_fit, fit_command, keep_if_read, read_command, reading_speed, store_document,
+)
 from engine import protocol as p
-from model_store.conversations import ConversationStore
+from engine.client import EngineDead
+from model_store.conversations import Conversation, ConversationStore
+from model_store.db import StoreError
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
 from model_store.snapshots import SnapshotStore
 from ui.background import Background
 from ui.controller import ChatController
-from ui.models.messages import load_transcript
+from ui.models.messages import MessageRow, load_transcript
+
+
+@dataclass
+class _Load:
+    """One document being loaded, from the click to the end of its reading."""
+
+    title: str
+    shown_before: Conversation | None  # the conversation on screen when it started
+    cancelled: bool = False
+    stored: StoredDocument | None = None
+    read_request: str | None = None
 
 
 class DocumentController(QObject):
@@ -31,49 +49,70 @@ class DocumentController(QObject):
         super().__init__()
         self.chat = chat
         self.background = Background()
-        self.busy = False
+        self._load: _Load | None = None
         self._waiting: dict[str, object] = {}  # request id -> what to do with its answer
-        self._read_request: str | None = None
-        self._title = ""
         chat.bridge.event.connect(self._on_event)
-        chat.bridge.died.connect(lambda _: self._finish())
+        chat.bridge.died.connect(self._on_died)
+
+    @property
+    def busy(self) -> bool:
+        return self._load is not None
 
     # -- steps -----------------------------------------------------------------------------------
 
     def attach(self, path: Path, part: str = "all") -> bool:
         """Load the file into the current conversation (a new one if none is open)."""
-        if self.busy or self.chat.generating:
-            self.chat.notice.emit("warning", "Wait for the current answer or document to finish, then attach again.")
+        if not self._may_start():
             return False
-        if self.chat.loaded is None:
-            self.chat.notice.emit("warning", "No model is loaded yet; wait for it, then attach the document.")
-            return False
-        self._set_busy(True)
-        self._title = path.name
+        load = self._begin(path.name)
         self.chat.status.emit(f"Extracting the text of {path.name}…")
-        self.background.run(lambda: extract_text(path), lambda doc: self._measure(doc, path, part), self._failed)
+        self.background.run(lambda: extract_text(path), self._step(load, lambda doc: self._measure(load, doc, path, part)),
+                            self._step(load, self._failed))
         return True
 
     def new_chat_from(self, message_id: str) -> None:
         """A new conversation holding the same document, starting from its saved state."""
         if self.busy or self.chat.generating:
             return
-        self._set_busy(True)
-        self._title = ""
-        self.chat.store.submit(lambda store: _copy_document(store, message_id), self._stored, self._failed)
+        load = self._begin("")
+        self.chat.store.submit(lambda store: _copy_document(store, message_id), lambda result: self._stored(load, result),
+                               self._step(load, self._failed))
 
     def cancel(self) -> None:
-        if self._read_request is not None:
-            self.chat.bridge.send(p.Cancel(request_id=self._read_request))
+        load = self._load
+        if load is None:
+            return
+        load.cancelled = True
+        if load.read_request is not None:  # the engine ends the read with DocumentRead(cancelled)
+            self.chat.bridge.send(p.Cancel(request_id=load.read_request))
 
-    def _measure(self, document: ExtractedDocument, path: Path, part: str) -> None:
+    def _may_start(self) -> bool:
+        if self.busy or self.chat.generating:
+            self.chat.notice.emit("warning", "Wait for the current answer or document to finish, then attach again.")
+            return False
+        if self.chat.loaded is None:
+            self.chat.notice.emit("warning", "No model is loaded yet; wait for it, then attach the document.")
+            return False
+        return True
+
+    def _begin(self, title: str) -> _Load:
+        self._load = _Load(title, self.chat.conversation)
+        self.reading_changed.emit(True)
+        return self._load
+
+    def _step(self, load: _Load, then):
+        """``then``, called only while ``load`` is still the current load."""
+        return lambda *args: then(*args) if load is self._load else None
+
+    def _measure(self, load: _Load, document: ExtractedDocument, path: Path, part: str) -> None:
         command = fit_command(document.text, part)
-        self._waiting[command.request_id] = lambda measured: self._store(document, path, part, measured)
+        self._waiting[command.request_id] = self._step(load, lambda measured: self._store(load, document, path, part,
+                                                                                          measured))
         self.chat.status.emit(f"Counting the tokens of {document.title}…")
         if not self.chat.bridge.send(command):
             self._failed("the engine is not running")
 
-    def _store(self, document: ExtractedDocument, path: Path, part: str, measured: p.TextMeasured) -> None:
+    def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, measured: p.TextMeasured) -> None:
         try:
             text = check_fit(document, measured, part)
         except DocumentTooLong:
@@ -88,24 +127,31 @@ class DocumentController(QObject):
         def store(s: ConversationStore):
             stored = store_document(s, DocumentStore(s.db), document, text, tokens, part, model=model,
                                     source_path=str(path), conversation_id=conversation_id)
-            return stored.conversation, read_command(s, stored.conversation.id, stored.message.id), \
+            return stored, read_command(s, stored.conversation.id, stored.message.id), \
                 load_transcript(s, stored.conversation.id)
 
-        self.chat.store.submit(store, self._stored, self._failed)
+        self.chat.store.submit(store, lambda result: self._stored(load, result), self._step(load, self._failed))
 
-    def _stored(self, result) -> None:
-        conversation, command, rows = result
-        self.chat.show_conversation(conversation, rows)
+    def _stored(self, load: _Load, result: tuple[StoredDocument, p.ReadDocument | None, list[MessageRow]]) -> None:
+        stored, command, rows = result
+        load.stored = stored
+        if load is not self._load:  # ended (the engine stopped) while it was being stored
+            self._take_back(load, "error")
+            return
+        if load.cancelled:  # cancelled while it was being stored
+            self._end_unread(load, "cancelled")
+            return
+        self.chat.show_conversation(stored.conversation, rows)
         self.chat.refresh_list()
         if command is None:  # a new chat from a document whose saved state was copied with it
             self._finish()
-            self.chat.status.emit(f"New chat from {conversation.title}: it starts from the document's saved state.")
-            self.chat.open_in_engine(conversation.id)
+            self.chat.status.emit(f"New chat from {stored.conversation.title}: it starts from the document's saved "
+                                  "state.")
+            self.chat.open_in_engine(stored.conversation.id)
             return
-        self._title = conversation.title if not self._title else self._title
-        self._read_request = command.request_id
-        self._started = time.monotonic()
-        self.chat.status.emit(f"Reading {self._title}…")
+        load.title = load.title or stored.conversation.title
+        load.read_request = command.request_id
+        self.chat.status.emit(f"Reading {load.title}…")
         if not self.chat.bridge.send(command):
             self._failed("the engine is not running")
 
@@ -119,26 +165,55 @@ class DocumentController(QObject):
                 then(event)
             else:
                 self._failed(getattr(event, "message", "the engine could not count the document's tokens"))
-        elif rid is not None and rid == self._read_request:
-            self._on_read_event(event)
+        elif self._load is not None and rid is not None and rid == self._load.read_request:
+            self._on_read_event(self._load, event)
 
-    def _on_read_event(self, event: p.Event) -> None:
+    def _on_read_event(self, load: _Load, event: p.Event) -> None:
         if isinstance(event, p.PromptProgress) and event.total:
             rate, eta = reading_speed(event)
             self.progress.emit(event.processed, event.total, rate, eta)
         elif isinstance(event, p.Error):
             self.chat.notice.emit("error", event.message)
-        elif isinstance(event, p.DocumentRead):
+        elif isinstance(event, p.DocumentRead) and event.finish_reason == "stop":
             self._finish()
-            if event.finish_reason == "stop":
-                self.chat.status.emit(f"Read {self._title}: {event.tokens:,} tokens in "
-                                      f"{event.timings.prompt_ms / 1000:.1f} s. Ask anything about it; every "
-                                      "question starts from the saved state.")
-            elif event.finish_reason == "cancelled":
-                self.chat.status.emit(f"Reading {self._title} was cancelled; nothing was saved, and a question "
-                                      "will read the document again.")
+            self.chat.status.emit(f"Read {load.title}: {event.tokens:,} tokens in "
+                                  f"{event.timings.prompt_ms / 1000:.1f} s. Ask anything about it; every "
+                                  "question starts from the saved state.")
+        elif isinstance(event, p.DocumentRead):
+            self._end_unread(load, event.finish_reason)
+
+    def _on_died(self, dead: EngineDead) -> None:
+        load = self._load
+        if load is not None and load.stored is not None:
+            self._end_unread(load, "error")
+        else:
+            self._finish()
 
     # -- endings ---------------------------------------------------------------------------------
+
+    def _end_unread(self, load: _Load, finish_reason: str) -> None:
+        """End a load whose document was stored but not read to the end, and say so once it is gone."""
+        self._finish()
+        what = "was cancelled" if finish_reason == "cancelled" else "did not finish"
+        self._take_back(load, finish_reason, f"Reading {load.title} {what}; it was not added to the conversation.")
+
+    def _take_back(self, load: _Load, finish_reason: str, status: str = "") -> None:
+        """Remove the stored document (:func:`keep_if_read`) and show the conversation shown before it."""
+        stored, shown = load.stored, load.shown_before
+
+        def take_back(store: ConversationStore) -> tuple[Conversation | None, list[MessageRow]]:
+            keep_if_read(store, DocumentStore(store.db), stored, finish_reason)
+            return _as_it_is_now(store, shown)
+
+        def taken_back(result: tuple[Conversation | None, list[MessageRow]]) -> None:
+            self.chat.refresh_list()
+            if self._load is None and not self.chat.generating:  # nothing newer is on screen
+                self.chat.show_conversation(*result)
+                if status:
+                    self.chat.status.emit(status)
+
+        self.chat.store.submit(take_back, taken_back, lambda message: self.chat.notice.emit(
+            "error", f"{load.title} could not be taken back out of the conversation: {message}"))
 
     def _offer_part(self, path: Path, title: str, tokens: int, budget: int, over: int) -> None:
         self.chat.notice_with_action.emit(
@@ -151,18 +226,28 @@ class DocumentController(QObject):
         message = str(problem)
         if not isinstance(problem, (DocumentError, str)):
             message = f"Could not load the document: {problem}"
+        load = self._load
         self._finish()
         self.chat.status.emit("")
         self.chat.notice.emit("error", message)
+        if load is not None and load.stored is not None:
+            self._take_back(load, "error")
 
     def _finish(self) -> None:
-        self._read_request = None
+        self._load = None
         self._waiting.clear()
-        self._set_busy(False)
+        self.reading_changed.emit(False)
 
-    def _set_busy(self, busy: bool) -> None:
-        self.busy = busy
-        self.reading_changed.emit(busy)
+
+def _as_it_is_now(store: ConversationStore, conversation: Conversation | None) -> tuple[Conversation | None,
+                                                                                      list[MessageRow]]:
+    """The conversation and its transcript as stored now (None, [] if there is none, or no longer)."""
+    if conversation is None:
+        return None, []
+    try:
+        return store.get(conversation.id), load_transcript(store, conversation.id)
+    except StoreError:
+        return None, []
 
 
 def _copy_document(store: ConversationStore, message_id: str):
@@ -172,8 +257,8 @@ def _copy_document(store: ConversationStore, message_id: str):
     message = store.message(message_id)
     conversation = store.create(source.title if source else "Document", model=store.get(message.conversation_id).model)
     copy = store.add_message(conversation.id, "user", message.content, parent_id=None)
-    if source is not None:
-        documents.copy_to(source, conversation.id, copy.id)
+    record = documents.copy_to(source, conversation.id, copy.id) if source is not None else None
     copied = SnapshotStore(store.db).copy_root(message_id, conversation.id, copy.id)
     command = read_command(store, conversation.id, copy.id)
-    return conversation, (None if copied else command), load_transcript(store, conversation.id)
+    stored = StoredDocument(conversation, copy, record, before=None)
+    return stored, (None if copied else command), load_transcript(store, conversation.id)

@@ -1,8 +1,11 @@
 """The installed ``hearth`` entry point and ``python -m app`` work as separate processes."""
 
 import json
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HEARTH = Path(sys.executable).with_name("hearth")
@@ -57,3 +60,35 @@ def test_doc_load_refuses_a_binary_file_in_one_line(hearth_home, tmp_path):
     result = subprocess.run([str(HEARTH), "doc", "load", str(binary)], capture_output=True, text=True, timeout=60,
                             env={"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 1 and "blob.bin" in result.stderr and result.stderr.count("\n") == 1
+
+
+def wait_for_output(stream, marker: bytes, timeout: float) -> bytes:
+    """Read ``stream`` (a pipe) until ``marker`` appears; what was read."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while marker not in seen:
+        assert time.monotonic() < deadline, f"no {marker!r} within {timeout} s: {seen!r}"
+        chunk = stream.read1(4096)
+        assert chunk, f"the output ended before {marker!r}: {seen!r}"
+        seen += chunk
+    return seen
+
+
+def test_ctrl_c_while_a_document_is_read_adds_nothing(hybrid_tiny, hearth_home, tmp_path):
+    env = {"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"}
+    words = "river stone light house garden winter market letter window music paper forest bridge".split()
+    rng = random.Random(2)
+    document = tmp_path / "long.txt"
+    document.write_text("\n".join(" ".join(rng.choice(words) for _ in range(10)) + "." for _ in range(120)))
+    loading = subprocess.Popen([str(HEARTH), "doc", "load", "--model", str(hybrid_tiny), str(document)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        wait_for_output(loading.stderr, b"reading ", timeout=120)
+        loading.send_signal(signal.SIGINT)
+        _, rest = loading.communicate(timeout=120)
+    finally:
+        loading.kill()
+    assert loading.returncode == 1
+    assert b"reading long.txt was cancelled, so it was not added" in rest.splitlines()[-1]
+    listed = subprocess.run([str(HEARTH), "conversations", "--json"], capture_output=True, text=True, timeout=60,
+                            env=env)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], "no conversation was left behind"

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import random
-import threading
 
 import pytest
 
-from app.documents import DocumentTooLong, check_fit, fit_command, read_command, store_document
+from app.documents import DocumentTooLong, check_fit, fit_command, keep_if_read, read_command, store_document
 from app.turn import send_turn
 from engine import protocol as p
 from engine.inproc_client import InprocClient
 from model_store.conversations import ConversationStore
-from model_store.db import database_path, open_database
+from model_store.db import StoreError, database_path, open_database
 from model_store.documents import DocumentStore, text_sha256
 from model_store.extract import ExtractedDocument
 from model_store.snapshots import SnapshotStore
@@ -43,12 +42,12 @@ class Library:
         self.clients.append(client)
         return client
 
-    def load(self, client, extracted, part="all"):
+    def load(self, client, extracted, part="all", conversation_id=None):
         measured = events_of(client, fit_command(extracted.text, part), p.TextMeasured)[0]
         text = check_fit(extracted, measured, part)
         tokens = measured.tokens if part == "all" else measured.kept_tokens
         stored = store_document(self.store, self.documents, extracted, text, tokens, part, model="tiny",
-                                source_path=None)
+                                source_path=None, conversation_id=conversation_id)
         return stored, client.stream(read_command(self.store, stored.conversation.id, stored.message.id))
 
     def ask(self, client, conversation_id, question, after):
@@ -114,24 +113,61 @@ def measured_tokens(lib, doc) -> int:
     return events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0].tokens
 
 
-def test_cancelled_reading_saves_nothing_and_a_question_reads_the_document_again(libraries):
+def read_and_cancel_at_first_progress(client, events) -> p.DocumentRead:
+    cancelled = False
+    for event in events:
+        if isinstance(event, p.PromptProgress) and not cancelled:
+            client.send(p.Cancel(request_id=event.request_id))
+            cancelled = True
+        if isinstance(event, p.DocumentRead):
+            return event
+    raise AssertionError("the read ended without DocumentRead")
+
+
+def test_a_cancelled_read_saves_nothing_and_leaves_the_conversation_as_it_was(libraries):
     lib = libraries("cancel")
     client = lib.engine()
-    stored, events = lib.load(client, document(700))
-    cancelled = threading.Event()
-    seen = []
-    for event in events:
-        seen.append(event)
-        if isinstance(event, p.PromptProgress) and not cancelled.is_set():
-            client.send(p.Cancel(request_id=event.request_id))
-            cancelled.set()
-    read = [e for e in seen if isinstance(e, p.DocumentRead)][0]
+    conversation = lib.store.create("chat", model="tiny")
+    earlier = lib.ask(client, conversation.id, "Hello there.", None)
+    before = lib.store.get(conversation.id)
+    branch_before = lib.store.current_branch(conversation.id)
+
+    stored, events = lib.load(client, document(700), conversation_id=conversation.id)
+    assert lib.store.current_branch(conversation.id)[-1].id == stored.message.id
+    read = read_and_cancel_at_first_progress(client, events)
     assert read.finish_reason == "cancelled" and read.snapshot is None
-    assert read.timings.prompt_n > 0
+    assert 0 < read.timings.prompt_n < stored.document.tokens
+    assert not keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
+
+    assert lib.store.get(conversation.id) == before
+    assert lib.store.current_branch(conversation.id) == branch_before
+    assert lib.documents.for_conversation(conversation.id) == []
     assert SnapshotStore(lib.store.db).for_message(stored.message.id) == []
-    answer = lib.ask(client, stored.conversation.id, "Still there?", stored.message.id)
-    assert answer.finished.finish_reason in ("stop", "length") and not answer.finished.snapshot.restored
-    assert answer.finished.snapshot.prefilled_tokens > read.timings.prompt_n
+    answer = lib.ask(client, conversation.id, "Still there?", None)
+    assert answer.user.parent_id == earlier.answer.id, "the next question follows the earlier answer"
+    assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40, \
+        "the question started from the earlier answer's snapshot, without the document"
+
+
+def test_a_cancelled_read_into_a_new_conversation_removes_that_conversation(libraries):
+    lib = libraries("cancel-new")
+    client = lib.engine()
+    stored, events = lib.load(client, document(700))
+    read = read_and_cancel_at_first_progress(client, events)
+    assert read.finish_reason == "cancelled"
+    assert not keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
+    assert lib.store.list() == [] and lib.documents.for_message(stored.message.id) is None
+    with pytest.raises(StoreError):
+        lib.store.get(stored.conversation.id)
+
+
+def test_a_document_read_to_the_end_is_kept(libraries):
+    lib = libraries("kept")
+    client = lib.engine()
+    stored, events = lib.load(client, document(100))
+    read = [e for e in events if isinstance(e, p.DocumentRead)][0]
+    assert keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
+    assert lib.documents.for_conversation(stored.conversation.id) == [stored.document]
 
 
 def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_as_asked(libraries):

@@ -27,3 +27,18 @@ def test_a_part_must_be_all_first_or_last(db, convs):
     with pytest.raises(ValueError, match="part must be"):
         DocumentStore(db).add(conversation_id=conversation.id, message_id=message.id, title="x", kind="text",
                               text="x", source_path=None, source_bytes=1, pages=None, tokens=1, part="middle")
+
+
+def test_removing_a_document_deletes_its_message_and_record_and_restores_the_leaf(db, convs):
+    documents = DocumentStore(db)
+    conversation = convs.create("doc")
+    question = convs.add_message(conversation.id, "user", "hi", parent_id=None)
+    answer = convs.add_message(conversation.id, "assistant", "hello", parent_id=question.id)
+    before = convs.get(conversation.id)
+    message = convs.add_message(conversation.id, "user", "Document: a.txt\n\nhello", parent_id=answer.id)
+    doc = documents.add(conversation_id=conversation.id, message_id=message.id, title="a.txt", kind="text",
+                        text="hello", source_path=None, source_bytes=5, pages=None, tokens=2, part="all")
+    documents.remove(doc, leaf_id=before.leaf_id, updated_at=before.updated_at)
+    assert convs.get(conversation.id) == before
+    assert [m.id for m in convs.current_branch(conversation.id)] == [question.id, answer.id]
+    assert documents.for_conversation(conversation.id) == [] and convs.children(answer.id) == []

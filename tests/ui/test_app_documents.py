@@ -7,6 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
+from model_store.documents import DocumentStore
 from tests.ui.conftest import write_settings
 
 WORDS = "river stone light house garden winter market letter window music paper forest bridge candle".split()
@@ -38,6 +39,9 @@ def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp
     documents.progress.disconnect(cancel_at_first_progress)
     assert seen and seen[0][0] < seen[0][1], "the bar moved, then the reading stopped before the end"
     assert not window.document_progress.isVisible() and not documents.busy
+    assert app.controller.conversation is None and app.transcript() == [] and window.chat_view.widgets == [], \
+        "the conversation made for the cancelled document is gone"
+    assert stored(app, lambda s: s.list()) == []
 
     short_doc = write_document(tmp_path / "notes.txt", 500)
     progress: list[int] = []
@@ -55,6 +59,39 @@ def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp
     assert first.finished.snapshot.restored and first.finished.snapshot.prefilled_tokens < 40
     assert second.finished.snapshot.restored and second.finished.snapshot.prefilled_tokens < 40
     assert [r.message.role for r in app.controller.messages.rows()][-4:] == ["user", "assistant", "user", "assistant"]
+
+
+def stored(app, read):
+    """What ``read(store)`` returns, run on the app's store thread after the work queued before it."""
+    results = []
+    app.controller.store.submit(read, results.append)
+    app.qtbot.waitUntil(lambda: bool(results), timeout=30_000)
+    return results[0]
+
+
+def test_cancelling_a_read_leaves_the_conversation_as_it_was(start_app, hybrid_tiny, tmp_path):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=8, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    earlier = app.send_and_wait("Hello there.")
+    conversation_id = app.controller.conversation.id
+    shown_before = app.transcript()
+    branch_before = stored(app, lambda s: s.current_branch(conversation_id))
+
+    documents.progress.connect(
+        lambda *_: app.qtbot.mouseClick(window.document_progress.cancel, Qt.MouseButton.LeftButton))
+    assert documents.attach(write_document(tmp_path / "long.txt", 1600))
+    app.qtbot.waitUntil(lambda: "was cancelled" in window.status_line.text(), timeout=60_000)
+
+    assert app.controller.conversation.id == conversation_id and app.transcript() == shown_before
+    assert not any(row.document for row in app.controller.messages.rows())
+    assert not any(widget.who.text().startswith("Document:") for widget in window.chat_view.widgets), "no chip"
+    assert stored(app, lambda s: s.current_branch(conversation_id)) == branch_before
+    assert stored(app, lambda s: DocumentStore(s.db).for_conversation(conversation_id)) == []
+    answer = app.send_and_wait("Still there?")
+    assert answer.user.parent_id == earlier.answer.id, "the next question follows the earlier answer, not the document"
+    assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40
 
 
 def test_new_chat_from_a_document_starts_from_its_saved_state(start_app, hybrid_tiny, tmp_path):
