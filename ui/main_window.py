@@ -44,7 +44,9 @@ class MainWindow(QMainWindow):
         models.setParent(self)  # dies with the window, so no late result reaches a closed window
         self.models_dialog: ModelsDialog | None = None
         self.save_settings = save_settings
-        self._pending_deletes: dict[str, QTimer] = {}
+        self._pending_deletes: dict[str, str] = {}  # id -> title: out of the list, not yet out of the store
+        self.undo_delete_timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
+        self.undo_delete_timer.timeout.connect(self._delete_pending_for_good)
         self.setWindowTitle("Hearth")
         self.resize(1200, 780)
         self._build(controller.conversations, controller.messages)
@@ -247,35 +249,48 @@ class MainWindow(QMainWindow):
     # -- deleting with undo ----------------------------------------------------------------------
 
     def delete_conversation(self, conversation_id: str) -> None:
+        """Take the conversation out of the list at once, out of the store when the undo time is up.
+
+        Deletes made within the undo time share one Undo (and one timer), so a second delete does
+        not take away the chance to undo the first."""
         model = self.controller.conversations
         row = model.row_of(conversation_id)
-        title = model.conversation(row).title if row >= 0 else "the conversation"
+        self._pending_deletes[conversation_id] = model.conversation(row).title if row >= 0 else "the conversation"
         if self.controller.conversation is not None and self.controller.conversation.id == conversation_id:
             self.new_chat()
         model.hide(conversation_id)
-        timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
-        timer.timeout.connect(lambda: self._delete_for_good(conversation_id))
-        timer.start()
-        self._pending_deletes[conversation_id] = timer
-        self.banner.show_notice("info", f"Deleted “{title}”.", "Undo", lambda: self._undo_delete(conversation_id))
+        self.undo_delete_timer.start()
+        self.banner.show_notice("info", _deleted_text(list(self._pending_deletes.values())), "Undo",
+                                self._undo_deletes)
 
-    def _undo_delete(self, conversation_id: str) -> None:
-        timer = self._pending_deletes.pop(conversation_id, None)
-        if timer is not None:
-            timer.stop()
-        self.controller.conversations.unhide(conversation_id)
+    def _undo_deletes(self) -> None:
+        self.undo_delete_timer.stop()
+        for conversation_id in self._pending_deletes:
+            self.controller.conversations.unhide(conversation_id)
+        self._pending_deletes.clear()
         self.controller.refresh_list()
 
-    def _delete_for_good(self, conversation_id: str) -> None:
-        if self._pending_deletes.pop(conversation_id, None) is not None:
+    def _delete_pending_for_good(self) -> None:
+        self.banner.withdraw(self._undo_deletes)
+        for conversation_id in self._pending_deletes:
             self.controller.delete_now(conversation_id)
+        self._pending_deletes.clear()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        for conversation_id in list(self._pending_deletes):
-            self._delete_for_good(conversation_id)
+        self.undo_delete_timer.stop()
+        self._delete_pending_for_good()
         self.models.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)
+
+
+def _deleted_text(titles: list[str]) -> str:
+    """"Deleted “Plans”.", "Deleted “Plans” and “Notes”.", "Deleted 3 conversations."."""
+    if len(titles) == 1:
+        return f"Deleted “{titles[0]}”."
+    if len(titles) == 2:
+        return f"Deleted “{titles[0]}” and “{titles[1]}”."
+    return f"Deleted {len(titles)} conversations."
 
 
 def _with(settings: Settings, **changes) -> Settings:

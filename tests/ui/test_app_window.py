@@ -86,23 +86,36 @@ def test_ctrl_f_searches_titles_and_messages(start_app, tiny_settings):
     app.qtbot.waitUntil(lambda: app.transcript()[:1] == [("user", "Plan a picnic", "done")], timeout=10_000)
 
 
-def test_delete_can_be_undone_and_otherwise_happens(start_app, tiny_settings):
+def _focus_in_list(app, conversation_id: str):
+    view = app.window.conversation_panel.list
+    view.setFocus()
+    view.setCurrentIndex(app.controller.conversations.index(app.controller.conversations.row_of(conversation_id)))
+    return view
+
+
+def test_del_deletes_with_an_undo_that_later_notices_do_not_take_away(start_app, tiny_settings):
     app = start_app()
     app.wait_loaded()
     app.send_and_wait("Keep me")
+    kept = app.controller.conversation.id
     app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     app.send_and_wait("Delete me")
-    app.wait_idle_store()
-    model = app.controller.conversations
     doomed = app.controller.conversation.id
+    model, banner = app.controller.conversations, app.window.banner
+    app.qtbot.waitUntil(lambda: set(model.ids()) == {kept, doomed}, timeout=10_000)
 
-    app.window.delete_conversation(doomed)
-    assert doomed not in model.ids() and "Deleted “Delete me”" in app.window.banner.text()
-    app.qtbot.mouseClick(app.window.banner.action, Qt.MouseButton.LeftButton)
-    app.qtbot.waitUntil(lambda: doomed in model.ids(), timeout=10_000)
+    app.qtbot.keyClick(_focus_in_list(app, doomed), Qt.Key.Key_Delete)
+    assert model.ids() == [kept] and banner.text() == "Deleted “Delete me”."
+    app.controller.notice.emit("info", "The engine restarted and is ready.")  # news before the user undoes
+    assert banner.text() == "The engine restarted and is ready.\nDeleted “Delete me”."
+    app.qtbot.keyClick(_focus_in_list(app, kept), Qt.Key.Key_Delete)  # a second delete shares the Undo
+    assert model.ids() == [] and banner.text() == "Deleted “Delete me” and “Keep me”."
+    app.qtbot.mouseClick(banner.action, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: set(model.ids()) == {kept, doomed}, timeout=10_000)
 
-    app.window.delete_conversation(doomed)
-    app.window._pending_deletes[doomed].timeout.emit()  # the undo time runs out
+    app.window.undo_delete_timer.setInterval(200)
+    app.qtbot.keyClick(_focus_in_list(app, doomed), Qt.Key.Key_Delete)
+    app.qtbot.waitUntil(lambda: banner.text() == "", timeout=5_000)  # the undo time ran out: no Undo is left
     app.wait_idle_store()
     remaining: list = []
     app.controller.store.submit(lambda store: [c.title for c in store.list()], remaining.append)

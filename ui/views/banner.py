@@ -1,17 +1,29 @@
 """The window's one notice line: what happened, and at most one thing to do about it.
 
 A new notice replaces the old one, so a worker that dies shows one banner, not a pile of them.
+An offer to act (Undo a delete) is the exception: a later notice without an action of its own
+shows above it instead of hiding it, so the offer stays until it is used, dismissed, replaced by
+another offer or withdrawn (:meth:`Banner.withdraw`, when what it would undo has happened).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 KINDS = ("info", "warning", "error")
 STRONG = {"warning": "#8a5300", "error": "#a4262c"}
+
+
+@dataclass
+class _Notice:
+    kind: str
+    text: str
+    action_text: str = ""
+    action: Callable[[], None] | None = None
 
 
 class Banner(QFrame):
@@ -32,30 +44,48 @@ class Banner(QFrame):
         layout.addWidget(self.action)
         layout.addWidget(self.close_button)
         self.close_button.clicked.connect(self.dismiss)
-        self._action: Callable[[], None] | None = None
+        self._latest: _Notice | None = None
+        self._offer: _Notice | None = None  # the newest notice with an action, while it still applies
         self.action.clicked.connect(self._run_action)
         self.hide()
 
     def show_notice(self, kind: str, text: str, action_text: str | None = None,
                     action: Callable[[], None] | None = None) -> None:
-        self.kind = kind if kind in KINDS else "info"
-        self.label.setText(text)
-        self.label.setAccessibleName(f"{self.kind}: {text}")
-        self._action = action
-        self.action.setText(action_text or "")
-        self.action.setVisible(action is not None)
-        self._colour()
-        self.show()
+        self._latest = _Notice(kind if kind in KINDS else "info", text, action_text or "", action)
+        if action is not None:
+            self._offer = self._latest
+        self._render()
+
+    def withdraw(self, action: Callable[[], None]) -> None:
+        """Stop offering ``action`` (what it would undo has happened); a notice shown after it stays."""
+        if self._offer is None or self._offer.action != action:
+            return
+        if self._latest is self._offer:
+            self.dismiss()
+            return
+        self._offer = None
+        self._render()
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""
 
     def dismiss(self) -> None:
-        self._action = None
+        self._latest = self._offer = None
         self.hide()
 
+    def _render(self) -> None:
+        latest, offer = self._latest, self._offer
+        lines = [latest.text] + ([offer.text] if offer is not None and offer is not latest else [])
+        self.kind = latest.kind
+        self.label.setText("\n".join(lines))
+        self.label.setAccessibleName(f"{self.kind}: {' '.join(lines)}")
+        self.action.setText(offer.action_text if offer is not None else "")
+        self.action.setVisible(offer is not None)
+        self._colour()
+        self.show()
+
     def _run_action(self) -> None:
-        action = self._action
+        action = self._offer.action if self._offer is not None else None
         self.dismiss()
         if action is not None:
             action()
