@@ -31,6 +31,8 @@ from ui.views.settings_dialog import SettingsDialog
 from ui.views.telemetry_panel import TelemetryPanel
 
 UNDO_DELETE_MS = 10_000
+# Settings the worker takes only when it loads a model (they travel in LoadModel): changing one reloads it.
+LOAD_TIME_SETTINGS = ("model", "draft_max", "device_policy", "device_calibration")
 SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 
@@ -232,7 +234,7 @@ class MainWindow(QMainWindow):
         self._store_settings(new)
         self.chat_view.set_highlight_drafts(new.highlight_drafts)
         self.highlight_action.setChecked(new.highlight_drafts)
-        if new.model != old.model or new.draft_max != old.draft_max:
+        if any(getattr(new, name) != getattr(old, name) for name in LOAD_TIME_SETTINGS):
             self.model_picker.set_current(new.model)
             self.controller.load_model(new.model)
         if (new.data_folder, new.snapshot_budget_gib) != (old.data_folder, old.snapshot_budget_gib):

@@ -67,6 +67,26 @@ def test_settings_dialog_opens_with_ctrl_comma_and_saves_what_is_accepted(start_
     saved = load_settings(user_paths().config).settings
     assert saved.temperature == 0.3 and app.controller.settings.temperature == 0.3
     assert saved == msgspec.structs.replace(tiny_settings, temperature=0.3)
+    assert app.controller.loaded is not None, "sampling applies to the next answer; the model is not reloaded"
+
+
+def test_a_new_device_policy_reloads_the_model_and_the_next_answer_reads_there(start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=4, draft="off", device_policy="cpu")
+    app = start_app()
+    app.wait_loaded()
+    before = app.controller.loaded
+    assert before.devices.prefill.device == "cpu"
+    app.window.open_settings()
+    dialog = app.window.settings_dialog
+    dialog.device_policy.setCurrentIndex(dialog.device_policy.findData("npu"))
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+
+    app.qtbot.waitUntil(lambda: app.controller.loaded not in (None, before), timeout=120_000)
+    assert app.controller.loaded.devices.prefill.device == "npu-emulator"
+    assert app.window.telemetry_panel._reasons["prefill"].text() == "NPU emulator (forced; emulated, slow)"
+    turn = app.send_and_wait("Tell me about the river and the old mill by the bridge.")
+    assert turn.finished.devices.prefill.device == "npu-emulator"
+    assert load_settings(user_paths().config, npu_available=True).settings.device_policy == "npu"
 
 
 def test_ctrl_f_searches_titles_and_messages(start_app, tiny_settings):
