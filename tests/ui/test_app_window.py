@@ -89,21 +89,28 @@ def test_a_new_device_policy_reloads_the_model_and_the_next_answer_reads_there(s
     assert load_settings(user_paths().config, npu_available=True).settings.device_policy == "npu"
 
 
-def test_ctrl_f_searches_titles_and_messages(start_app, tiny_settings):
+def test_ctrl_f_finds_conversations_by_title_and_by_message_content(start_app, tiny_settings):
     app = start_app()
     app.wait_loaded()
-    app.send_and_wait("Plan a picnic")
+    bicycle = "Fix my bicycle\nThe chain squeaks when I pedal."  # the title is the first line only
+    app.send_and_wait(bicycle)
     app.qtbot.keyClick(app.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
-    app.send_and_wait("Fix my bicycle")
+    app.send_and_wait("Plan a picnic")
     app.qtbot.keyClick(app.window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     search = app.window.conversation_panel.search
     assert QApplication.focusWidget() is search
-    app.qtbot.keyClicks(search, "picnic")
     model = app.controller.conversations
-    app.qtbot.waitUntil(lambda: model.rowCount() == 1 and model.conversation(0).title == "Plan a picnic",
+
+    app.qtbot.keyClicks(search, "squeaks")  # only in a message, in no title
+    app.qtbot.waitUntil(lambda: model.rowCount() == 1 and model.conversation(0).title == "Fix my bicycle",
                         timeout=10_000)
     app.qtbot.keyClick(search, Qt.Key.Key_Return)  # opens the first match
-    app.qtbot.waitUntil(lambda: app.transcript()[:1] == [("user", "Plan a picnic", "done")], timeout=10_000)
+    app.qtbot.waitUntil(lambda: app.transcript()[:1] == [("user", bicycle, "done")], timeout=10_000)
+
+    app.qtbot.keyClick(app.window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)  # selects the old query
+    app.qtbot.keyClicks(search, "picnic")  # in a title
+    app.qtbot.waitUntil(lambda: model.rowCount() == 1 and model.conversation(0).title == "Plan a picnic",
+                        timeout=10_000)
 
 
 def _focus_in_list(app, conversation_id: str):
