@@ -10,7 +10,8 @@ and the window shows the conversation it showed before the attach.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -36,7 +37,7 @@ class _Load:
 
     title: str
     shown_before: Conversation | None  # the conversation on screen when it started
-    cancelled: bool = False
+    cancelled: threading.Event = field(default_factory=threading.Event)  # polled by the extraction thread
     stored: StoredDocument | None = None
     read_request: str | None = None
 
@@ -66,7 +67,8 @@ class DocumentController(QObject):
             return False
         load = self._begin(path.name)
         self.chat.status.emit(f"Extracting the text of {path.name}…")
-        self.background.run(lambda: extract_text(path), self._step(load, lambda doc: self._measure(load, doc, path, part)),
+        self.background.run(lambda: extract_text(path, cancelled=load.cancelled.is_set),
+                            self._step(load, lambda document: self._measure(load, document, path, part)),
                             self._step(load, self._failed))
         return True
 
@@ -79,12 +81,19 @@ class DocumentController(QObject):
                                self._step(load, self._failed))
 
     def cancel(self) -> None:
+        """Stop the load at whatever step it is. Before reading, it ends here and now: extraction
+        stops at its next chunk or page, and a later result of any step is discarded (see _step);
+        a document being stored is taken back out once it is. While reading, the engine stops
+        between chunks and ends the read with DocumentRead(cancelled)."""
         load = self._load
         if load is None:
             return
-        load.cancelled = True
-        if load.read_request is not None:  # the engine ends the read with DocumentRead(cancelled)
+        load.cancelled.set()
+        if load.read_request is not None:
             self.chat.bridge.send(p.Cancel(request_id=load.read_request))
+            return
+        self._finish()
+        self.chat.status.emit(f"Loading {load.title} was cancelled; nothing was added.")
 
     def _may_start(self) -> bool:
         if self.busy or self.chat.generating:
@@ -135,11 +144,8 @@ class DocumentController(QObject):
     def _stored(self, load: _Load, result: tuple[StoredDocument, p.ReadDocument | None, list[MessageRow]]) -> None:
         stored, command, rows = result
         load.stored = stored
-        if load is not self._load:  # ended (the engine stopped) while it was being stored
-            self._take_back(load, "error")
-            return
-        if load.cancelled:  # cancelled while it was being stored
-            self._end_unread(load, "cancelled")
+        if load is not self._load:  # cancelled, or the engine stopped, while it was being stored
+            self._take_back(load, "cancelled" if load.cancelled.is_set() else "error")
             return
         self.chat.show_conversation(stored.conversation, rows)
         self.chat.refresh_list()

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from model_store.documents import DocumentStore
+from model_store.extract import READ_CHUNK_BYTES, DocumentError
 from tests.ui.conftest import write_settings
 
 WORDS = "river stone light house garden winter market letter window music paper forest bridge candle".split()
@@ -92,6 +93,43 @@ def test_cancelling_a_read_leaves_the_conversation_as_it_was(start_app, hybrid_t
     answer = app.send_and_wait("Still there?")
     assert answer.user.parent_id == earlier.answer.id, "the next question follows the earlier answer, not the document"
     assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40
+
+
+def test_cancel_while_extracting_stops_the_extraction_and_adds_nothing(start_app, tiny_settings, tmp_path,
+                                                                       monkeypatch):
+    import ui.document_controller
+
+    real_extract_text = ui.document_controller.extract_text
+    chunks_read: list[int] = []
+    outcome: list[str] = []
+
+    def watched_extract_text(path, **options):  # the real extraction, watched: how far it got, how it ended
+        try:
+            document = real_extract_text(path, on_progress=lambda done, total: chunks_read.append(done), **options)
+        except DocumentError as error:
+            outcome.append(str(error))
+            raise
+        outcome.append("finished")
+        return document
+
+    monkeypatch.setattr(ui.document_controller, "extract_text", watched_extract_text)
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a line of plain text to extract\n" * (24 * READ_CHUNK_BYTES // 32))  # 24 chunks
+    assert documents.attach(big) and window.document_progress.isVisible()
+    app.qtbot.mouseClick(window.document_progress.cancel, Qt.MouseButton.LeftButton)
+
+    assert not documents.busy and not window.document_progress.isVisible(), "Cancel ends the load at once"
+    assert "Loading big.txt was cancelled" in window.status_line.text()
+    app.qtbot.waitUntil(lambda: bool(outcome) and documents.background.running == 0, timeout=30_000)
+    assert outcome == ["Reading big.txt was cancelled."] and len(chunks_read) < 24, "the extraction stopped early"
+    assert "Loading big.txt was cancelled" in window.status_line.text() and "big.txt" not in window.banner.text()
+    assert app.controller.conversation is None and stored(app, lambda s: s.list()) == []
+
+    assert documents.attach(write_document(tmp_path / "notes.txt", 200)), "a new attach can start at once"
+    app.qtbot.waitUntil(lambda: window.status_line.text().startswith("Read notes.txt"), timeout=60_000)
 
 
 def test_new_chat_from_a_document_starts_from_its_saved_state(start_app, hybrid_tiny, tmp_path):

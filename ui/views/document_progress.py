@@ -23,7 +23,7 @@ class DocumentProgress(QWidget):
         self.label.setObjectName("document_progress_text")
         self.cancel = QPushButton("Cancel")
         self.cancel.setObjectName("document_cancel")
-        self.cancel.setToolTip("Stop reading; nothing half-read is saved")
+        self.cancel.setToolTip("Stop loading the document; nothing half-read is added to the conversation")
         layout.addWidget(self.bar, 1)
         layout.addWidget(self.label)
         layout.addWidget(self.cancel)
