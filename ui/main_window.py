@@ -138,13 +138,22 @@ class MainWindow(QMainWindow):
         self._action(edit_menu, "&Find conversation", QKeySequence.StandardKey.Find,
                      self.conversation_panel.focus_search)
         self._action(edit_menu, "&Regenerate answer", QKeySequence("Ctrl+R"), lambda: self.controller.regenerate())
-        self._action(edit_menu, "S&top answer", QKeySequence("Ctrl+."), self.controller.stop)
+        self.stop_action = self._action(edit_menu, "S&top answer", QKeySequence("Ctrl+."), self.controller.stop)
+        self._stop_with_escape_anywhere()
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.telemetry_dock.toggleViewAction())
         highlight = self._action(view_menu, "&Highlight drafted text", None, self._toggle_highlight)
         highlight.setCheckable(True)
         highlight.setChecked(self.controller.settings.highlight_drafts)
         self.highlight_action = highlight
+
+    def _stop_with_escape_anywhere(self) -> None:
+        """Esc stops the answer wherever the focus is in this window. The action is enabled only while
+        an answer is written, so otherwise Esc stays with the widget that uses it (leaving an edit,
+        closing the rename editor); dialogs are windows of their own and keep their Esc."""
+        self.stop_action.setShortcuts([QKeySequence("Ctrl+."), QKeySequence(Qt.Key.Key_Escape)])
+        self.stop_action.setEnabled(self.controller.generating)
+        self.controller.generating_changed.connect(self.stop_action.setEnabled)
 
     def _action(self, menu, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from tests.ui.conftest import LONG_ANSWER, write_settings
 
@@ -65,6 +66,40 @@ def test_escape_stops_the_answer_and_keeps_it_marked_interrupted(start_app, hybr
     assert (role, status) == ("assistant", "interrupted") and text == turn.text and len(text) > 20
     assert app.window.composer.send_button.text() == "Send"
     assert app.window.chat_view.widgets[1].state.text() == "interrupted"
+
+
+def _wait_until_writing(app, row: int) -> None:
+    messages = app.controller.messages
+    app.qtbot.waitUntil(lambda: messages.rowCount() == row + 1 and len(messages.row(row).message.content) > 20,
+                        timeout=60_000)
+
+
+def test_escape_anywhere_in_the_window_and_the_stop_button_stop_the_answer(start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=LONG_ANSWER, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    app.type_and_send("Write a very long story.")
+    _wait_until_writing(app, row=1)
+    conversations = app.window.conversation_panel.list
+    conversations.setFocus()
+    assert QApplication.focusWidget() is conversations
+    app.qtbot.keyClick(conversations, Qt.Key.Key_Escape)
+    assert app.wait_turn(1).finished.finish_reason == "cancelled"
+
+    app.type_and_send("Go on, at length.")
+    _wait_until_writing(app, row=3)
+    stop = app.window.composer.send_button
+    assert stop.text() == "Stop"
+    app.qtbot.mouseClick(stop, Qt.MouseButton.LeftButton)
+    assert app.wait_turn(2).finished.finish_reason == "cancelled"
+    assert [m[2] for m in app.transcript()] == ["done", "interrupted", "done", "interrupted"]
+
+    # With no answer being written, Esc belongs to the widgets again: in the composer it leaves an edit.
+    app.qtbot.waitUntil(lambda: app.window.chat_view.complete, timeout=10_000)
+    app.qtbot.mouseClick(app.window.chat_view.widgets[2].edit, Qt.MouseButton.LeftButton)
+    assert app.window.composer.editing_note.isVisible() and app.window.composer.text() == "Go on, at length."
+    app.qtbot.keyClick(app.window.composer.edit, Qt.Key.Key_Escape)
+    assert not app.window.composer.editing_note.isVisible() and app.window.composer.text() == ""
 
 
 def test_regenerate_keeps_the_first_answer_as_another_version(start_app, hybrid_tiny):
