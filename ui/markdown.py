@@ -1,13 +1,19 @@
-"""Message text to the rich text a label shows: Markdown, or the plain text with drafted spans marked.
+"""Message text to the rich text a label shows: Markdown, with drafted text marked when asked.
 
 Qt's own Markdown reader (GitHub dialect) does the parsing; afterwards code blocks and inline code
 are set in the system's fixed-width font on a faint background taken from the palette, so they
 read as code in light and dark themes alike.
+
+Drafted spans count characters of the message's source text, but the rendered document shows
+fewer (markers, fences and escapes are gone) and other whitespace. Rendering only drops characters
+and changes whitespace, so a greedy walk pairs each shown character with the next matching source
+character not far ahead (:func:`_source_indices`), and a shown character gets the highlight when
+its source character came from an accepted draft.
 """
 
 from __future__ import annotations
 
-import html
+import re
 
 from PySide6.QtGui import QColor, QFontDatabase, QPalette, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 
@@ -17,23 +23,57 @@ MARKDOWN_FEATURES = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
                      | QTextDocument.MarkdownFeature.MarkdownNoHTML)
 
 
-def markdown_to_html(text: str, palette: QPalette) -> str:
+LOOKAHEAD = 200  # source characters a shown one may skip (a link's address, a fence's language)
+_WHITESPACE = re.compile(r"\s")
+
+
+def markdown_to_html(text: str, palette: QPalette, draft_spans: list | None = None) -> str:
+    """The text rendered as Markdown; with ``draft_spans`` ([characters, drafted] covering the text)
+    the characters that came from accepted drafts are on a highlight background."""
     doc = QTextDocument()
     doc.setMarkdown(text, MARKDOWN_FEATURES)
     _style_code(doc, palette)
+    if draft_spans:
+        _mark_drafted(doc, _drafted_mask(draft_spans, len(text)), _source_indices(text, doc.toPlainText()), palette)
     return doc.toHtml()
 
 
-def drafted_to_html(text: str, spans: list[list], palette: QPalette) -> str:
-    """Plain text with the characters that came from accepted drafts on a highlight background."""
-    colour = _tint(palette, QPalette.ColorRole.Highlight, 70).name(QColor.NameFormat.HexArgb)
-    parts, at = [], 0
-    for length, drafted in spans:
-        piece = html.escape(text[at:at + length])
-        parts.append(f'<span style="background-color:{colour}">{piece}</span>' if drafted else piece)
-        at += length
-    parts.append(html.escape(text[at:]))
-    return f'<p style="white-space:pre-wrap">{"".join(parts)}</p>'
+def _drafted_mask(spans: list, length: int) -> list[bool]:
+    """Per source character: did it come from an accepted draft."""
+    mask: list[bool] = []
+    for count, drafted in spans:
+        mask.extend([bool(drafted)] * count)
+    return (mask + [False] * length)[:length]
+
+
+def _source_indices(source: str, shown: str) -> list[int]:
+    """For each shown character, the index of the source character it shows, or -1 if none is near."""
+    source, shown = _WHITESPACE.sub(" ", source), _WHITESPACE.sub(" ", shown)  # same lengths
+    indices, at = [], 0
+    for char in shown:
+        found = source.find(char, at, at + LOOKAHEAD)
+        indices.append(found)
+        if found >= 0:
+            at = found + 1
+    return indices
+
+
+def _mark_drafted(doc: QTextDocument, drafted: list[bool], sources: list[int], palette: QPalette) -> None:
+    """Put the highlight background under each run of shown characters whose source was drafted.
+    (A position in the document is an index into its plain text: block breaks count one each.)"""
+    marked = QTextCharFormat()
+    marked.setBackground(_tint(palette, QPalette.ColorRole.Highlight, 70))
+    cursor = QTextCursor(doc)
+    run_start = None
+    for position, source in enumerate([*sources, -1]):
+        is_drafted = source >= 0 and drafted[source]
+        if is_drafted and run_start is None:
+            run_start = position
+        elif not is_drafted and run_start is not None:
+            cursor.setPosition(run_start)
+            cursor.setPosition(position, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(marked)
+            run_start = None
 
 
 def _style_code(doc: QTextDocument, palette: QPalette) -> None:

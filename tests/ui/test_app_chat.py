@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
 from tests.ui.conftest import LONG_ANSWER, write_settings
@@ -140,3 +141,45 @@ def test_editing_a_message_makes_a_branch_and_the_old_one_stays_reachable(start_
     app.qtbot.mouseClick(app.window.chat_view.widgets[0].previous, Qt.MouseButton.LeftButton)
     app.qtbot.waitUntil(lambda: len(app.controller.messages.rows()) == 4, timeout=10_000)
     assert app.transcript() == original
+
+
+REPEAT_PROMPT = ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet "
+                 "river bank.")
+
+
+def _highlighted_runs(html: str) -> list[str]:
+    doc = QTextDocument()
+    doc.setHtml(html)
+    runs, block = [], doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().hasProperty(QTextFormat.Property.BackgroundBrush):
+                runs.append(fragment.text())
+            it += 1
+        block = block.next()
+    return runs
+
+
+def test_text_from_accepted_prompt_lookup_drafts_is_highlighted_and_counted(start_app):
+    write_settings(model="default", temperature=0.0, max_tokens=48, draft="lookup", highlight_drafts=True)
+    app = start_app()
+    app.wait_loaded()
+    assert app.window.highlight_action.isChecked()
+    turn = app.send_and_wait(REPEAT_PROMPT)  # SmolLM2 copies the sentence: its n-grams are in the prompt
+    draft = turn.finished.draft
+    assert draft.kind == "lookup" and draft.accepted > 0
+
+    widget = app.window.chat_view.widgets[1]
+    spans = widget.row.message.stats["draft_spans"]
+    assert sum(length for length, _ in spans) == len(widget.row.message.content) == len(turn.text)
+    at, drafted = 0, []
+    for length, from_draft in spans:
+        if from_draft:
+            drafted.append(turn.text[at:at + length])
+        at += length
+    assert drafted and all(piece.strip() in REPEAT_PROMPT for piece in drafted), drafted
+    highlighted = _highlighted_runs(widget.body.text())
+    assert highlighted and "".join(highlighted).split() == "".join(drafted).split()
+    assert f"drafts: {draft.accepted:,} of {draft.drafted:,} accepted" in widget.toolTip()

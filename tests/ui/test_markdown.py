@@ -1,8 +1,8 @@
-"""Message rendering: Markdown with code in a fixed-width font, model HTML shown as text, drafts marked."""
+"""Message rendering: Markdown with code in a fixed-width font, model HTML shown as text, drafts marked in it."""
 
 from PySide6.QtGui import QFont, QTextDocument, QTextFormat
 
-from ui.markdown import drafted_to_html, markdown_to_html
+from ui.markdown import markdown_to_html
 
 
 def _document(html: str) -> QTextDocument:
@@ -41,16 +41,59 @@ def test_html_in_an_answer_is_shown_as_text_not_interpreted(qapp):
     assert _document(markdown_to_html(text, qapp.palette())).toPlainText() == text
 
 
-def test_drafted_spans_are_marked_and_the_text_is_kept_exactly(qapp):
-    html = drafted_to_html("hello <world> and more", [[6, False], [7, True]], qapp.palette())
-    doc = _document(html)
-    assert doc.toPlainText() == "hello <world> and more"
-    marked = []
+def _marked_runs(doc: QTextDocument) -> list[str]:
+    """The runs of text on a background of their own (the drafted highlight), block by block."""
+    runs = []
     block = doc.begin()
-    it = block.begin()
-    while not it.atEnd():
-        fragment = it.fragment()
-        if fragment.charFormat().hasProperty(QTextFormat.Property.BackgroundBrush):
-            marked.append(fragment.text())
-        it += 1
-    assert marked == ["<world>"]
+    while block.isValid():
+        it, run = block.begin(), ""
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().hasProperty(QTextFormat.Property.BackgroundBrush):
+                run += fragment.text()
+            elif run:
+                runs.append(run)
+                run = ""
+            it += 1
+        runs += [run] if run else []
+        block = block.next()
+    return runs
+
+
+def _spans(text: str, *drafted: str) -> list[list]:
+    """[characters, drafted] spans covering ``text``, with the given pieces drafted."""
+    mask = [False] * len(text)
+    for piece in drafted:
+        start = text.index(piece)
+        mask[start:start + len(piece)] = [True] * len(piece)
+    spans: list[list] = []
+    for flag in mask:
+        if spans and spans[-1][1] == flag:
+            spans[-1][0] += 1
+        else:
+            spans.append([1, flag])
+    return spans
+
+
+def test_drafted_spans_are_marked_and_the_text_is_kept_exactly(qapp):
+    text = "hello <world> and more"
+    doc = _document(markdown_to_html(text, qapp.palette(), _spans(text, "<world>")))
+    assert doc.toPlainText() == text
+    assert _marked_runs(doc) == ["<world>"]
+
+
+def test_drafted_spans_are_marked_in_rendered_markdown(qapp):
+    text = "# Steps\n\nSay **hello** to `pip` now.\n\n- first item\n- second item\n\n```\nprint(1)\n```\n\nDone here."
+    plain = _document(markdown_to_html(text, qapp.palette())).toPlainText()
+    doc = _document(markdown_to_html(text, qapp.palette(), _spans(text, "**hello** to", "second", "print(1)",
+                                                                     "here")))
+    assert doc.toPlainText() == plain, "highlighting changes no text"
+    assert _marked_runs(doc) == ["hello to", "second", "print(1)", "here"]
+    assert "print(1)" in _fixed_pitch_text(doc) and "Say" not in _fixed_pitch_text(doc), "still Markdown"
+    heading = doc.begin()
+    assert heading.text() == "Steps" and heading.blockFormat().headingLevel() == 1
+
+
+def test_spans_without_drafted_text_mark_nothing(qapp):
+    text = "Say **hello** now."
+    assert _marked_runs(_document(markdown_to_html(text, qapp.palette(), [[len(text), False]]))) == []

@@ -38,14 +38,15 @@ def test_a_streaming_answer_is_not_collapsed(qtbot):
     assert widget.show_all.isHidden()
 
 
-def test_highlighting_drafts_marks_only_drafted_text_and_hover_shows_stats(qtbot):
-    stats = {"draft_spans": [[6, False], [5, True]], "timings": {"gen_n": 3, "gen_ms": 100.0, "ttft_ms": 40.0},
+def test_highlighting_drafts_marks_only_drafted_text_keeps_markdown_and_hover_shows_stats(qtbot):
+    stats = {"draft_spans": [[6, False], [9, True]], "timings": {"gen_n": 3, "gen_ms": 100.0, "ttft_ms": 40.0},
              "draft": {"kind": "lookup", "drafted": 4, "accepted": 2}}
-    widget = MessageWidget(_row("hello world", stats=stats))
+    widget = MessageWidget(_row("hello **world**", stats=stats))
     qtbot.addWidget(widget)
     assert "background-color" not in widget.body.text()
     widget.set_highlight_drafts(True)
     assert widget.body.text().count("background-color") == 1 and widget.rendered_text().strip() == "hello world"
+    assert "font-weight:700; background-color" in widget.body.text(), "the drafted word is still bold"
     assert "3 tokens" in widget.toolTip() and "2 of 4" in widget.toolTip()
 
 

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.formatting import message_stats_tooltip
-from ui.markdown import drafted_to_html, markdown_to_html
+from ui.markdown import markdown_to_html
 from ui.models.messages import MessageRow
 from ui.views.text_label import MessageText
 
@@ -127,11 +127,9 @@ class MessageWidget(QFrame):
         started = time.perf_counter()
         message = self.row.message
         text, hidden = self._visible_text()
-        spans = message.stats.get("draft_spans") or []
-        if self.highlight_drafts and spans:
-            self.body.setText(drafted_to_html(text, spans, self.palette()))
-        elif text:
-            self.body.setText(markdown_to_html(text, self.palette()))
+        spans = message.stats.get("draft_spans") if self.highlight_drafts else None
+        if text:
+            self.body.setText(markdown_to_html(text, self.palette(), spans))
         else:
             self.body.setText("<i>…</i>" if message.status == "generating" else "")
         self.show_all.setText(f"Show all ({hidden:,} more characters)")
