@@ -2,7 +2,10 @@
 
 1. :func:`fit_command` asks the engine how many tokens the extracted text has (and, for
    ``--part first|last``, for the part that fits); :func:`check_fit` turns a document that does
-   not fit into an error that says by how much and what to do — nothing is cut silently;
+   not fit into an error that says by how much and what to do — nothing is cut silently. In a
+   conversation that already holds messages, :func:`history_command` counts them first and
+   :func:`room_after` takes them out of the document's budget, so a document that fits an empty
+   context is not read into one that is half full;
 2. :func:`store_document` stores the text as a message of the conversation (a new one unless
    given) and records the document;
 3. :func:`read_command` asks the engine to read it and snapshot the state under that message;
@@ -24,36 +27,66 @@ from model_store.documents import Document, DocumentStore
 from model_store.extract import ExtractedDocument
 
 MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
+MESSAGE_TEMPLATE_TOKENS = 8  # what a chat template adds around one message (role markers, separators), rounded up
 
 
 class DocumentTooLong(ValueError):
-    """The document does not fit the model's context; the message says by how much and what to do."""
+    """The document does not fit the model's context; the message says by how much and what to do.
+
+    ``summary`` is the first half (the numbers), for a caller that offers the choices its own way.
+    """
+
+    def __init__(self, summary: str, budget_tokens: int) -> None:
+        self.summary = summary
+        self.budget_tokens = budget_tokens
+        super().__init__(f"{summary}; use a model with a longer context, or read only the first or the last "
+                         f"{budget_tokens:,} tokens (--part first / --part last)")
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a conversation leaves for a document."""
+
+    held_tokens: int = 0  # already in the conversation, before the document
+    budget_tokens: int = 0  # for the document; 0: the engine's default (the context less room for questions)
 
 
 def document_message(title: str, text: str) -> str:
     return f"Document: {title}\n\n{text}"
 
 
-def fit_command(text: str, part: str) -> p.MeasureText:
+def history_command(history: list[Message]) -> p.MeasureText | None:
+    """Ask the engine to count the messages a document will follow; None when there are none."""
+    if not history:
+        return None
+    text = "\n".join(message.content for message in history)[-MAX_MEASURE_CHARS:]
+    return p.MeasureText(request_id=new_request_id("measure"), text=text)
+
+
+def room_after(counted: p.TextMeasured, n_messages: int) -> Room:
+    """The room left once ``n_messages`` messages of ``counted`` tokens (and their template) are read."""
+    held = counted.tokens + n_messages * MESSAGE_TEMPLATE_TOKENS
+    return Room(held, max(1, counted.budget_tokens - held))  # 1, not 0: 0 would ask for the default
+
+
+def fit_command(text: str, part: str, room: Room = Room()) -> p.MeasureText:
     """Ask the engine to count (and for first/last, cut) the text."""
     if len(text) > MAX_MEASURE_CHARS:
         text = text[:MAX_MEASURE_CHARS] if part != "last" else text[-MAX_MEASURE_CHARS:]
-    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part)
+    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part, budget_tokens=room.budget_tokens)
 
 
-def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str) -> str:
+def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, room: Room = Room()) -> str:
     """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit."""
-    if part == "all":
-        if measured.fits and len(document.text) <= MAX_MEASURE_CHARS:
-            return document.text
-        counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
-        over = measured.tokens - measured.budget_tokens
-        raise DocumentTooLong(
-            f"{document.title} has {counted} tokens but this model's context leaves room for "
-            f"{measured.budget_tokens:,} ({over:,} too many); use a model with a longer context, or read only "
-            f"the first or the last {measured.budget_tokens:,} tokens (--part first / --part last)"
-        )
-    return measured.kept_text
+    if part != "all":
+        return measured.kept_text
+    if measured.fits and len(document.text) <= MAX_MEASURE_CHARS:
+        return document.text
+    counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
+    after = f" after the {room.held_tokens:,} tokens already in this conversation" if room.held_tokens else ""
+    over = measured.tokens - measured.budget_tokens
+    raise DocumentTooLong(f"{document.title} has {counted} tokens but this model's context leaves room for "
+                          f"{measured.budget_tokens:,}{after} ({over:,} too many)", measured.budget_tokens)
 
 
 @dataclass

@@ -2,10 +2,12 @@
 (store thread), read with progress and cancel (engine), then questions are ordinary turns.
 
 Nothing here waits: each step continues in the callback of the one before. Every step belongs to
-one :class:`_Load`; a callback whose load is no longer the current one is ignored. A document that
-does not fit is never cut silently: the banner says by how much and offers to read its first part.
-A read that is cancelled or fails takes the document back out (:func:`app.documents.keep_if_read`),
-and the window shows the conversation it showed before the attach.
+one :class:`_Load`; a callback whose load is no longer the current one is ignored. The fit is
+measured against what the open conversation leaves (its messages are counted first). A document
+that does not fit is never cut silently: a dialog says by how much and offers its first or its
+last part (or a model with a longer context). Cancel stops the load at any step (extraction
+included); a read that is cancelled or fails takes the document back out
+(:func:`app.documents.keep_if_read`), and the window shows the conversation it showed before.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QApplication
 
 from app.documents import (
-    DocumentTooLong, StoredDocument, check_fit, fit_command, keep_if_read, read_command, reading_speed, store_document,
+    DocumentTooLong, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read, read_command,
+    reading_speed, room_after, store_document,
 )
 from engine import protocol as p
 from engine.client import EngineDead
-from model_store.conversations import Conversation, ConversationStore
+from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
@@ -29,6 +33,7 @@ from model_store.snapshots import SnapshotStore
 from ui.background import Background
 from ui.controller import ChatController
 from ui.models.messages import MessageRow, load_transcript
+from ui.views.document_progress import PartChoice
 
 
 @dataclass
@@ -52,6 +57,7 @@ class DocumentController(QObject):
         self.background = Background()
         self._load: _Load | None = None
         self._waiting: dict[str, object] = {}  # request id -> what to do with its answer
+        self.part_choice: PartChoice | None = None  # open while a document too long waits for a choice
         chat.bridge.event.connect(self._on_event)
         chat.bridge.died.connect(self._on_died)
 
@@ -77,8 +83,8 @@ class DocumentController(QObject):
         if self.busy or self.chat.generating:
             return
         load = self._begin("")
-        self.chat.store.submit(lambda store: _copy_document(store, message_id), lambda result: self._stored(load, result),
-                               self._step(load, self._failed))
+        self.chat.store.submit(lambda store: _copy_document(store, message_id),
+                               lambda result: self._stored(load, result), self._step(load, self._failed))
 
     def cancel(self) -> None:
         """Stop the load at whatever step it is. Before reading, it ends here and now: extraction
@@ -114,23 +120,44 @@ class DocumentController(QObject):
         return lambda *args: then(*args) if load is self._load else None
 
     def _measure(self, load: _Load, document: ExtractedDocument, path: Path, part: str) -> None:
-        command = fit_command(document.text, part)
-        self._waiting[command.request_id] = self._step(load, lambda measured: self._store(load, document, path, part,
-                                                                                          measured))
+        """Count the open conversation's messages (if any), then the document against what is left."""
         self.chat.status.emit(f"Counting the tokens of {document.title}…")
+        conversation = load.shown_before
+        if conversation is None:
+            self._fit(load, document, path, part, Room())
+            return
+        self.chat.store.submit(lambda store: store.current_branch(conversation.id),
+                               self._step(load, lambda history: self._count(load, document, path, part, history)),
+                               self._step(load, self._failed))
+
+    def _count(self, load: _Load, document: ExtractedDocument, path: Path, part: str, history: list[Message]) -> None:
+        command = history_command(history)
+        if command is None:
+            self._fit(load, document, path, part, Room())
+        else:
+            self._ask(load, command, lambda counted: self._fit(load, document, path, part,
+                                                               room_after(counted, len(history))))
+
+    def _fit(self, load: _Load, document: ExtractedDocument, path: Path, part: str, room: Room) -> None:
+        self._ask(load, fit_command(document.text, part, room),
+                  lambda measured: self._store(load, document, path, part, room, measured))
+
+    def _ask(self, load: _Load, command: p.MeasureText, then) -> None:
+        """Send ``command``; ``then(TextMeasured)`` follows while ``load`` is current."""
+        self._waiting[command.request_id] = self._step(load, then)
         if not self.chat.bridge.send(command):
             self._failed("the engine is not running")
 
-    def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, measured: p.TextMeasured) -> None:
+    def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, room: Room,
+               measured: p.TextMeasured) -> None:
         try:
-            text = check_fit(document, measured, part)
-        except DocumentTooLong:
+            text = check_fit(document, measured, part, room)
+        except DocumentTooLong as too_long:
             self._finish()
-            over = measured.tokens - measured.budget_tokens
-            self._offer_part(path, document.title, measured.tokens, measured.budget_tokens, over)
+            self._offer_parts(document, path, too_long, in_conversation=room.held_tokens > 0)
             return
         tokens = measured.tokens if part == "all" else measured.kept_tokens
-        conversation_id = self.chat.conversation.id if self.chat.conversation else None
+        conversation_id = load.shown_before.id if load.shown_before else None
         model = self.chat.model_ref
 
         def store(s: ConversationStore):
@@ -140,6 +167,11 @@ class DocumentController(QObject):
                 load_transcript(s, stored.conversation.id)
 
         self.chat.store.submit(store, lambda result: self._stored(load, result), self._step(load, self._failed))
+
+    def _read_part(self, document: ExtractedDocument, path: Path, part: str) -> None:
+        """Load the first or last part of a document already extracted."""
+        if self._may_start():
+            self._measure(self._begin(document.title), document, path, part)
 
     def _stored(self, load: _Load, result: tuple[StoredDocument, p.ReadDocument | None, list[MessageRow]]) -> None:
         stored, command, rows = result
@@ -221,12 +253,17 @@ class DocumentController(QObject):
         self.chat.store.submit(take_back, taken_back, lambda message: self.chat.notice.emit(
             "error", f"{load.title} could not be taken back out of the conversation: {message}"))
 
-    def _offer_part(self, path: Path, title: str, tokens: int, budget: int, over: int) -> None:
-        self.chat.notice_with_action.emit(
-            "warning",
-            f"{title} has {tokens:,} tokens but this model's context leaves room for {budget:,} ({over:,} too "
-            "many). Choose a model with a longer context, or read only the first part.",
-            "Read the first part", lambda: self.attach(path, "first"))
+    def _offer_parts(self, document: ExtractedDocument, path: Path, too_long: DocumentTooLong, *,
+                     in_conversation: bool) -> None:
+        new_chat = " start a new chat with it," if in_conversation else ""
+        self.chat.status.emit(f"{document.title} does not fit the model's context.")
+        choice = PartChoice(f"{too_long.summary}.\n\nTo read all of it,{new_chat} choose a model with a longer "
+                            f"context. Or read only its first or its last {too_long.budget_tokens:,} tokens.",
+                            QApplication.activeWindow())
+        choice.part_chosen.connect(lambda part: self._read_part(document, path, part))
+        choice.finished.connect(lambda _: setattr(self, "part_choice", None))
+        self.part_choice = choice
+        choice.open()
 
     def _failed(self, problem) -> None:
         message = str(problem)

@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from app.documents import DocumentTooLong, check_fit, fit_command, keep_if_read, read_command, store_document
+from app.documents import (
+    DocumentTooLong, check_fit, fit_command, history_command, keep_if_read, read_command, room_after, store_document,
+)
 from app.turn import send_turn
 from engine import protocol as p
 from engine.inproc_client import InprocClient
@@ -184,6 +186,35 @@ def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_a
         kept = check_fit(doc, cut, part)
         assert (doc.text.startswith(kept[:200]) if part == "first" else doc.text.endswith(kept[-200:]))
         assert len(kept) < len(doc.text)
+
+
+def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
+    lib = libraries("room")
+    client = lib.engine()
+    stored, events = lib.load(client, document(300))
+    assert [e for e in events if isinstance(e, p.DocumentRead)][0].finish_reason == "stop"
+    conversation = stored.conversation.id
+    second = document(600, seed=2)
+    alone = events_of(client, fit_command(second.text, "all"), p.TextMeasured)[0]
+    assert alone.fits, "the second document fits an empty context"
+
+    history = lib.store.current_branch(conversation)
+    room = room_after(events_of(client, history_command(history), p.TextMeasured)[0], len(history))
+    assert room.held_tokens > stored.document.tokens and room.budget_tokens == alone.budget_tokens - room.held_tokens
+    after = events_of(client, fit_command(second.text, "all", room), p.TextMeasured)[0]
+    assert not after.fits and after.budget_tokens == room.budget_tokens
+    with pytest.raises(DocumentTooLong, match=f"after the {room.held_tokens:,} tokens already in this conversation"):
+        check_fit(second, after, "all", room)
+
+    cut = events_of(client, fit_command(second.text, "last", room), p.TextMeasured)[0]
+    kept = check_fit(second, cut, "last", room)
+    assert cut.kept_tokens == room.budget_tokens and second.text.endswith(kept[-200:])
+    more = store_document(lib.store, lib.documents, second, kept, cut.kept_tokens, "last", model="tiny",
+                          source_path=None, conversation_id=conversation)
+    read = events_of(client, read_command(lib.store, conversation, more.message.id), p.DocumentRead)[0]
+    assert read.finish_reason == "stop" and read.tokens >= cut.kept_tokens, "both documents fit the context"
+    answer = lib.ask(client, conversation, "Which word comes last?", more.message.id)
+    assert answer.finished.finish_reason in ("stop", "length") and answer.finished.snapshot.restored
 
 
 def test_slow_chunks_shrink_and_a_replay_feeds_the_same_chunks(libraries, monkeypatch):

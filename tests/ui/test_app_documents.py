@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -130,6 +131,33 @@ def test_cancel_while_extracting_stops_the_extraction_and_adds_nothing(start_app
 
     assert documents.attach(write_document(tmp_path / "notes.txt", 200)), "a new attach can start at once"
     app.qtbot.waitUntil(lambda: window.status_line.text().startswith("Read notes.txt"), timeout=60_000)
+
+
+def test_a_document_too_long_for_the_context_offers_its_first_or_last_part(start_app, tiny_settings, tmp_path):
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    long_doc = write_document(tmp_path / "long.txt", 6000)
+    assert documents.attach(long_doc)
+    app.qtbot.waitUntil(lambda: documents.part_choice is not None and documents.part_choice.isVisible(),
+                        timeout=60_000)
+    choice = documents.part_choice
+    tokens, budget, over = (int(n.replace(",", "")) for n in re.search(
+        r"has ([\d,]+) tokens but this model's context leaves room for ([\d,]+) \(([\d,]+) too many\)",
+        choice.text()).groups())
+    assert tokens - budget == over > 0 and "longer context" in choice.text()
+    assert choice.first.isVisible() and choice.last.isVisible()
+    assert not documents.busy and app.controller.conversation is None, "nothing is stored before a choice"
+
+    app.qtbot.mouseClick(choice.last, Qt.MouseButton.LeftButton)
+    app.qtbot.waitUntil(lambda: window.status_line.text().startswith("Read long.txt"), timeout=120_000)
+    assert documents.part_choice is None
+    document = app.controller.messages.rows()[-1].document
+    assert document.part == "last" and document.tokens == budget
+    text = long_doc.read_text(encoding="utf-8")
+    assert app.controller.messages.rows()[-1].message.content.endswith(text[-200:]), "the last part was kept"
+    answer = app.send_and_wait("What is the last word?")
+    assert answer.finished.finish_reason in ("stop", "length") and answer.finished.snapshot.restored
 
 
 def test_new_chat_from_a_document_starts_from_its_saved_state(start_app, hybrid_tiny, tmp_path):

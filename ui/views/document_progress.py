@@ -1,9 +1,10 @@
-"""The reading bar shown while a document is read: tokens done of total, speed, time left, Cancel."""
+"""The reading bar shown while a document is read (tokens done of total, speed, time left, Cancel),
+and the choice offered when a document does not fit the model's context."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QWidget
 
 from ui.formatting import fmt_duration
 
@@ -39,3 +40,25 @@ class DocumentProgress(QWidget):
     def show_progress(self, done: int, total: int, tok_s: float, eta_s: float) -> None:
         self.bar.setValue(int(1000 * done / total) if total else 0)
         self.label.setText(f"{done:,} of {total:,} tokens · {tok_s:,.0f} tok/s · {fmt_duration(eta_s)} left")
+
+
+class PartChoice(QMessageBox):
+    """A document too long for the context: read its first part, its last part, or nothing.
+
+    The text says by how much it is too long and that a model with a longer context would read
+    all of it; nothing is cut unless one of the parts is chosen.
+    """
+
+    part_chosen = Signal(str)  # "first" | "last"
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(QMessageBox.Icon.Warning, "The document does not fit", text,
+                         QMessageBox.StandardButton.Cancel, parent)
+        self.setObjectName("document_part_choice")
+        self.first = self.addButton("Read the first part", QMessageBox.ButtonRole.AcceptRole)
+        self.last = self.addButton("Read the last part", QMessageBox.ButtonRole.AcceptRole)
+        self.first.setObjectName("document_part_first")
+        self.last.setObjectName("document_part_last")
+        self.first.clicked.connect(lambda: self.part_chosen.emit("first"))
+        self.last.clicked.connect(lambda: self.part_chosen.emit("last"))
+        self.finished.connect(self.deleteLater)
