@@ -112,10 +112,10 @@ class ChatController(QObject):
             self.model_loaded.emit(event)
             if self.conversation is not None:
                 self.open_in_engine(self.conversation.id)
-            elif self._restarting:
-                self._restarting = False
-                self.notice.emit("info", "The engine restarted and is ready.")
+            else:
+                self._restart_done("The engine restarted and is ready.")
         elif isinstance(event, p.Error):
+            self._restarting = False  # the load failed: that error is the news, not a restart
             self.model_progress.emit("", -1.0)
             self.model_failed.emit(event.message)
             self.notice.emit("error", f"{event.message} Choose another model in the model menu.")
@@ -157,7 +157,8 @@ class ChatController(QObject):
             return open_conversation_command(store, conversation_id)
 
         def send(cmd: p.OpenConversation) -> None:
-            if not cmd.messages:
+            if not cmd.messages:  # nothing to restore: the engine is ready as it is
+                self._restart_done("The engine restarted and is ready.")
                 return
             self._open_request = cmd.request_id
             self.bridge.send(cmd)
@@ -172,9 +173,13 @@ class ChatController(QObject):
             reason = "; ".join(report.notes) or "no snapshot saved yet"
             text = f"No snapshot used ({reason}); the next answer reads the conversation again."
         self.status.emit(text)
+        self._restart_done(f"The engine restarted. {text}")
+
+    def _restart_done(self, text: str) -> None:
+        """Say once, after the worker died and came back, that it is ready again (and what it restored)."""
         if self._restarting:
             self._restarting = False
-            self.notice.emit("info", f"The engine restarted. {text}")
+            self.notice.emit("info", text)
 
     def show_conversation(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
         self.conversation = conversation

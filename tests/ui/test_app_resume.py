@@ -56,6 +56,27 @@ def test_quit_and_start_again_shows_history_and_continues_from_the_snapshot(star
     assert report.prefilled_tokens == follow_up.finished.timings.prompt_n < earlier, "only the new message is read"
 
 
+def test_a_restart_with_an_empty_conversation_open_says_ready_once_and_never_again_later(start_app, tiny_settings):
+    app = start_app()
+    app.wait_loaded()
+    app.send_and_wait("About rivers")
+    created: list[str] = []  # a conversation whose first message was never saved (a crash in between)
+    app.controller.store.submit(lambda store: store.create("Nothing yet", model="default").id, created.append)
+    app.qtbot.waitUntil(lambda: len(created) == 1, timeout=10_000)
+    app.controller.refresh_list()
+    _open_in_list(app, "Nothing yet")
+    app.qtbot.waitUntil(lambda: getattr(app.controller.conversation, "id", None) == created[0], timeout=10_000)
+    notices: list[str] = []
+    app.controller.notice.connect(lambda kind, text: notices.append(text))
+    app.kill_worker()
+    app.qtbot.waitUntil(lambda: app.window.banner.text() == "The engine restarted and is ready.", timeout=60_000)
+
+    _open_in_list(app, "About rivers")
+    app.qtbot.waitUntil(lambda: "Resumed from snapshot" in app.window.status_line.text(), timeout=30_000)
+    assert [n for n in notices if "restarted" in n] == ["The engine restarted and is ready."], \
+        "no stale restart notice when a later conversation is opened"
+
+
 def test_killing_the_worker_mid_answer_shows_one_banner_restarts_and_keeps_the_conversation(start_app, hybrid_tiny):
     write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=LONG_ANSWER, draft="off")
     app = start_app()
