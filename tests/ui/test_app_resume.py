@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from PySide6.QtCore import Qt
 
 from tests.ui.conftest import LONG_ANSWER, write_settings
@@ -77,29 +78,41 @@ def test_a_restart_with_an_empty_conversation_open_says_ready_once_and_never_aga
         "no stale restart notice when a later conversation is opened"
 
 
-def test_killing_the_worker_mid_answer_shows_one_banner_restarts_and_keeps_the_conversation(start_app, hybrid_tiny):
-    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=LONG_ANSWER, draft="off")
+def test_killing_the_worker_mid_answer_keeps_the_conversation_and_the_next_answer_resumes_its_snapshot(
+        start_app, hybrid_tiny):
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
     app = start_app()
     app.wait_loaded()
+    first = app.send_and_wait("Remember the word lighthouse.")  # its end is snapshotted
     first_pid = app.controller.bridge.client.pid
+    app.controller.settings = msgspec.structs.replace(app.controller.settings, max_tokens=LONG_ANSWER)
     app.type_and_send("Tell me a long story.")
-    app.qtbot.waitUntil(lambda: len(app.transcript()) == 2 and len(app.transcript()[1][1]) > 20, timeout=60_000)
+    app.qtbot.waitUntil(lambda: len(app.transcript()) == 4 and len(app.transcript()[3][1]) > 20, timeout=60_000)
     notices: list[str] = []
     app.controller.notice.connect(lambda kind, text: notices.append(text))
     app.kill_worker()
 
-    interrupted = app.wait_turn()
+    interrupted = app.wait_turn(2)
     assert interrupted.dead is not None and "SIGKILL" in interrupted.dead.message
-    app.qtbot.waitUntil(lambda: app.controller.loaded is not None, timeout=60_000)
+    app.qtbot.waitUntil(lambda: "The engine restarted" in app.window.banner.text(), timeout=60_000)
     assert app.controller.bridge.client.pid != first_pid
-    role, text, status = app.transcript()[1]
-    assert (role, status) == ("assistant", "interrupted") and text == interrupted.text and len(text) > 20
+    earlier = first.finished.timings.prompt_n + first.finished.timings.gen_n
+    assert len(notices) == 2, "one banner for the death, one for the restart; not one per event"
     assert "killed" in notices[0] and "Restarting" in notices[0]
-    assert len([n for n in notices if "killed" in n]) == 1, "one banner, not one per event"
-    app.qtbot.waitUntil(lambda: "restarted" in app.window.banner.text(), timeout=30_000)
+    assert notices[1] == f"The engine restarted. Resumed from snapshot, {earlier:,} tokens not re-read."
+    assert app.transcript() == [("user", "Remember the word lighthouse.", "done"), ("assistant", first.text, "done"),
+                                ("user", "Tell me a long story.", "done"),
+                                ("assistant", interrupted.text, "interrupted")]
+    assert len(interrupted.text) > 20
+    app.qtbot.waitUntil(lambda: app.window.chat_view.complete, timeout=10_000)
+    assert app.window.chat_view.widgets[3].state.text() == "interrupted"
 
-    app.controller.settings = write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
+    app.controller.settings = msgspec.structs.replace(app.controller.settings, max_tokens=12)
     after = app.send_and_wait("And then?")
     assert after.finished.finish_reason in ("stop", "length") and after.dead is None
-    assert [m[0] for m in app.transcript()] == ["user", "assistant", "user", "assistant"]
-    assert app.transcript()[1] == ("assistant", interrupted.text, "interrupted")
+    report = after.finished.snapshot
+    assert report.restored and report.restored_tokens == earlier, "the first turn is not read again"
+    assert report.prefilled_tokens == after.finished.timings.prompt_n > 0, \
+        "only what followed the snapshot is read: the interrupted turn and the new message"
+    assert [m[0] for m in app.transcript()] == ["user", "assistant"] * 3
+    assert app.transcript()[3] == ("assistant", interrupted.text, "interrupted")
