@@ -54,6 +54,27 @@ def test_doc_load_then_questions_start_from_the_document(hybrid_tiny, hearth_hom
     assert snapshot["restored"] and snapshot["restored_tokens"] >= result["tokens"] and snapshot["prefilled_tokens"] < 30
 
 
+def test_a_question_about_a_document_drafts_by_prompt_lookup_by_default(hearth_home, tmp_path):
+    """The app's defaults (the embedded model, --draft auto): the answer quotes the document, and
+    prompt lookup drafts the quote from it."""
+    env = {"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"}
+    document = tmp_path / "notes.md"
+    document.write_text("# Notes\n\n" + "The bridge by the old mill was rebuilt in spring. " * 60, encoding="utf-8")
+    loaded = subprocess.run([str(HEARTH), "doc", "load", "--json", str(document)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    asked = subprocess.run([str(HEARTH), "send", "--conversation", json.loads(loaded.stdout)["conversation_id"],
+                            "--temperature", "0", "--max-tokens", "40", "--json",
+                            "Repeat the first sentence of the document."],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)
+    assert "old mill" in answer["text"], answer["text"]
+    draft = answer["draft"]
+    assert draft["kind"] == "lookup", f"document questions are not drafted by prompt lookup by default: {draft}"
+    assert draft["drafted"] > 0 and draft["accepted"] > 0, f"prompt lookup drafted nothing of the quote: {draft}"
+
+
 def test_doc_load_refuses_a_binary_file_in_one_line(hearth_home, tmp_path):
     binary = tmp_path / "blob.bin"
     binary.write_bytes(bytes(range(256)) * 40)
