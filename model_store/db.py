@@ -21,6 +21,7 @@ import json
 import logging
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,12 +101,26 @@ def _configure(db: sqlite_utils.Database) -> None:
     # busy_timeout first: switching to WAL needs a brief exclusive lock another process may hold.
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # takes effect only on a new, empty file
-    mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    mode = _switch_to_wal(db)
     if str(mode).lower() != "wal":
         log.warning("%s: WAL mode unavailable (journal_mode=%s)", db.conn, mode)
     db.execute("PRAGMA foreign_keys = ON")
     db.execute("PRAGMA synchronous = NORMAL")
     db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+
+
+def _switch_to_wal(db: sqlite_utils.Database) -> str:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the file: SQLite answers
+    "database is locked" at once, without its busy handler, when two connections make a new file's
+    first switch together. Once the file is in WAL mode the pragma takes no lock at all."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
