@@ -117,8 +117,8 @@ def take_screenshots(out: Path) -> None:
          and len(window.controller.messages.row(1).message.content) > 160)
     settle(app, 0.6)
     save(window, out / "main-window.png")
-    save(window.telemetry_dock, out / "telemetry-panel.png")
     wait(app, lambda: not window.controller.generating)
+    save(window.telemetry_dock, out / "telemetry-panel.png")  # the whole answer's speeds on its sparklines
     window.open_settings()
     settle(app)
     save(window.settings_dialog, out / "settings.png")
