@@ -2,8 +2,11 @@
 
 A chunk is one ``llama_decode`` call and may take a second or more at a long context. So while a
 chunk is being read, a timer thread sends an *estimated* count every :data:`HEARTBEAT_S` from the
-speed of the chunks before it (never past the chunk's end, never backwards); the exact count
-follows when the chunk is done. Progress bars keep moving and the ETA stays live.
+speed of the chunk before it (never past the chunk's end, never backwards); the exact count follows
+when the chunk is done. A heartbeat goes out even when the estimate cannot move (no speed known
+yet, or the estimate already at the chunk's end because this chunk is slower than the last): it
+repeats the count with the new elapsed time. So the app hears from a read at least every
+:data:`HEARTBEAT_S`, progress bars keep moving and the ETA stays live.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ class PrefillProgress:
         self.started = time.perf_counter()
         self._lock = threading.Lock()
         self._chunk: tuple[int, int, int, float] | None = None  # (done, size, total, when it started)
-        self._rate = 0.0  # tokens per second of the chunks so far
+        self._rate = 0.0  # tokens per second of the last chunk (the speed falls as the context grows)
         self._reported = 0
         self._last_report = self.started
         self._stop = threading.Event()
@@ -39,8 +42,9 @@ class PrefillProgress:
         """Exact progress (called by the prefill loop after each chunk)."""
         now = time.perf_counter()
         with self._lock:
+            if self._chunk is not None and now > self._chunk[3]:
+                self._rate = self._chunk[1] / (now - self._chunk[3])
             self._chunk = None
-            self._rate = processed / (now - self.started) if now > self.started else 0.0
             self._send(processed, total, now, estimated=False)
 
     def close(self) -> None:
@@ -51,12 +55,11 @@ class PrefillProgress:
         while not self._stop.wait(self.heartbeat_s / 2):
             now = time.perf_counter()
             with self._lock:
-                if self._chunk is None or self._rate <= 0 or now - self._last_report < self.heartbeat_s:
+                if self._chunk is None or now - self._last_report < self.heartbeat_s:
                     continue
                 done, size, total, since = self._chunk
                 estimate = done + min(size - 1, int(self._rate * (now - since)))
-                if estimate > self._reported:
-                    self._send(estimate, total, now, estimated=True)
+                self._send(max(estimate, self._reported), total, now, estimated=True)
 
     def _send(self, processed: int, total: int, now: float, *, estimated: bool) -> None:
         self._reported, self._last_report = max(self._reported, processed), now
