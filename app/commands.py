@@ -118,6 +118,13 @@ def draft_options(args: argparse.Namespace) -> dict:
     return {"draft": draft, "draft_max": args.draft_max}
 
 
+def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan) -> dict:
+    """The keys of ``generate --json``; ``send --json`` adds its own to the same ones."""
+    return {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
+            "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
+            "devices": devices_json(ran)}
+
+
 def draft_json(stats: p.DraftStats | None) -> dict:
     stats = stats or p.DraftStats()
     return {"kind": stats.kind, "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
@@ -159,14 +166,7 @@ def run_generate(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps({
-            "text": reply.text,
-            "token_ids": finished.token_ids,
-            "finish_reason": finished.finish_reason,
-            "timings": msgspec.to_builtins(finished.timings),
-            "draft": draft_json(finished.draft),
-            "devices": devices_json(ran),
-        }, ensure_ascii=False))
+        print(json.dumps(generation_json(reply.text, finished, ran), ensure_ascii=False))
     else:
         print()
     return 0

@@ -7,10 +7,8 @@ import json
 import sys
 import time
 
-import msgspec
-
 from app.commands import (
-    UserError, devices_json, draft_json, draft_options, engine_for, ran_devices, sampling_from_args,
+    UserError, draft_options, engine_for, generation_json, ran_devices, sampling_from_args,
     warn_about_devices, warn_about_fallback,
 )
 from app.settings import app_data_dir
@@ -72,12 +70,7 @@ def run_send(args: argparse.Namespace) -> int:
         return 0
     snapshot = finished.snapshot or p.SnapshotReport()
     print(json.dumps({
-        "text": result.answer.content,
-        "token_ids": finished.token_ids,
-        "finish_reason": finished.finish_reason,
-        "timings": msgspec.to_builtins(finished.timings),
-        "draft": draft_json(finished.draft),
-        "devices": devices_json(ran),
+        **generation_json(result.answer.content, finished, ran),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,

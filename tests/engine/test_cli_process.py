@@ -17,7 +17,39 @@ def test_hearth_entry_point_generates_json(hybrid_tiny, hearth_home):
         capture_output=True, text=True, timeout=120, env={"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 0, result.stderr
-    assert len(json.loads(result.stdout)["token_ids"]) == 6
+    generated = json.loads(result.stdout)
+    assert set(generated) == GENERATE_KEYS  # scripts outside the repo read these keys
+    assert len(generated["token_ids"]) == 6
+
+
+GENERATE_KEYS = {"text", "token_ids", "finish_reason", "timings", "draft", "devices"}
+SNAPSHOT_KEYS = {"restored", "restored_tokens", "prefilled_tokens", "saved_bytes"}
+
+
+def test_send_json_has_the_generate_keys_plus_the_conversation_and_its_snapshot(hybrid_tiny, hearth_home):
+    env = {"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"}
+
+    def send(*where: str, text: str) -> dict:
+        sent = subprocess.run([str(HEARTH), "send", *where, "--model", str(hybrid_tiny), "--temperature", "0",
+                               "--max-tokens", "5", "--json", text], capture_output=True, text=True, timeout=120,
+                              env=env)
+        assert sent.returncode == 0, sent.stderr
+        return json.loads(sent.stdout)
+
+    first = send("--new", "Rivers", text="Tell me about rivers.")
+    assert set(first) == GENERATE_KEYS | {"conversation_id", "message_id", "snapshot"}
+    assert set(first["snapshot"]) == SNAPSHOT_KEYS
+    assert not first["snapshot"]["restored"] and first["snapshot"]["saved_bytes"] > 0
+    second = send("--conversation", first["conversation_id"], text="And lakes?")
+    assert second["conversation_id"] == first["conversation_id"] and second["message_id"] != first["message_id"]
+    assert second["snapshot"]["restored"] and second["snapshot"]["restored_tokens"] > 0
+    listed = subprocess.run([str(HEARTH), "conversations", "--json"], capture_output=True, text=True, timeout=60,
+                            env=env)
+    assert listed.returncode == 0, listed.stderr
+    (conversation,) = json.loads(listed.stdout)
+    assert conversation["id"] == first["conversation_id"] and conversation["title"] == "Rivers"
+    assert set(conversation) == {"id", "title", "model", "created_at", "updated_at", "leaf_id"}
+    assert conversation["leaf_id"] == second["message_id"]
 
 
 def test_terminal_chat_answers_and_quits(hybrid_tiny, hearth_home):
