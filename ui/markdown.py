@@ -8,7 +8,8 @@ Drafted spans count characters of the message's source text, but the rendered do
 fewer (markers, fences and escapes are gone) and other whitespace. Rendering only drops characters
 and changes whitespace, so a greedy walk pairs each shown character with the next matching source
 character not far ahead (:func:`_source_indices`), and a shown character gets the highlight when
-its source character came from an accepted draft.
+its source character came from an accepted draft. Source text that is never shown and could match
+what follows it (a fence's language tag, a link's address) is left out of the walk.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ MARKDOWN_FEATURES = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 
 LOOKAHEAD = 200  # source characters a shown one may skip (a link's address, a fence's language)
 _WHITESPACE = re.compile(r"\s")
+# Never shown: a code fence's line with its language tag, and a link's or image's "(address)".
+_UNSHOWN = re.compile(r"^ {0,3}(?:`{3,}|~{3,})[^\n]*$|(?<=\])\([^()\s]*(?:\s+\"[^\"\n]*\")?\)", re.MULTILINE)
 
 
 def markdown_to_html(text: str, palette: QPalette, draft_spans: list | None = None) -> str:
@@ -48,6 +51,7 @@ def _drafted_mask(spans: list, length: int) -> list[bool]:
 
 def _source_indices(source: str, shown: str) -> list[int]:
     """For each shown character, the index of the source character it shows, or -1 if none is near."""
+    source = _UNSHOWN.sub(lambda match: "\0" * len(match.group()), source)  # same length
     source, shown = _WHITESPACE.sub(" ", source), _WHITESPACE.sub(" ", shown)  # same lengths
     indices, at = [], 0
     for char in shown:

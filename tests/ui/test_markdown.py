@@ -94,6 +94,14 @@ def test_drafted_spans_are_marked_in_rendered_markdown(qapp):
     assert heading.text() == "Steps" and heading.blockFormat().headingLevel() == 1
 
 
+def test_a_fence_language_tag_or_a_link_address_lends_no_character_to_the_text_after_it(qapp):
+    text = "Run:\n\n```python\nprint(1)\n```\n\nSee [the docs](https://example.org/t) then stop."
+    doc = _document(markdown_to_html(text, qapp.palette(), _spans(text, "```python\n", "(https://example.org/t)")))
+    assert _marked_runs(doc) == [], "the tag's 'p' and the address's 't' are not the shown 'p' and 't'"
+    doc = _document(markdown_to_html(text, qapp.palette(), _spans(text, "print(1)", "then")))
+    assert _marked_runs(doc) == ["print(1)", "then"]
+
+
 def test_spans_without_drafted_text_mark_nothing(qapp):
     text = "Say **hello** now."
     assert _marked_runs(_document(markdown_to_html(text, qapp.palette(), [[len(text), False]]))) == []
