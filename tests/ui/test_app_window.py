@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import msgspec
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QDoubleSpinBox
@@ -11,13 +13,32 @@ from app.settings import load_settings
 from tests.ui.conftest import write_settings
 
 
-def test_first_run_opens_a_chat_on_the_embedded_default_model(start_app):
+def test_first_run_opens_a_chat_on_the_embedded_default_model(start_app, monkeypatch):
+    attempts = block_network(monkeypatch)
     app = start_app()  # no settings file, no conversations, no network
     app.wait_loaded()
+    assert attempts == [], "the first run needs no network"
     assert app.controller.model_ref == "default" and app.controller.loaded.facts.arch == "llama"
     assert app.window.model_picker.combo.currentData() == "default"
     assert app.window.chat_view.empty.isVisible() and app.window.banner.text() == ""
     assert QApplication.focusWidget() is app.window.composer.edit
+
+
+def block_network(monkeypatch) -> list:
+    """Refuse connections beyond this machine in this process (and say so to the worker's hub
+    client); returns the addresses that were tried."""
+    attempts: list = []
+    connect = socket.socket.connect
+
+    def guarded(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in ("127.0.0.1", "::1", "localhost"):
+            attempts.append(address)
+            raise OSError(f"no network in this test ({address[0]})")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return attempts
 
 
 def test_telemetry_panel_updates_while_an_answer_is_written(start_app, hybrid_tiny):
