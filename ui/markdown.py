@@ -24,7 +24,7 @@ MARKDOWN_FEATURES = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
                      | QTextDocument.MarkdownFeature.MarkdownNoHTML)
 
 
-LOOKAHEAD = 200  # source characters a shown one may skip (a link's address, a fence's language)
+LOOKAHEAD = 200  # source characters a shown one may skip (markers, escapes, list and heading marks)
 _WHITESPACE = re.compile(r"\s")
 # Never shown: a code fence's line with its language tag, and a link's or image's "(address)".
 _UNSHOWN = re.compile(r"^ {0,3}(?:`{3,}|~{3,})[^\n]*$|(?<=\])\([^()\s]*(?:\s+\"[^\"\n]*\")?\)", re.MULTILINE)

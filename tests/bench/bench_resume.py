@@ -12,8 +12,9 @@ them; Linux does so to files left unused, and this machine's DAMON reclaim withi
 each timed open, memory the size of the state is touched and freed (:func:`prime_memory`): this VM
 hands freed memory back to its host (virtio-balloon free page reporting), and a process that touches
 such memory waits for the host to back it, about 20x slower than memory the host still backs
-(``--memory-check 87``), which would otherwise decide which mode the median lands in. Also reports the snapshot's bytes, split into the fixed
-recurrent part and the growing KV part. Prints one JSON object.
+(``--memory-check 87``), which would otherwise decide which mode the median lands in. Also reports
+the snapshot's bytes, split into the fixed recurrent part and the growing KV part. Prints one JSON
+object.
 Usage: ``python tests/bench/bench_resume.py [--models smollm2,hybrid-bench] [--lengths 1024,4096,...] [--repeats 5]``;
 ``--memory-check MIB`` only measures that host cost.
 """
