@@ -6,9 +6,10 @@ Scripts outside the repository depend on the flags and JSON keys here; change th
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from app import commands, conversation_commands, device_commands, document_commands, model_commands
+from app import commands, conversation_commands, device_commands, doctor, document_commands, model_commands
 from engine.sampling import SamplingParams
 
 
@@ -81,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models_commands(sub)
     _add_devices_commands(sub)
 
+    check = sub.add_parser("doctor", help="check this machine and Hearth's installation; a report to paste "
+                                          "into a bug report (exit status 1 when something is broken)")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(run=doctor.run_doctor)
+
     conversations = sub.add_parser("conversations", help="list saved conversations")
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")
     conversations.add_argument("--json", action="store_true")
@@ -135,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except commands.UserError as exc:
         print(f"hearth: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False) and exc.details:
+            print(json.dumps({"error": {**exc.details, "message": str(exc)}}, ensure_ascii=False))
         return 1
     except KeyboardInterrupt:
         return 130

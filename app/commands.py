@@ -1,5 +1,7 @@
 """What each ``hearth`` sub-command does. They all go through an :class:`EngineClient`, the same
-path the GUI uses; the CLI runs the engine in-process since it lives only for one command."""
+path the GUI uses, with the engine in a worker process as in the GUI: a crash inside llama.cpp
+(an instruction this CPU does not run, say) then ends that process, not the command, and the
+command says what happened and what to do instead of dying with a bare signal."""
 
 from __future__ import annotations
 
@@ -17,12 +19,28 @@ from app.model_refs import ModelRefError, resolve_model_ref
 from app.settings import app_data_dir, current_settings
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, new_request_id
-from engine.inproc_client import InprocClient
+from engine.process_client import ProcessClient
 from engine.sampling import SamplingError, SamplingParams
 
 
 class UserError(Exception):
-    """Something the user can fix; printed as one line, exit status 1."""
+    """Something the user can fix; printed as one line, exit status 1. ``details`` (a ``kind`` and
+    more) is what ``--json`` prints as the ``error`` object."""
+
+    def __init__(self, message: str, **details: str) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def crash_error(dead: EngineDead, doing: str) -> UserError:
+    """An engine death as the one line a user reads, and the JSON ``error`` object scripts read."""
+    if not dead.crashed:
+        return UserError(f"{dead.message} while {doing}", kind="engine_died", signal=dead.signal)
+    safer = "" if dead.cpu_variant in ("", "built-in") else \
+        "; `HEARTH_CPU_VARIANT=safe` runs the safest CPU build"
+    message = (f"{dead.message} while {doing}. Run `hearth doctor` to check this machine{safer}, "
+               "and report the doctor's output if it keeps happening")
+    return UserError(message, kind="engine_crashed", signal=dead.signal)
 
 
 @contextmanager
@@ -33,14 +51,17 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
         path = resolve_model_ref(model, data_dir)
     except ModelRefError as exc:
         raise UserError(str(exc)) from exc
-    client = InprocClient(telemetry_interval_ms=0, data_dir=data_dir)
+    client = ProcessClient(data_dir=data_dir)
     try:
         client.start()
+        client.send(p.SetTelemetry(interval_ms=0))
         loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
                                    calibration=current_settings().device_calibration)
     except EngineError as exc:
         client.close(mode="abort")
-        raise UserError(str(exc)) from exc
+        if exc.dead is not None:
+            raise crash_error(exc.dead, f"loading {Path(path).name}") from exc
+        raise UserError(str(exc), kind=exc.code) from exc
     try:
         yield client, loaded
     finally:
@@ -86,7 +107,7 @@ def run_request(client: EngineClient, command: p.Generate, *, echo: bool) -> Rep
         elif isinstance(event, p.Error):
             reply.errors.append(event.message)
         elif isinstance(event, EngineDead):
-            raise UserError(event.message)
+            raise crash_error(event, "writing the answer")
         elif isinstance(event, p.Finished):
             reply.finished = event
 

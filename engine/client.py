@@ -30,14 +30,22 @@ class EngineDead(msgspec.Struct):
 
     exit_code: int | None
     message: str
+    signal: str = ""  # "SIGILL", ... when a signal ended it
+    cpu_variant: str = ""  # the CPU build of llama.cpp it was running
+
+    @property
+    def crashed(self) -> bool:
+        """It died inside native code (not killed from outside, not a clean exit)."""
+        return self.signal in ("SIGILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGABRT")
 
 
 class EngineError(Exception):
     """The engine refused or failed a request; ``code`` is the protocol's error code."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, dead: EngineDead | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.dead = dead  # set when the engine died
 
 
 ClientEvent = p.Event | EngineDead
@@ -57,6 +65,8 @@ class EngineClient(ABC):
     on_other_event: Callable[[ClientEvent], None] | None = None  # telemetry etc. seen by blocking helpers
     data_dir: Path | None = None  # where the engine keeps conversation snapshots
     snapshot_budget_bytes: int = 4 * 1024**3
+    cpu_variant: str = "auto"  # which CPU build of llama.cpp the engine loads (engine.backends.cpu_check)
+    ready: p.Ready | None = None  # the last handshake's answer: versions, devices, the CPU build in use
 
     @abstractmethod
     def _launch(self) -> None: ...
@@ -80,16 +90,18 @@ class EngineClient(ABC):
     def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
         """Launch the engine and do the handshake; raises :class:`EngineError` if it refuses."""
         self._launch()
+        self.ready = None
         self.send(p.Hello(protocol_version=protocol_version, user_dir=str(self.data_dir or ""),
-                          snapshot_budget_bytes=self.snapshot_budget_bytes))
+                          snapshot_budget_bytes=self.snapshot_budget_bytes, cpu_variant=self.cpu_variant))
         deadline = time.monotonic() + timeout
         while (event := self.next_event(max(0.0, deadline - time.monotonic()))) is not None:
             if isinstance(event, p.Ready):
+                self.ready = event
                 return event
             if isinstance(event, p.Error):
                 raise EngineError(event.code, event.message)
             if isinstance(event, EngineDead):
-                raise EngineError("engine_dead", event.message)
+                raise EngineError("engine_dead", event.message, event)
         raise EngineError("timeout", f"the engine did not answer within {timeout:.0f} s")
 
     def restart(self, timeout: float = 60.0) -> p.Ready:
@@ -135,4 +147,4 @@ def _raise_if_failure(event: ClientEvent) -> None:
     if isinstance(event, p.Error):
         raise EngineError(event.code, event.message)
     if isinstance(event, EngineDead):
-        raise EngineError("engine_dead", event.message)
+        raise EngineError("engine_dead", event.message, event)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -19,20 +18,9 @@ from typing import IO
 import msgspec
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead, EngineError
+from engine.client import ClientEvent, EngineClient, EngineError
+from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the engine stopped answering"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the engine was killed ({name})"
-    return f"the engine exited with status {code}"
 
 
 class ProcessClient(EngineClient):
@@ -81,7 +69,8 @@ class ProcessClient(EngineClient):
                 events.put(p.Error(code="bad_message", message=f"the engine sent an unreadable event: {exc}"))
         code = process.wait()
         if not self._closing:
-            events.put(EngineDead(exit_code=code, message=describe_exit(code)))
+            ready = self.ready
+            events.put(engine_dead(code, ready.cpu.variant if ready is not None and ready.cpu is not None else ""))
 
     def send(self, command: p.Command) -> None:
         process = self.process

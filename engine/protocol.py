@@ -36,6 +36,7 @@ class Hello(_Message, tag="hello"):
     app_version: str = ""
     user_dir: str = ""  # the app's data folder: the worker opens the conversation database there
     snapshot_budget_bytes: int = 4 * 1024**3
+    cpu_variant: str = "auto"  # which CPU build of llama.cpp: "auto", "safe" or a build's name (engine.backends.cpu_check)
 
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -151,11 +152,31 @@ class DeviceInfo(msgspec.Struct):
     features: list[str] = []  # CPU ISA extensions ("avx2", "neon", ...)
 
 
+class CanaryReport(msgspec.Struct):
+    """One CPU build's canary on this machine (engine.backends.canary)."""
+
+    status: str  # "ok", "unsupported", "crashed", "failed"
+    detail: str
+    signal: str = ""  # "SIGILL", ... when crashed
+    batch_invariant: dict[str, bool] = {}  # weight type -> batch logits bit-identical to single-token ones
+
+
+class CpuBackendInfo(msgspec.Struct):
+    """The CPU build of llama.cpp this worker runs, and why."""
+
+    variant: str  # "icelake", "haswell", "sse42", ...; "built-in" when llama-cpp-python has only one
+    reason: str
+    features: list[str] = []  # what the build was compiled for
+    canaries: dict[str, CanaryReport] = {}  # build name -> its canary, for the builds tried
+    cached: bool = False  # the choice came from the cache (no canary ran now)
+
+
 class Ready(_Message, tag="ready"):
     protocol_version: int
     versions: dict[str, str]
     devices: list[DeviceInfo]
     pid: int
+    cpu: CpuBackendInfo | None = None
 
 
 class PhaseDevice(msgspec.Struct):
@@ -295,7 +316,7 @@ class Telemetry(_Message, tag="telemetry"):
 
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
-    "busy", "generation_failed", "unknown_request", "internal",
+    "busy", "generation_failed", "unknown_request", "internal", "cpu_unsupported",
 ]
 
 

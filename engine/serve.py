@@ -17,7 +17,9 @@ import sys
 import threading
 
 from engine import protocol as p
-from engine.backends.llama_cpp import BACKEND_VERSION, build_info
+from engine.backends import cpu_check
+from engine.backends.cpu_variants import CpuBackendError
+from engine.backends.llama_cpp import BACKEND_VERSION, build_info, init_backend
 from engine.core import EngineCore, Emit
 from engine.devices.info import device_infos
 from engine.devices.probe import DeviceProbe, start_probe
@@ -44,7 +46,17 @@ def make_ready(probe: DeviceProbe | None = None) -> p.Ready:
         "llama.cpp build": build_info(),
     }
     devices = device_infos(probe.cpu, probe.qnn_if_done())
-    return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions=versions, devices=devices, pid=os.getpid())
+    return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions=versions, devices=devices, pid=os.getpid(),
+                   cpu=cpu_backend_info(cpu_check.active()))
+
+
+def cpu_backend_info(choice: cpu_check.CpuChoice | None) -> p.CpuBackendInfo | None:
+    if choice is None:
+        return None
+    canaries = {name: p.CanaryReport(r.status, r.detail, r.signal,
+                                     {t: bool(v.get("batch_invariant")) for t, v in r.types.items()})
+                for name, r in choice.results.items()}
+    return p.CpuBackendInfo(choice.variant, choice.reason, list(choice.features), canaries, choice.cached)
 
 
 class WorkerLoop:
@@ -95,6 +107,12 @@ class WorkerLoop:
             return
         self._greeted = True
         self.core.configure(command)
+        try:  # before anything touches llama.cpp: this machine's CPU build, checked by its canary
+            init_backend(self.core.data_dir, command.cpu_variant)
+        except CpuBackendError as exc:
+            self.emit(p.Error(code="cpu_unsupported", message=str(exc), recoverable=False))
+            self.stop(abort=True)
+            return
         # The process's device probe starts now (its disk cache lives in the data folder);
         # LoadModel waits for it, the handshake does not.
         self.emit(make_ready(start_probe(self.core.data_dir)))

@@ -63,6 +63,9 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
 
 def main() -> None:
     die_with_parent()
+    # Ctrl+C in a terminal reaches the whole process group; the app decides what it means (a
+    # Cancel), the worker must not die of it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = take_protocol_stdout()
 
     def send(event: p.Event) -> None:

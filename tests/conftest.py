@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # Qt tests never need a screen
+# Every test has a fresh HEARTH_HOME, but the CPU check (which build of llama.cpp this machine runs,
+# engine.backends.cpu_check) is a fact about the machine: one cache for the whole run, so the
+# canaries run once, not in every worker a test starts. Tests of the check itself set their own.
+os.environ.setdefault("HEARTH_CPU_CHECK_FILE", os.path.join(tempfile.mkdtemp(prefix="hearth-tests-"), "cpu-check.json"))
 
 import pytest
 

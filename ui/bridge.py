@@ -8,6 +8,12 @@ When the worker dies the bridge says so once (:attr:`EngineBridge.died`), starts
 itself and reports :attr:`EngineBridge.ready` again; the window then reloads the model and reopens
 the conversation. A worker that keeps dying (``max_restarts`` within ``restart_window_s``) is left
 down with a message rather than restarted forever.
+
+A worker that dies before it ever decoded (while loading the model, or reading the first input)
+twice in a row is not restarted at all: another restart would only load the same model with the
+same CPU build and crash again. :attr:`EngineBridge.crash_loop` says so, with what it was doing,
+and :meth:`EngineBridge.retry` starts it again when the user chose what to change (a safer CPU
+build, another model).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class EngineBridge(QObject):
     event = Signal(object)  # every p.Event the worker sends
     died = Signal(object)  # EngineDead: the worker stopped without being asked to
     gave_up = Signal(str)  # the worker could not be (re)started; the message says why
+    crash_loop = Signal(object, str)  # (EngineDead, "loading the model" | "reading the input"): left down
 
     def __init__(self, make_client: Callable[[], EngineClient], *, max_restarts: int = 3,
                  restart_window_s: float = 60.0, telemetry_interval_ms: int = 500) -> None:
@@ -39,21 +46,60 @@ class EngineBridge(QObject):
         self._stopping = threading.Event()
         self._restarts: list[float] = []
         self._thread: threading.Thread | None = None
+        self.early_deaths = 0  # deaths in a row before the worker ever decoded
+        self.held = False  # left down after a crash loop, until retry()
+        self._pending_load: str | None = None
+        self._pending_reads: set[str] = set()
+        self._decoded = False
 
-    def start(self) -> None:
+    def start(self, first: bool = True) -> None:
         """Start the worker and the reader thread; returns at once."""
-        self._thread = threading.Thread(target=self._run, name="engine-bridge", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(first,), name="engine-bridge", daemon=True)
         self._thread.start()
+
+    def retry(self, cpu_variant: str | None = None) -> None:
+        """Start a worker left down after a crash loop, with another CPU build if asked."""
+        if not self.held:
+            return
+        self.held = False
+        if cpu_variant:
+            self.client.cpu_variant = cpu_variant
+        self.early_deaths = 0
+        self._restarts.clear()
+        self.start(first=False)
 
     def send(self, command: p.Command) -> bool:
         """Queue a command for the worker; False (and nothing sent) while it is down."""
         if not self.alive:
             return False
+        if isinstance(command, p.LoadModel):
+            self._pending_load = command.request_id
+        elif isinstance(command, (p.Generate, p.ReadDocument)):
+            self._pending_reads.add(command.request_id)
         try:
             self.client.send(command)
         except EngineError:
             return False
         return True
+
+    def _track(self, event: p.Event) -> None:
+        """Whether the worker has decoded yet, and which load or read is in flight."""
+        rid = getattr(event, "request_id", None)
+        if isinstance(event, (p.ModelLoaded, p.Error)) and rid == self._pending_load:
+            self._pending_load = None
+        elif isinstance(event, (p.TokenDelta, p.PromptProgress)) and not self._decoded:
+            self._decoded = True
+            self.early_deaths = 0
+        elif isinstance(event, (p.Finished, p.DocumentRead)):
+            self._pending_reads.discard(rid)
+
+    def _early_death(self) -> str | None:
+        """What the worker was doing if it died before ever decoding, else None."""
+        if self._pending_load is not None:
+            return "loading the model"
+        if self._pending_reads and not self._decoded:
+            return "reading the input"
+        return None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the worker (cancelling any answer) and the reader thread."""
@@ -63,8 +109,7 @@ class EngineBridge(QObject):
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _run(self) -> None:
-        first = True
+    def _run(self, first: bool) -> None:
         while not self._stopping.is_set():
             if not self._start_worker(first):
                 return
@@ -73,7 +118,13 @@ class EngineBridge(QObject):
             if dead is None:
                 return
             self.alive = False
+            doing = self._early_death()
+            self.early_deaths = self.early_deaths + 1 if doing else 0
             self.died.emit(dead)
+            if doing and self.early_deaths >= 2:
+                self.held = True
+                self.crash_loop.emit(dead, doing)
+                return
             if self._too_many_restarts():
                 self.gave_up.emit(f"{dead.message}, again; the engine stopped {len(self._restarts)} times in a "
                                   "minute, so Hearth is not restarting it. Choose another model, then restart.")
@@ -88,6 +139,8 @@ class EngineBridge(QObject):
             return False
         if self._stopping.is_set():
             return False
+        self._pending_load, self._decoded = None, False
+        self._pending_reads.clear()
         self.alive = True
         self.client.send(p.SetTelemetry(interval_ms=self.telemetry_interval_ms))
         self.ready.emit(ready)
@@ -101,6 +154,7 @@ class EngineBridge(QObject):
                 continue
             if isinstance(event, EngineDead):
                 return None if self._stopping.is_set() else event
+            self._track(event)
             self.event.emit(event)
         return None
 

@@ -35,6 +35,7 @@ class ChatController(QObject):
     conversation_changed = Signal(object)  # Conversation | None
     editing_changed = Signal(object)  # the user Message being edited, or None
     turn_finished = Signal(object)  # PendingTurn, after its answer is stored
+    crash_loop = Signal(str)  # the worker crashed twice before decoding and is left down; the text says why
 
     def __init__(self, bridge: EngineBridge, store: StoreThread, settings: Settings,
                  conversations: ConversationListModel, messages: MessageListModel) -> None:
@@ -58,6 +59,7 @@ class ChatController(QObject):
         bridge.died.connect(self._on_died)
         bridge.ready.connect(self._on_ready)
         bridge.gave_up.connect(lambda message: self.notice.emit("error", message))
+        bridge.crash_loop.connect(self._on_crash_loop)
         conversations.rename_requested.connect(self.rename)
 
     # -- start -----------------------------------------------------------------------------------
@@ -90,6 +92,10 @@ class ChatController(QObject):
     def load_model(self, ref: str) -> None:
         self.model_ref = ref
         self.loaded = None
+        if self.bridge.held:  # another model after a crash loop: a new worker loads it when ready
+            self.model_progress.emit("Starting the engine…", 0.0)
+            self.bridge.retry()
+            return
         self._load_request = new_request_id("load")
         self.model_progress.emit(f"Loading {_model_label(ref)}…", 0.0)
         if not self.bridge.send(p.LoadModel(request_id=self._load_request, model=ref,
@@ -97,6 +103,19 @@ class ChatController(QObject):
                                             device_policy=self.settings.device_policy,
                                             calibration=self.settings.device_calibration)):
             self.model_progress.emit("Waiting for the engine to start…", 0.0)
+
+    def retry_engine(self, cpu_variant: str | None = None) -> None:
+        """Start the engine again after a crash loop (with ``cpu_variant``: "safe", or a build's name)."""
+        self.model_progress.emit("Starting the engine…", 0.0)
+        self.bridge.retry(cpu_variant)
+
+    def _on_crash_loop(self, dead: EngineDead, doing: str) -> None:
+        self._restarting = False
+        self.model_progress.emit("", -1.0)
+        what = "while loading" if doing == "loading the model" else "while reading the first input of"
+        self.crash_loop.emit(f"{_sentence(dead.message)} {what} {_model_label(self.model_ref)}, twice in a row, "
+                             "so Hearth stopped restarting it. Your messages are kept. A safer CPU build or "
+                             "another model may work; the system check says more.")
 
     def _on_ready(self, ready: p.Ready) -> None:
         self.devices = list(ready.devices)

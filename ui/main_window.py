@@ -28,6 +28,7 @@ from ui.views.document_progress import DocumentProgress
 from ui.views.model_picker import ModelPicker
 from ui.views.models_dialog import ModelsDialog
 from ui.views.settings_dialog import SettingsDialog
+from ui.views.system_check_dialog import SystemCheckDialog
 from ui.views.telemetry_panel import TelemetryPanel
 
 UNDO_DELETE_MS = 10_000
@@ -45,6 +46,7 @@ class MainWindow(QMainWindow):
         self.models = models
         models.setParent(self)  # dies with the window, so no late result reaches a closed window
         self.models_dialog: ModelsDialog | None = None
+        self.system_check: SystemCheckDialog | None = None
         self.save_settings = save_settings
         self._pending_deletes: dict[str, str] = {}  # id -> title: out of the list, not yet out of the store
         self.undo_delete_timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
@@ -115,6 +117,7 @@ class MainWindow(QMainWindow):
         c.model_loaded.connect(self._model_loaded)
         c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
         c.notice.connect(self.banner.show_notice)
+        c.crash_loop.connect(self._crash_loop)
         c.status.connect(self.status_line.setText)
         c.telemetry.connect(self.telemetry_panel.show_telemetry)
         c.conversation_changed.connect(self._conversation_changed)
@@ -146,6 +149,8 @@ class MainWindow(QMainWindow):
         highlight.setCheckable(True)
         highlight.setChecked(self.controller.settings.highlight_drafts)
         self.highlight_action = highlight
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&System check…", None, self.open_system_check)
 
     def _stop_with_escape_anywhere(self) -> None:
         """Esc stops the answer wherever the focus is in this window. The action is enabled only while
@@ -206,6 +211,23 @@ class MainWindow(QMainWindow):
     def _toggle_highlight(self, on: bool) -> None:
         self.chat_view.set_highlight_drafts(on)
         self._store_settings(_with(self.controller.settings, highlight_drafts=on))
+
+    def _crash_loop(self, text: str) -> None:
+        """The engine crashed twice before it could answer: say so, and offer what may help."""
+        self.model_picker.show_state("engine stopped")
+        self.banner.show_choices("error", text, [
+            ("Retry with the safe CPU build", lambda: self.controller.retry_engine("safe")),
+            ("Choose another model", self.open_models),
+            ("System check", self.open_system_check),
+        ])
+
+    def open_system_check(self) -> SystemCheckDialog:
+        dialog = SystemCheckDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.start()
+        dialog.show()
+        self.system_check = dialog
+        return dialog
 
     def show_error(self, message: str) -> None:
         self.banner.show_notice("error", message)

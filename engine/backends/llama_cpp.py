@@ -20,7 +20,10 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from engine.backends import cpu_check
 from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError
+from engine.backends.cpu_variants import CpuBackendError
+from engine.backends.faults import crash_if_injected, injected_signal
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ BACKEND_VERSION = f"llama-cpp-python {llama_cpp.__version__}"
 
 def build_info() -> str:
     """llama.cpp's description of how it was built (CPU features, llamafile, ...)."""
+    _init_backend()
     return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
 
 
@@ -70,13 +74,40 @@ _LOG: _LlamaLog | None = None
 _INIT_LOCK = threading.Lock()
 
 
-def _init_backend() -> _LlamaLog:
-    global _LOG
+def init_backend(data_dir: Path | None = None, cpu_variant: str = "") -> cpu_check.CpuChoice:
+    """llama.cpp's one-time set-up: the log capture, this machine's CPU build (see
+    :mod:`engine.backends.cpu_check`; ``cpu_variant`` as there), then ``llama_backend_init``.
+    The worker calls it at the handshake; anything else gets the default choice at first use.
+    Raises :class:`CpuBackendError` when no CPU build runs here."""
+    global _LOG, _DECODE_FAULT
     with _INIT_LOCK:
         if _LOG is None:
-            _LOG = _LlamaLog()
+            logbook = _LlamaLog()
+            choice = cpu_check.ensure_cpu_backend(data_dir, cpu_variant)
+            _DECODE_FAULT = injected_signal("decode", choice.variant) is not None
             llama_cpp.llama_backend_init()
-        return _LOG
+            _LOG = logbook
+        return cpu_check.active()
+
+
+def _init_backend() -> _LlamaLog:
+    init_backend()
+    return _LOG
+
+
+_DECODE_FAULT = False  # test-only: the first decode dies (engine.backends.faults)
+
+
+def quantize(source: Path, target: Path, weight_type: str) -> Path:
+    """``source`` converted by llama.cpp's own quantizer; ``weight_type`` as in ``LLAMA_FTYPE_MOSTLY_<type>``."""
+    _init_backend()
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{weight_type}")
+    params.nthread = 1
+    status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    if status != 0:
+        raise ModelLoadError(source, f"llama.cpp could not convert it to {weight_type} (status {status})")
+    return target
 
 
 def _explain_load_failure(path: Path, lines: list[str]) -> str:
@@ -109,7 +140,11 @@ class LlamaModel:
     def __init__(
         self, path: Path, *, load_mtp: bool = False, on_progress: Callable[[float], None] | None = None
     ) -> None:
-        logbook = _init_backend()
+        try:
+            logbook = _init_backend()
+        except CpuBackendError as exc:
+            raise ModelLoadError(path, str(exc)) from exc
+        crash_if_injected("load", cpu_check.active().variant)
         params = llama_cpp.llama_model_default_params()
         params.load_mtp = load_mtp
         if on_progress is not None:
@@ -295,6 +330,8 @@ class LlamaContext:
         views.logits[:n] = 1 if all_logits else 0
         views.logits[n - 1] = 1
         self._batch.n_tokens = n
+        if _DECODE_FAULT:
+            crash_if_injected("decode", cpu_check.active().variant)
         status = llama_cpp.llama_decode(self.handle, self._batch)
         if status != 0:
             raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))

@@ -1,4 +1,5 @@
-"""The window's one notice line: what happened, and at most one thing to do about it.
+"""The window's one notice line: what happened, and what to do about it (usually one thing; a
+crash the app cannot get past by itself offers a few).
 
 A new notice replaces the old one, so a worker that dies shows one banner, not a pile of them.
 An offer to act (Undo a delete) is the exception: a later notice without an action of its own
@@ -18,12 +19,19 @@ KINDS = ("info", "warning", "error")
 STRONG = {"warning": "#8a5300", "error": "#a4262c"}
 
 
+Action = tuple[str, Callable[[], None]]
+MAX_ACTIONS = 3
+
+
 @dataclass
 class _Notice:
     kind: str
     text: str
-    action_text: str = ""
-    action: Callable[[], None] | None = None
+    actions: tuple[Action, ...] = ()
+
+    @property
+    def action(self) -> Callable[[], None] | None:
+        return self.actions[0][1] if self.actions else None
 
 
 class Banner(QFrame):
@@ -36,23 +44,30 @@ class Banner(QFrame):
         layout = QHBoxLayout(self)
         self.label = QLabel(wordWrap=True)
         self.label.setObjectName("banner_text")
-        self.action = QPushButton()
-        self.action.setObjectName("banner_action")
+        self.buttons = [QPushButton() for _ in range(MAX_ACTIONS)]
+        for i, button in enumerate(self.buttons):
+            button.setObjectName("banner_action" if i == 0 else f"banner_action_{i + 1}")
+            button.clicked.connect(lambda _checked=False, i=i: self._run_action(i))
+        self.action = self.buttons[0]
         self.close_button = QToolButton(text="✕", toolTip="Dismiss", autoRaise=True)
         self.close_button.setAccessibleName("Dismiss notice")
         layout.addWidget(self.label, 1)
-        layout.addWidget(self.action)
+        for button in self.buttons:
+            layout.addWidget(button)
         layout.addWidget(self.close_button)
         self.close_button.clicked.connect(self.dismiss)
         self._latest: _Notice | None = None
-        self._offer: _Notice | None = None  # the newest notice with an action, while it still applies
-        self.action.clicked.connect(self._run_action)
+        self._offer: _Notice | None = None  # the newest notice with actions, while it still applies
         self.hide()
 
     def show_notice(self, kind: str, text: str, action_text: str | None = None,
                     action: Callable[[], None] | None = None) -> None:
-        self._latest = _Notice(kind if kind in KINDS else "info", text, action_text or "", action)
-        if action is not None:
+        self.show_choices(kind, text, [(action_text or "", action)] if action is not None else [])
+
+    def show_choices(self, kind: str, text: str, actions: list[Action]) -> None:
+        """A notice with up to ``MAX_ACTIONS`` buttons; pressing one dismisses the notice and runs it."""
+        self._latest = _Notice(kind if kind in KINDS else "info", text, tuple(actions[:MAX_ACTIONS]))
+        if actions:
             self._offer = self._latest
         self._render()
 
@@ -79,16 +94,18 @@ class Banner(QFrame):
         self.kind = latest.kind
         self.label.setText("\n".join(lines))
         self.label.setAccessibleName(f"{self.kind}: {' '.join(lines)}")
-        self.action.setText(offer.action_text if offer is not None else "")
-        self.action.setVisible(offer is not None)
+        actions = offer.actions if offer is not None else ()
+        for i, button in enumerate(self.buttons):
+            button.setText(actions[i][0] if i < len(actions) else "")
+            button.setVisible(i < len(actions))
         self._colour()
         self.show()
 
-    def _run_action(self) -> None:
-        action = self._offer.action if self._offer is not None else None
+    def _run_action(self, index: int) -> None:
+        actions = self._offer.actions if self._offer is not None else ()
         self.dismiss()
-        if action is not None:
-            action()
+        if index < len(actions):
+            actions[index][1]()
 
     def _colour(self) -> None:
         """Info blends with the theme; warnings and errors use strong colours readable in light and dark."""

@@ -1,0 +1,31 @@
+"""``hearth doctor``'s report as lines of text: what the command prints and the GUI's System check
+shows and copies (kept free of the engine and the store, so the window can import it)."""
+
+from __future__ import annotations
+
+from model_store.download_errors import format_bytes
+
+
+def report_lines(report: dict) -> list[str]:
+    """The doctor's JSON as the lines a user reads and pastes into a bug report."""
+    engine, cpu, data, database = report["engine"], report["cpu"], report["data"], report["database"]
+    lines = [f"{name}: {version}" for name, version in engine.get("versions", {}).items()]
+    lines.append(f"CPU: {cpu['name']} ({cpu['machine']}, {cpu['cores']} cores): {' '.join(cpu['features'])}")
+    build = engine.get("cpu_build")
+    if build:
+        lines.append(f"CPU build of llama.cpp: {build['variant']}: {build['reason']}")
+        lines += [f"  canary {name}: {c['status']} {c['signal']} {c['detail']}".rstrip()
+                  for name, c in build["canaries"].items()]
+    if not engine.get("running"):
+        lines.append(f"Engine: does not start: {engine.get('error')}")
+    lines += [f"NPU: {d['name']}: {d['detail']}" for d in report["npu"]]
+    lines.append(f"Data folder: {data['folder']} ({format_bytes(data['free_bytes'])} free)")
+    lines.append(f"Database: integrity {database.get('integrity', 'not created yet')}")
+    if "snapshots" in database:
+        s = database["snapshots"]
+        lines.append(f"Snapshots: {format_bytes(s['bytes'])} of {format_bytes(s['budget_bytes'])}")
+    lines += [f"Model {m['id'] or m['name']}: {'present' if m['present'] else 'MISSING'}, sha256 {m['sha256']}"
+              for m in database.get("models", [])]
+    lines.append("Problems:" if report["problems"] else "No problems found.")
+    lines += [f"  - {problem}" for problem in report["problems"]]
+    return lines

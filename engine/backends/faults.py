@@ -1,0 +1,41 @@
+"""Test-only: native crashes on demand, for the paths this machine's CPU never takes.
+
+``HEARTH_TEST_CPU_FAULT="STAGE:VARIANT:SIGNAL[,...]"`` makes the process kill itself with SIGNAL
+(SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT) when it reaches STAGE with the CPU build VARIANT
+(``*``: any build). Stages: ``canary`` (the canary child, after loading the build), ``load``
+(loading a model) and ``decode`` (the first decode of the process). The process dies by the
+signal itself, as it would from a real trap, so everything after it (exit status, messages,
+fallback, caching) is the real code path. Unset, this costs one dictionary lookup per stage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
+STAGES = ("canary", "load", "decode")
+
+
+def injected_signal(stage: str, variant: str) -> signal.Signals | None:
+    """The signal the switch asks for at ``stage`` with ``variant``, if any."""
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 3 or parts[0] != stage or parts[1] not in (variant, "*"):
+            continue
+        name = parts[2].upper()
+        try:
+            return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+        except KeyError:
+            raise ValueError(f"{FAULT_ENV}: unknown signal {parts[2]!r}") from None
+    return None
+
+
+def crash_if_injected(stage: str, variant: str) -> None:
+    """Die by the injected signal, with its default action (as a CPU trap would)."""
+    signum = injected_signal(stage, variant)
+    if signum is None:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    signal.pause()  # the signal is delivered before this returns

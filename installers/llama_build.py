@@ -1,0 +1,242 @@
+"""Build llama-cpp-python portably: one wheel that runs on any CPU of its architecture.
+
+    python installers/llama_build.py --version 0.3.36 --pip .venv/bin/pip [--cache DIR] [--jobs N]
+
+prints the path of the wheel to install. Nothing is compiled for the machine doing the build
+(``GGML_NATIVE=OFF``): the library is built with ``GGML_BACKEND_DL=ON`` and *without* a CPU
+backend, and ggml's CPU backend is built separately once per instruction level (``VARIANTS``),
+each as ``libggml-cpu-<name>.so`` beside the library, with a manifest (fastest first) that
+``engine.backends.cpu_variants`` reads. The app then loads the fastest build whose canary passed on
+the machine it runs on (``engine.backends.cpu_check``).
+
+* ``GGML_LLAMAFILE=OFF``: llamafile's sgemm multiplies a batch with other kernels than a single
+  token, so a speculative verify batch would not be bit-identical to plain decoding.
+* The variants are llama.cpp's own (``GGML_CPU_ALL_VARIANTS`` defines them, with their feature
+  checks), but only the few listed here are compiled: all of them would triple the build time.
+* The finished wheel is cached under a key made of everything that determines its content: the
+  llama-cpp-python version, every CMake flag, the variant set, the target architecture, the
+  compiler and Python versions, and this script's format. Never the build machine's CPU.
+* Every library except the AMX build is checked to hold no AMX instruction (``objdump``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+FORMAT = 2
+MANIFEST_FORMAT = 2  # engine.backends.cpu_variants.MANIFEST_FORMAT
+MANIFEST = "hearth-cpu-variants.json"  # engine.backends.cpu_variants.MANIFEST
+COMMON_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_LLAMAFILE=OFF", "-DLLAVA_BUILD=OFF",
+                "-DCMAKE_BUILD_TYPE=Release")
+WHEEL_FLAGS = ("-DGGML_CPU=OFF",)  # the CPU backends come from the variant build
+# name (llama.cpp's variant tag), what it needs, whether it uses AMX; fastest first per architecture.
+VARIANTS = {
+    "x86_64": (
+        ("sapphirerapids", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"), True),
+        ("icelake", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx2", "fma", "f16c"), False),
+        ("alderlake", ("avx2", "fma", "f16c", "avx_vnni"), False),
+        ("haswell", ("avx2", "fma", "f16c", "bmi2"), False),
+        ("sse42", ("sse4.2",), False),
+    ),
+    "aarch64": (
+        ("armv8.6_1", ("dotprod", "fp16", "sve", "i8mm"), False),
+        ("armv8.2_2", ("dotprod", "fp16"), False),
+        ("armv8.2_1", ("dotprod",), False),
+        ("armv8.0_1", ("neon",), False),
+    ),
+}
+AMX_MNEMONICS = ("tilezero", "tileloadd", "tilestored", "tilerelease", "ldtilecfg", "sttilecfg", "tdpb", "tdpf")
+
+
+def target_arch() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def compiler_version() -> str:
+    cc = os.environ.get("CC", "cc")
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def build_key(version: str) -> str:
+    """Everything the wheel's content depends on, hashed; the host CPU is deliberately not in it."""
+    arch = target_arch()
+    parts = {"format": FORMAT, "version": version, "common": COMMON_FLAGS, "wheel": WHEEL_FLAGS,
+             "variants": VARIANTS.get(arch, ()), "arch": arch, "system": platform.system(),
+             "compiler": compiler_version(), "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def say(message: str) -> None:
+    print(f"[llama build] {message}", file=sys.stderr, flush=True)
+
+
+def run(command: list[str], log: Path, **kwargs) -> None:
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(command)}\n")
+        out.flush()
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, **kwargs)
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        sys.exit("\n".join(tail) + f"\n[llama build] failed: {' '.join(command[:3])} ... (full log: {log})")
+
+
+def fetch_sdist(pip: str, version: str, work: Path, log: Path) -> Path:
+    run([pip, "download", "--no-deps", "--no-binary", ":all:", "-d", str(work), f"llama-cpp-python=={version}"], log)
+    return next(work.glob("llama_cpp_python-*.tar.gz"))
+
+
+def build_base_wheel(pip: str, sdist: Path, out: Path, jobs: int, log: Path) -> Path:
+    env = {**os.environ, "CMAKE_ARGS": " ".join(COMMON_FLAGS + WHEEL_FLAGS), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
+    say(f"library: CMAKE_ARGS={env['CMAKE_ARGS']} (GGML_LLAMAFILE=OFF keeps batches bit-exact)")
+    run([pip, "wheel", "--no-deps", "--no-cache-dir", "-w", str(out), str(sdist)], log, env=env)
+    return next(out.glob("llama_cpp_python-*.whl"))
+
+
+def build_variants(sdist: Path, work: Path, jobs: int, log: Path) -> list[Path]:
+    with tarfile.open(sdist) as archive:
+        archive.extractall(work, filter="data")
+    source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    build = work / "cpu-variants"
+    names = [name for name, _, _ in VARIANTS[target_arch()]]
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    say(f"CPU backends: {', '.join(names)} (GGML_CPU_ALL_VARIANTS definitions, GGML_NATIVE=OFF)")
+    run(["cmake", "-S", str(source), "-B", str(build), *generator, *COMMON_FLAGS, "-DBUILD_SHARED_LIBS=ON",
+         "-DGGML_CPU_ALL_VARIANTS=ON", "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+         "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF",
+         "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"], log)
+    run(["cmake", "--build", str(build), "-j", str(jobs), "--target", *[f"ggml-cpu-{n}" for n in names]], log)
+    return [next(build.rglob(f"libggml-cpu-{name}.so")) for name in names]
+
+
+def amx_instructions(library: Path) -> int:
+    """How many AMX instructions the library's code holds (-1 when objdump is missing)."""
+    if not shutil.which("objdump"):
+        return -1
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)], capture_output=True,
+                             text=True).stdout
+    count = 0
+    for line in listing.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[1].strip().startswith(AMX_MNEMONICS):
+            count += 1
+    return count
+
+
+def registry_library(names: list[str]) -> str:
+    """The file of libggml (the backend registry) that libllama loads: the one named by its soname
+    (``libggml.so.0``). The wheel holds byte-identical copies under three names, and loading another
+    copy would give the process a second, empty registry."""
+    sonamed = sorted(n for n in names if n.startswith("libggml.so.") and n.count(".") == 2)
+    if not sonamed:
+        sys.exit(f"[llama build] no libggml.so.<major> in the wheel ({', '.join(names)})")
+    return sonamed[0]
+
+
+def _record_line(name: str, data: bytes) -> list[str]:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return [name, f"sha256={digest}", str(len(data))]
+
+
+def add_to_wheel(wheel: Path, files: dict[str, bytes], out: Path) -> Path:
+    """A copy of ``wheel`` with ``files`` (archive name -> bytes) added and its RECORD updated."""
+    target = out / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dest:
+        record_name = next(n for n in source.namelist() if n.endswith(".dist-info/RECORD"))
+        rows = [row for row in csv.reader(io.StringIO(source.read(record_name).decode())) if row]
+        for item in source.infolist():
+            if item.filename != record_name:
+                dest.writestr(item, source.read(item.filename))
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = 0o755 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            dest.writestr(info, data)
+            rows = [row for row in rows if row[0] != name] + [_record_line(name, data)]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(rows + [[record_name, "", ""]])
+        dest.writestr(record_name, text.getvalue())
+    return target
+
+
+def check_no_amx(libraries: dict[str, Path], amx_names: set[str]) -> None:
+    for name, path in libraries.items():
+        count = amx_instructions(path)
+        if count < 0:
+            say("objdump not found: the AMX check is skipped")
+            return
+        if name in amx_names:
+            say(f"{path.name}: {count} AMX instructions (used only after its canary passes)")
+        elif count:
+            sys.exit(f"[llama build] {path.name} holds {count} AMX instructions; it must hold none")
+    say(f"no AMX instruction outside {', '.join(sorted(amx_names)) or 'any library'}")
+
+
+def build(version: str, pip: str, cache: Path, jobs: int) -> Path:
+    arch = target_arch()
+    if arch not in VARIANTS:
+        sys.exit(f"[llama build] no CPU variants are defined for {arch}")
+    key = build_key(version)
+    folder = cache / f"llama-cpp-python-{version}-{arch}-{key}"
+    found = sorted(folder.glob("llama_cpp_python-*.whl"))
+    if found:
+        say(f"cached: {found[0]} (build key {key})")
+        return found[0]
+    with tempfile.TemporaryDirectory(prefix="hearth-llama-build-") as tmp:
+        work = Path(tmp)
+        log = work / "build.log"
+        say(f"building llama-cpp-python {version} for {arch} (build key {key}); log: {log}")
+        sdist = fetch_sdist(pip, version, work / "sdist", log)
+        wheel = build_base_wheel(pip, sdist, work / "wheel", jobs, log)
+        variant_files = build_variants(sdist, work / "src", jobs, log)
+        names = [name for name, _, _ in VARIANTS[arch]]
+        with zipfile.ZipFile(wheel) as archive:
+            base_libs = [n for n in archive.namelist() if n.startswith("llama_cpp/lib/") and ".so" in n]
+            for name in base_libs:
+                archive.extract(name, work / "base")
+        check_no_amx({**{Path(n).name: work / "base" / n for n in base_libs}, **dict(zip(names, variant_files))},
+                     {name for name, _, amx in VARIANTS[arch] if amx})
+        registry = registry_library([Path(n).name for n in base_libs])
+        manifest = {"format": MANIFEST_FORMAT, "build_key": f"{version}-{arch}-{key}", "registry": registry, "variants": [
+            {"name": name, "file": f"libggml-cpu-{name}.so", "features": list(features), "amx": amx}
+            for name, features, amx in VARIANTS[arch]]}
+        files = {f"llama_cpp/lib/libggml-cpu-{name}.so": path.read_bytes() for name, path in zip(names, variant_files)}
+        files[f"llama_cpp/lib/{MANIFEST}"] = json.dumps(manifest, indent=1).encode()
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = add_to_wheel(wheel, files, work)
+        final = folder / staged.name
+        shutil.copy2(staged, folder / (staged.name + ".part"))
+        os.replace(folder / (staged.name + ".part"), final)
+    say(f"built {final}")
+    return final
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", required=True)
+    parser.add_argument("--pip", required=True, help="the pip of the environment that builds")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hearth" / "wheels")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    print(build(args.version, args.pip, args.cache, args.jobs))
+
+
+if __name__ == "__main__":
+    main()
