@@ -56,3 +56,17 @@ def check_model_file(path: Path) -> None:
                                  "llama.cpp's convert_hf_to_gguf.py)")
         if len(head) < 24:
             raise ModelLoadError(path, "the file is truncated (its GGUF header is incomplete); download it again")
+
+
+def weight_type(path: Path) -> str | None:
+    """The file's weight type as llama.cpp's quantizer names it ("Q4_K_M", "F16", ...), from its
+    ``general.file_type``; None when the file does not say."""
+    import gguf
+
+    try:
+        field = gguf.GGUFReader(path).get_field("general.file_type")
+        name = gguf.LlamaFileType(int(field.parts[field.data[0]][0])).name if field is not None else None
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_") if name else None
+

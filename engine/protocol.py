@@ -158,7 +158,7 @@ class CanaryReport(msgspec.Struct):
     status: str  # "ok", "unsupported", "crashed", "failed"
     detail: str
     signal: str = ""  # "SIGILL", ... when crashed
-    batch_invariant: dict[str, bool] = {}  # weight type -> batch logits bit-identical to single-token ones
+    exact_kernels: dict[str, str] = {}  # weight type -> "repacked", "plain" or "none": which keep batches exact
 
 
 class CpuBackendInfo(msgspec.Struct):

@@ -53,9 +53,7 @@ def make_ready(probe: DeviceProbe | None = None) -> p.Ready:
 def cpu_backend_info(choice: cpu_check.CpuChoice | None) -> p.CpuBackendInfo | None:
     if choice is None:
         return None
-    canaries = {name: p.CanaryReport(r.status, r.detail, r.signal,
-                                     {t: bool(v.get("batch_invariant")) for t, v in r.types.items()})
-                for name, r in choice.results.items()}
+    canaries = {name: p.CanaryReport(r.status, r.detail, r.signal, dict(r.types)) for name, r in choice.results.items()}
     return p.CpuBackendInfo(choice.variant, choice.reason, list(choice.features), canaries, choice.cached)
 
 

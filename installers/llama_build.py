@@ -17,6 +17,13 @@ the machine it runs on (``engine.backends.cpu_check``).
   llama-cpp-python version, every CMake flag, the variant set, the target architecture, the
   compiler and Python versions, and this script's format. Never the build machine's CPU.
 * Every library except the AMX build is checked to hold no AMX instruction (``objdump``).
+* ``PATCHES`` keep a batch of fewer than ``EXACT_ROWS`` tokens bit-identical, row by row, to the
+  same tokens decoded one at a time, which speculative drafting's exactness rests on: ggml's CPU
+  backend otherwise switches kernels by batch size in two places that llama.cpp does not let a
+  program turn off (single-token flash attention splits a long KV cache between threads and merges
+  partial softmaxes; K-quant matrices take a tiled GEMM from 8 rows). Prefill batches keep every
+  fast path. Repacked weight layouts are the third such place; the app decides those per weight
+  type from the canary (``engine.backends.canary``), since a model load can turn them off.
 """
 
 from __future__ import annotations
@@ -59,6 +66,14 @@ VARIANTS = {
         ("armv8.0_1", ("neon",), False),
     ),
 }
+EXACT_ROWS = 16
+# (file under vendor/llama.cpp, text, replacement): each must match once, or the build stops.
+PATCHES = (
+    ("ggml/src/ggml-cpu/ops.cpp", "const bool use_split_kv_path = !use_ref &&",
+     "const bool use_split_kv_path = false && !use_ref &&"),
+    ("ggml/src/ggml-cpu/tiled/tiled.cpp", "return rows >= 8 || ggml_tiled_matmul_forced();",
+     f"return rows >= {EXACT_ROWS} || ggml_tiled_matmul_forced();"),
+)
 AMX_MNEMONICS = ("tilezero", "tileloadd", "tilestored", "tilerelease", "ldtilecfg", "sttilecfg", "tdpb", "tdpf")
 
 
@@ -78,7 +93,7 @@ def compiler_version() -> str:
 def build_key(version: str) -> str:
     """Everything the wheel's content depends on, hashed; the host CPU is deliberately not in it."""
     arch = target_arch()
-    parts = {"format": FORMAT, "version": version, "common": COMMON_FLAGS, "wheel": WHEEL_FLAGS,
+    parts = {"format": FORMAT, "version": version, "common": COMMON_FLAGS, "wheel": WHEEL_FLAGS, "patches": PATCHES,
              "variants": VARIANTS.get(arch, ()), "arch": arch, "system": platform.system(),
              "compiler": compiler_version(), "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -114,6 +129,7 @@ def build_variants(sdist: Path, work: Path, jobs: int, log: Path) -> list[Path]:
     with tarfile.open(sdist) as archive:
         archive.extractall(work, filter="data")
     source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    apply_patches(source)
     build = work / "cpu-variants"
     names = [name for name, _, _ in VARIANTS[target_arch()]]
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -124,6 +140,18 @@ def build_variants(sdist: Path, work: Path, jobs: int, log: Path) -> list[Path]:
          "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"], log)
     run(["cmake", "--build", str(build), "-j", str(jobs), "--target", *[f"ggml-cpu-{n}" for n in names]], log)
     return [next(build.rglob(f"libggml-cpu-{name}.so")) for name in names]
+
+
+def apply_patches(source: Path) -> None:
+    for relative, text, replacement in PATCHES:
+        path = source / relative
+        content = path.read_text()
+        if content.count(text) != 1:
+            sys.exit(f"[llama build] {relative} no longer holds {text!r} exactly once: this llama.cpp differs "
+                     "from the one the exactness patches were written for; review PATCHES")
+        path.write_text(content.replace(text, replacement))
+    say(f"CPU backends patched for batch-exact kernels below {EXACT_ROWS} rows: "
+        + "; ".join(f"{Path(r).name}: {t} -> {n}" for r, t, n in PATCHES))
 
 
 def amx_instructions(library: Path) -> int:
@@ -214,7 +242,8 @@ def build(version: str, pip: str, cache: Path, jobs: int) -> Path:
         check_no_amx({**{Path(n).name: work / "base" / n for n in base_libs}, **dict(zip(names, variant_files))},
                      {name for name, _, amx in VARIANTS[arch] if amx})
         registry = registry_library([Path(n).name for n in base_libs])
-        manifest = {"format": MANIFEST_FORMAT, "build_key": f"{version}-{arch}-{key}", "registry": registry, "variants": [
+        manifest = {"format": MANIFEST_FORMAT, "build_key": f"{version}-{arch}-{key}", "registry": registry,
+                    "exact_rows": EXACT_ROWS, "variants": [
             {"name": name, "file": f"libggml-cpu-{name}.so", "features": list(features), "amx": amx}
             for name, features, amx in VARIANTS[arch]]}
         files = {f"llama_cpp/lib/libggml-cpu-{name}.so": path.read_bytes() for name, path in zip(names, variant_files)}

@@ -4,13 +4,14 @@ A CPU can advertise instructions that its hypervisor or OS does not really let a
 AMX tile instruction that traps on a VM that lists ``amx_tile``). Such a build dies of SIGILL the
 first time a matrix product takes that path, which for quantized weights is the first token. So
 before a build is trusted on a machine, this child loads it, converts the built-in tiny model
-(:mod:`engine.backends.canary_model`) with llama.cpp's own quantizer into each weight type
-family Hearth meets (f32, f16, Q8_0, Q4_0, Q4_1, the K-quants, IQ4_NL) and decodes a batch of
-tokens, then the same tokens one at a time, so the GEMM and GEMV kernels, the repacked layouts and
-AMX all run. If the child dies, the parent sees the signal; if it lives, it prints one line:
-``RESULT_MARKER`` and a JSON object with ``status`` (``ok``, ``unsupported``, ``failed``), a
-``detail`` and, per weight type, whether a batch's logits were bit-identical to single-token
-decoding (``batch_invariant``).
+(:mod:`engine.backends.canary_model`) with llama.cpp's own quantizer into each weight type Hearth
+meets and decodes, for each: a long batch (the GEMM kernels, the tiled and repacked layouts, AMX),
+then a short batch and the same tokens one at a time, with ggml's repacked weight layouts and
+without. If the child dies, the parent sees the signal. If it lives, it prints one line,
+``RESULT_MARKER`` and a JSON object: ``status`` (``ok``, ``unsupported``, ``failed``), ``detail``,
+and per weight type (``types``) which kernels keep a short batch's logits bit-identical to
+single-token decoding, which exact speculative drafting needs: ``repacked``, ``plain`` (only with
+repacking off) or ``none``.
 """
 
 from __future__ import annotations
@@ -28,43 +29,58 @@ from engine.backends.cpu_variants import CpuBackendError, load_variant, read_var
 from engine.backends.faults import crash_if_injected
 
 RESULT_MARKER = "HEARTH-CANARY "
-# What llama.cpp's quantizer is asked for; None keeps the f32 original.
-WEIGHT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL")
-BATCH = 8
-TOKENS = [(7 * i + 3) % N_VOCAB for i in range(BATCH)]
+# The weight types checked, as llama.cpp's file types name them (LLAMA_FTYPE_MOSTLY_<type>).
+WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M",
+                "IQ4_NL", "IQ4_XS")
+LONG_BATCH = 48  # past every batch-size switch of the CPU kernels
+SHORT_BATCH = 8  # a verify batch: below the build's exact_rows
+TOKENS = [(7 * i + 3) % N_VOCAB for i in range(LONG_BATCH)]
 
 
-def _logits_per_row(path: Path, batched: bool) -> np.ndarray:
+def _decode_rows(path: Path, repack: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of a short batch, and of the same tokens one at a time (after a long batch ran)."""
     from engine.backends.base import ContextSettings
     from engine.backends.llama_cpp import LlamaContext, LlamaModel
 
-    model = LlamaModel(path)
-    context = LlamaContext(model, ContextSettings(n_ctx=64, n_batch=BATCH, n_ubatch=BATCH, n_threads=2,
-                                                  flash_attn=False))
+    model = LlamaModel(path, repack=repack)
+    context = LlamaContext(model, ContextSettings(n_ctx=128, n_batch=LONG_BATCH, n_ubatch=LONG_BATCH,
+                                                  n_threads=2))
     try:
-        if batched:
-            context.decode(TOKENS, 0, all_logits=True)
-            return np.stack([context.logits(i).copy() for i in range(BATCH)])
-        rows = []
-        for pos, token in enumerate(TOKENS):
+        context.decode(TOKENS, 0, all_logits=True)
+        if not np.isfinite(context.logits(LONG_BATCH - 1)).all():
+            raise ArithmeticError("a long batch gave non-finite logits")
+        context.clear()
+        short = TOKENS[:SHORT_BATCH]
+        context.decode(short, 0, all_logits=True)
+        batch = np.stack([context.logits(i).copy() for i in range(SHORT_BATCH)])
+        context.clear()
+        single = []
+        for pos, token in enumerate(short):
             context.decode([token], pos)
-            rows.append(context.logits().copy())
-        return np.stack(rows)
+            single.append(context.logits().copy())
+        return batch, np.stack(single)
     finally:
         context.close()
         model.close()
 
 
-def check_weight_type(f32_model: Path, weight_type: str, folder: Path) -> dict:
+def _exact(path: Path, repack: bool) -> bool:
+    batch, single = _decode_rows(path, repack)
+    if not (np.isfinite(batch).all() and np.isfinite(single).all()):
+        raise ArithmeticError(f"{path.name} gave non-finite logits")
+    return bool(np.array_equal(batch.view(np.uint32), single.view(np.uint32)))
+
+
+def check_weight_type(f32_model: Path, weight_type: str, folder: Path) -> str:
+    """Which kernels keep ``weight_type`` batch-exact here: "repacked", "plain" or "none"."""
     from engine.backends.llama_cpp import quantize
 
     path = f32_model
     if weight_type != "F32":
         path = quantize(f32_model, folder / f"canary-{weight_type}.gguf", weight_type)
-    batch, single = _logits_per_row(path, True), _logits_per_row(path, False)
-    if not (np.isfinite(batch).all() and np.isfinite(single).all()):
-        raise ArithmeticError(f"{weight_type} weights gave non-finite logits")
-    return {"batch_invariant": bool(np.array_equal(batch.view(np.uint32), single.view(np.uint32)))}
+    if _exact(path, repack=True):
+        return "repacked"
+    return "plain" if _exact(path, repack=False) else "none"
 
 
 def run(name: str) -> dict:
@@ -80,8 +96,8 @@ def run(name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hearth-canary-") as folder:
         base = write_canary_model(Path(folder) / "canary-F32.gguf")
         types = {t: check_weight_type(base, t, Path(folder)) for t in WEIGHT_TYPES}
-    return {"status": "ok", "detail": f"decoded {len(types)} weight types, batched and token by token",
-            "types": types}
+    return {"status": "ok", "detail": f"decoded {len(types)} weight types in long and short batches and "
+                                      "token by token", "types": types}
 
 
 def main(argv: list[str]) -> int:

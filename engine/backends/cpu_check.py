@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from engine.deaths import signal_name
@@ -33,7 +33,7 @@ from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet
 CHECK_FILE = "cpu-check.json"
 CHECK_FILE_ENV = "HEARTH_CPU_CHECK_FILE"
 VARIANT_ENV = "HEARTH_CPU_VARIANT"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_ENTRIES = 8  # machines sharing one home folder
 CANARY_TIMEOUT_S = 120.0
 CACHED_STATUSES = ("ok", "unsupported", "crashed")
@@ -44,7 +44,7 @@ class CanaryResult:
     status: str  # "ok", "unsupported" (this CPU lacks what the build needs), "crashed", "failed"
     detail: str
     signal: str = ""  # "SIGILL", ... when crashed
-    types: dict = field(default_factory=dict)  # weight type -> {"batch_invariant": bool}
+    types: dict = field(default_factory=dict)  # weight type -> "repacked", "plain" or "none" (engine.backends.canary)
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,18 @@ class CpuChoice:
     results: dict[str, CanaryResult] = field(default_factory=dict)
     requested: str = "auto"
     cached: bool = False
+    exact_rows: int = 0  # batches shorter than this are bit-exact per row (the build's patches); 0: unknown
+
+    def kernels_for(self, weight_type: str | None) -> tuple[bool, bool]:
+        """(repack, exact): whether to load ``weight_type`` weights with ggml's repacked layouts, and
+        whether a short batch then gives exactly the single-token logits, as this build's canary
+        measured. A type the canary did not check gets the plain kernels, which compute each row
+        alone below ``exact_rows``; a llama-cpp-python not built by Hearth is taken as it is."""
+        result = self.results.get(self.variant)
+        if result is None:
+            return True, True
+        mode = result.types.get(weight_type or "", "plain")
+        return mode == "repacked", mode != "none"
 
 
 _lock = threading.Lock()
@@ -93,8 +105,8 @@ def ensure_cpu_backend(data_dir: Path | None = None, requested: str = "") -> Cpu
             return _choice
         choice = choose(variants, requested, check_file(data_dir))
         load_variant(variants.named(choice.variant), variants.registry)
-        _choice = choice
-        return choice
+        _choice = replace(choice, exact_rows=variants.exact_rows)
+        return _choice
 
 
 def choose(variants: VariantSet, requested: str, cache_path: Path | None) -> CpuChoice:

@@ -41,6 +41,7 @@ class VariantSet:
     variants: tuple[CpuVariant, ...]  # fastest first; the last is the safest
     build_key: str  # the build's cache key: every flag, the source version, the target architecture
     registry: Path  # the libggml file libllama itself loads (by its soname): one process, one registry
+    exact_rows: int  # the build keeps batches shorter than this bit-exact per row (installers/llama_build.py)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -76,7 +77,7 @@ def read_variant_set(lib_dir: Path | None = None) -> VariantSet | None:
                               "run the set-up command again")
     variants = tuple(CpuVariant(v["name"], lib_dir / v["file"], tuple(v["features"]), bool(v.get("amx")))
                      for v in data["variants"])
-    return VariantSet(variants, str(data["build_key"]), lib_dir / data["registry"])
+    return VariantSet(variants, str(data["build_key"]), lib_dir / data["registry"], int(data["exact_rows"]))
 
 
 def _ggml(registry: Path) -> ctypes.CDLL:

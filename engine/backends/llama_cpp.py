@@ -24,6 +24,7 @@ from engine.backends import cpu_check
 from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.faults import crash_if_injected, injected_signal
+from engine.model_files import weight_type
 
 log = logging.getLogger(__name__)
 
@@ -138,15 +139,23 @@ class LlamaModel:
     """A loaded GGUF model (weights memory-mapped) and its vocabulary."""
 
     def __init__(
-        self, path: Path, *, load_mtp: bool = False, on_progress: Callable[[float], None] | None = None
+        self, path: Path, *, load_mtp: bool = False, on_progress: Callable[[float], None] | None = None,
+        repack: bool | None = None,
     ) -> None:
         try:
             logbook = _init_backend()
         except CpuBackendError as exc:
             raise ModelLoadError(path, str(exc)) from exc
-        crash_if_injected("load", cpu_check.active().variant)
+        choice = cpu_check.active()
+        crash_if_injected("load", choice.variant)
+        self.weight_type = weight_type(path)
+        # ggml's repacked weight layouts (and AMX) only where this CPU build's canary found them
+        # batch-exact for this weight type: exact drafting needs a verify batch to equal single tokens.
+        default_repack, self.batch_exact = choice.kernels_for(self.weight_type)
+        self.repacked = default_repack if repack is None else repack
         params = llama_cpp.llama_model_default_params()
         params.load_mtp = load_mtp
+        params.use_extra_bufts = self.repacked
         if on_progress is not None:
             callback = llama_cpp.llama_progress_callback(lambda fraction, _user: on_progress(fraction) or True)
             params.progress_callback = callback  # referenced by `callback` until the load returns

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.backends import cpu_check
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.decoder import DraftStats, SpeculativeSource
@@ -67,11 +68,18 @@ class Drafting:
         if (facts.is_recurrent or facts.is_hybrid) and not facts.supports_rollback:
             return (f"drafting is not possible with {facts.arch}: this llama.cpp cannot roll back its recurrent "
                     "state, and re-reading checkpoints is slower than not drafting (32 → 6 tok/s measured upstream)")
+        model = self.session.model
+        if not model.batch_exact:
+            return (f"drafting could change the answer here: this machine's CPU build of llama.cpp computes "
+                    f"{model.weight_type} weights differently in a batch than token by token")
         return ""
 
     def _draft_limit(self, draft_max: int) -> int:
         if draft_max < 1:
             raise DraftRefused(f"the draft length must be at least 1, got {draft_max}")
+        choice = cpu_check.active()
+        if choice is not None and choice.exact_rows:  # a verify batch (draft + 1) must stay batch-exact
+            draft_max = min(draft_max, choice.exact_rows - 2)
         facts = self.session.facts
         if facts.is_recurrent or facts.is_hybrid:
             return min(draft_max, self.session.context.n_rs_seq)  # rollback depth the context was made with
