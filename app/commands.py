@@ -32,14 +32,18 @@ class UserError(Exception):
         self.details = details
 
 
+def model_label(path: str) -> str:
+    return "the embedded model SmolLM2-135M-Instruct" if path == "default" else Path(path).name
+
+
 def crash_error(dead: EngineDead, doing: str) -> UserError:
     """An engine death as the one line a user reads, and the JSON ``error`` object scripts read."""
     if not dead.crashed:
         return UserError(f"{dead.message} while {doing}", kind="engine_died", signal=dead.signal)
     safer = "" if dead.cpu_variant in ("", "built-in") else \
-        "; `HEARTH_CPU_VARIANT=safe` runs the safest CPU build"
-    message = (f"{dead.message} while {doing}. Run `hearth doctor` to check this machine{safer}, "
-               "and report the doctor's output if it keeps happening")
+        " (or try again with HEARTH_CPU_VARIANT=safe, the safest CPU build)"
+    message = (f"{dead.message} while {doing}. Run `hearth doctor` to check this machine{safer}; "
+               "if it keeps happening, report what the doctor prints")
     return UserError(message, kind="engine_crashed", signal=dead.signal)
 
 
@@ -60,7 +64,7 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
     except EngineError as exc:
         client.close(mode="abort")
         if exc.dead is not None:
-            raise crash_error(exc.dead, f"loading {Path(path).name}") from exc
+            raise crash_error(exc.dead, f"loading {model_label(path)}") from exc
         raise UserError(str(exc), kind=exc.code) from exc
     try:
         yield client, loaded

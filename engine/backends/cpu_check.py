@@ -27,6 +27,7 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from engine.backends.faults import FAULT_ENV, only_stage
 from engine.deaths import signal_name
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
 
@@ -167,6 +168,8 @@ def run_canary(variant: CpuVariant, timeout_s: float = CANARY_TIMEOUT_S) -> Cana
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the engine package
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     env.pop(VARIANT_ENV, None)
+    if FAULT_ENV in env:
+        env[FAULT_ENV] = only_stage("canary", env[FAULT_ENV])
     try:
         done = subprocess.run([sys.executable, "-m", "engine.backends.canary", variant.name],
                               capture_output=True, text=True, errors="replace", env=env, timeout=timeout_s,

@@ -31,6 +31,11 @@ def injected_signal(stage: str, variant: str) -> signal.Signals | None:
     return None
 
 
+def only_stage(stage: str, value: str) -> str:
+    """The switch's value with only ``stage``'s entries (a canary child must not die at "decode")."""
+    return ",".join(item for item in value.split(",") if item.strip().startswith(stage + ":"))
+
+
 def crash_if_injected(stage: str, variant: str) -> None:
     """Die by the injected signal, with its default action (as a CPU trap would)."""
     signum = injected_signal(stage, variant)
