@@ -154,6 +154,31 @@ def apply_patches(source: Path) -> None:
         + "; ".join(f"{Path(r).name}: {t} -> {n}" for r, t, n in PATCHES))
 
 
+def build_native_backend(pip: str, version: str, out: Path, jobs: int) -> Path:
+    """For benchmarks only, never installed: the CPU backend as the old set-up built it, for this
+    machine's CPU (``-march=native``, no exactness patches), loadable with HEARTH_CPU_LIBRARY."""
+    with tempfile.TemporaryDirectory(prefix="hearth-native-build-") as tmp:
+        work = Path(tmp)
+        log = work / "build.log"
+        sdist = fetch_sdist(pip, version, work / "sdist", log)
+        with tarfile.open(sdist) as archive:
+            archive.extractall(work / "src", filter="data")
+        source = next((work / "src").glob("llama_cpp_python-*/vendor/llama.cpp"))
+        features = [f"-DGGML_{f}=OFF" for f in ("SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C", "AVX512")]
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        say("native CPU backend (benchmarks only): -march=native, unpatched")
+        run(["cmake", "-S", str(source), "-B", str(work / "native"), *generator, *COMMON_FLAGS, *features,
+             "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_C_FLAGS=-march=native", "-DCMAKE_CXX_FLAGS=-march=native",
+             "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
+             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF"], log)
+        run(["cmake", "--build", str(work / "native"), "-j", str(jobs), "--target", "ggml-cpu"], log)
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / "libggml-cpu-native.so"
+        shutil.copy2(next((work / "native").rglob("libggml-cpu.so")), target)
+    say(f"built {target}")
+    return target
+
+
 def amx_instructions(library: Path) -> int:
     """How many AMX instructions the library's code holds (-1 when objdump is missing)."""
     if not shutil.which("objdump"):
@@ -263,8 +288,13 @@ def main() -> None:
     parser.add_argument("--pip", required=True, help="the pip of the environment that builds")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hearth" / "wheels")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--native-backend", type=Path, metavar="DIR",
+                        help="instead: build a -march=native CPU backend into DIR, for benchmarks only")
     args = parser.parse_args()
-    print(build(args.version, args.pip, args.cache, args.jobs))
+    if args.native_backend:
+        print(build_native_backend(args.pip, args.version, args.native_backend, args.jobs))
+    else:
+        print(build(args.version, args.pip, args.cache, args.jobs))
 
 
 if __name__ == "__main__":

@@ -109,3 +109,14 @@ def load_variant(variant: CpuVariant, registry: Path) -> None:
     if not _ggml(registry).ggml_backend_load(str(variant.path).encode()):
         raise CpuBackendError(f"llama.cpp refused the CPU build {variant.name} ({variant.path}); "
                               "run `hearth doctor` and the set-up command again")
+
+
+def load_library(path: Path) -> CpuVariant:
+    """A CPU backend file loaded as it is (benchmarks: HEARTH_CPU_LIBRARY), with no canary."""
+    variants = read_variant_set()
+    if variants is None:
+        raise CpuBackendError("HEARTH_CPU_LIBRARY needs Hearth's portable build of llama-cpp-python")
+    variant = CpuVariant(f"custom:{path.name}", path, ())
+    load_variant(variant, variants.registry)
+    return variant
+

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -22,12 +23,13 @@ import numpy as np
 
 from engine.backends import cpu_check
 from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError
-from engine.backends.cpu_variants import CpuBackendError
+from engine.backends.cpu_variants import CpuBackendError, load_library
 from engine.backends.faults import crash_if_injected, injected_signal
 from engine.model_files import weight_type
 
 log = logging.getLogger(__name__)
 
+LIBRARY_ENV = "HEARTH_CPU_LIBRARY"  # benchmarks only: a CPU backend file used as it is, without a canary
 STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part only, no attention KV
 BACKEND_VERSION = f"llama-cpp-python {llama_cpp.__version__}"
 
@@ -84,6 +86,9 @@ def init_backend(data_dir: Path | None = None, cpu_variant: str = "") -> cpu_che
     with _INIT_LOCK:
         if _LOG is None:
             logbook = _LlamaLog()
+            library = os.environ.get(LIBRARY_ENV)
+            if library:
+                cpu_check.adopt(load_library(Path(library)), f"{LIBRARY_ENV} (used as it is, no canary)")
             choice = cpu_check.ensure_cpu_backend(data_dir, cpu_variant)
             _DECODE_FAULT = injected_signal("decode", choice.variant) is not None
             llama_cpp.llama_backend_init()

@@ -3,14 +3,29 @@
 Both run on the same model file, context size, batch size and thread count, alternating A/B/A/B in
 one process (A/B then B/A, so neither side always runs first), so drift on a shared machine hits
 both alike. Each rep gives a Hearth/bare ratio; the median ratio is reported with its spread.
-Prints one JSON object. Usage: ``python tests/bench/bench_decode.py [--reps N] [--models a,b]``.
+The bare loop loads weights with llama.cpp's defaults (repacked layouts on); Hearth turns them off
+for a weight type whose repacked kernels are not batch-exact on this CPU build (see
+``engine.backends.canary``), so for such a type the ratio is the price of exact drafting.
+``--models`` takes ``smollm2`` and fixture names, e.g. ``hybrid-bench-Q4_K_M`` (every type in
+``QUANT_TYPES``: ``--models quant``).
+
+``--native LIB`` compares builds instead: the portable build (the CPU build this machine's canary
+chose) against LIB, a CPU backend built for this very CPU the way the old set-up did
+(``-march=native``, no exactness patches; ``installers/llama_build.py --native-backend DIR`` makes
+one). One CPU backend per process, so each round runs this script in two child processes, in
+alternating order; per model it reports portable/native ratios of the bare loops (the build alone)
+and of Hearth on the portable build against the bare loop on the native one (what a user sees).
+Prints one JSON object. Usage: ``python tests/bench/bench_decode.py [--reps N] [--models a,b]
+[--native LIB --rounds N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,12 +37,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine.backends.base import default_threads  # noqa: E402
+from engine.backends.llama_cpp import LIBRARY_ENV, init_backend  # noqa: E402
 from engine.generation import Generation, GenerationSettings  # noqa: E402
 from engine.model_files import embedded_model_path  # noqa: E402
 from engine.prompts import raw_prompt_tokens  # noqa: E402
 from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
-from tests.fixtures.make_models import make_models  # noqa: E402
+from tests.fixtures.make_models import QUANT_TYPES, make_models  # noqa: E402
 
 N_CTX, N_BATCH = 2048, 512
 PROMPT = "The history of the city begins with a small settlement by the river. " * 60
@@ -90,12 +106,15 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
         else:
             hearth_runs.append(hearth_run(session, tokens, n_gen))
             bare_runs.append(bare.run(tokens, n_gen))
+    weight_type, repacked = session.model.weight_type, session.model.repacked
     session.close()
     bare.close()
     med = lambda runs, i: statistics.median(r[i] for r in runs)
     ratios = lambda i: [h[i] / b[i] for h, b in zip(hearth_runs, bare_runs)]
     return {
         "model": name,
+        "weight_type": weight_type,
+        "hearth_repacked": repacked,
         "prompt_tokens": len(tokens),
         "gen_tokens": n_gen,
         "hearth_prefill_tok_s": round(med(hearth_runs, 0), 1),
@@ -109,21 +128,71 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
     }
 
 
+def model_paths(wanted: list[str], cache: Path) -> dict[str, Path]:
+    paths = {"smollm2": embedded_model_path()}
+    generated = [n for n in wanted if n != "smollm2"]
+    if generated:
+        paths.update(make_models(cache, generated))
+    return paths
+
+
+def run_child(args: argparse.Namespace, native: Path | None) -> dict:
+    env = dict(os.environ)
+    env.pop(LIBRARY_ENV, None)
+    if native is not None:
+        env[LIBRARY_ENV] = str(native)
+    command = [sys.executable, __file__, "--reps", str(args.reps), "--gen", str(args.gen), "--models", args.models,
+               "--cache", str(args.cache)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout)
+
+
+def compare_builds(args: argparse.Namespace) -> dict:
+    """Rounds of (portable, native) child runs in alternating order; ratios per model."""
+    rounds: list[tuple[dict, dict]] = []
+    for i in range(args.rounds):
+        first, second = (None, args.native) if i % 2 == 0 else (args.native, None)
+        a, b = run_child(args, first), run_child(args, second)
+        rounds.append((a, b) if first is None else (b, a))
+    results = []
+    for index, model in enumerate(args.models.split(",")):
+        port = [r[0]["results"][index] for r in rounds]
+        nat = [r[1]["results"][index] for r in rounds]
+        ratio = lambda a, b, key_a, key_b: round(statistics.median(x[key_a] / y[key_b] for x, y in zip(a, b)), 3)
+        results.append({
+            "model": model, "weight_type": port[0]["weight_type"], "hearth_repacked": port[0]["hearth_repacked"],
+            "portable_bare_decode_tok_s": round(statistics.median(x["bare_decode_tok_s"] for x in port), 2),
+            "native_bare_decode_tok_s": round(statistics.median(x["bare_decode_tok_s"] for x in nat), 2),
+            "bare_prefill_portable_over_native": ratio(port, nat, "bare_prefill_tok_s", "bare_prefill_tok_s"),
+            "bare_decode_portable_over_native": ratio(port, nat, "bare_decode_tok_s", "bare_decode_tok_s"),
+            "hearth_prefill_portable_over_native_bare": ratio(port, nat, "hearth_prefill_tok_s", "bare_prefill_tok_s"),
+            "hearth_decode_portable_over_native_bare": ratio(port, nat, "hearth_decode_tok_s", "bare_decode_tok_s"),
+        })
+    return {"bench": "decode_portable_vs_native", "native": str(args.native), "rounds": args.rounds,
+            "reps_per_round": args.reps, "portable_build": rounds[0][0]["cpu_build"], "results": results}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--gen", type=int, default=128)
     parser.add_argument("--models", default="smollm2,hybrid-bench")
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    parser.add_argument("--native", type=Path, default=None, metavar="LIB")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.models == "quant":
+        args.models = ",".join(["smollm2"] + [f"hybrid-bench-{t}" for t in QUANT_TYPES])
+    if args.native is not None:
+        print(json.dumps(compare_builds(args), indent=2))
+        return
     threads = default_threads()
-    paths = {"smollm2": embedded_model_path()}
+    build = init_backend().variant  # the bare loop runs on the same CPU build as Hearth
     wanted = args.models.split(",")
-    generated = [n for n in wanted if n != "smollm2"]
-    if generated:
-        paths.update(make_models(args.cache, generated))
+    paths = model_paths(wanted, args.cache)
     results = [bench_model(n, paths[n], args.reps, args.gen, threads) for n in wanted]
-    print(json.dumps({"bench": "decode", "threads": threads, "reps": args.reps, "results": results}, indent=2))
+    print(json.dumps({"bench": "decode", "cpu_build": build, "threads": threads, "reps": args.reps,
+                      "results": results}, indent=2))
 
 
 if __name__ == "__main__":

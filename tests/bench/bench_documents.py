@@ -34,6 +34,7 @@ from app.documents import check_fit, fit_command, read_command, store_document  
 from app.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
+from engine.backends.llama_cpp import init_backend  # noqa: E402
 from engine.inproc_client import InprocClient  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
@@ -54,6 +55,7 @@ def make_document(n_words: int) -> ExtractedDocument:
 
 def bare_prefill_rate(model: Path, tokens: list[int], n_ctx: int) -> float:
     """Tokens per second of the least code that reads ``tokens`` with llama-cpp-python's C API."""
+    init_backend()  # the CPU build of llama.cpp Hearth runs on this machine
     mparams = llama_cpp.llama_model_default_params()
     handle = llama_cpp.llama_model_load_from_file(str(model).encode(), mparams)
     cparams = llama_cpp.llama_context_default_params()
