@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import struct
 from pathlib import Path
 
 from engine.backends.base import ModelLoadError
@@ -58,15 +59,58 @@ def check_model_file(path: Path) -> None:
             raise ModelLoadError(path, "the file is truncated (its GGUF header is incomplete); download it again")
 
 
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+def metadata_int(path: Path, key: str) -> int | None:
+    """One integer from a GGUF file's metadata, read by walking the key/value list from the start
+    (``general.*`` keys come first, so this stops long before the vocabulary); None if absent."""
+    try:
+        with path.open("rb") as f:
+            magic, _version, _tensors, n_kv = struct.unpack("<4sIQQ", f.read(24))
+            if magic != GGUF_MAGIC:
+                return None
+            for _ in range(n_kv):
+                name = _read_string(f)
+                kind = struct.unpack("<I", f.read(4))[0]
+                if name == key and kind in _SCALAR and kind not in (6, 7, 12):
+                    return int(struct.unpack(_SCALAR[kind], f.read(struct.calcsize(_SCALAR[kind])))[0])
+                _skip_value(f, kind)
+    except (OSError, struct.error, KeyError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _read_string(f) -> str:
+    (length,) = struct.unpack("<Q", f.read(8))
+    return f.read(length).decode("utf-8")
+
+
+def _skip_value(f, kind: int) -> None:
+    if kind in _SCALAR:
+        f.seek(struct.calcsize(_SCALAR[kind]), os.SEEK_CUR)
+    elif kind == _STRING:
+        f.seek(struct.unpack("<Q", f.read(8))[0], os.SEEK_CUR)
+    elif kind == _ARRAY:
+        item, count = struct.unpack("<IQ", f.read(12))
+        if item in _SCALAR:
+            f.seek(count * struct.calcsize(_SCALAR[item]), os.SEEK_CUR)
+        else:
+            for _ in range(count):
+                _skip_value(f, item)
+    else:
+        raise KeyError(kind)
+
+
 def weight_type(path: Path) -> str | None:
     """The file's weight type as llama.cpp's quantizer names it ("Q4_K_M", "F16", ...), from its
     ``general.file_type``; None when the file does not say."""
     import gguf
 
+    value = metadata_int(path, "general.file_type")
     try:
-        field = gguf.GGUFReader(path).get_field("general.file_type")
-        name = gguf.LlamaFileType(int(field.parts[field.data[0]][0])).name if field is not None else None
-    except (OSError, ValueError, IndexError, KeyError):
+        name = gguf.LlamaFileType(value).name if value is not None else None
+    except ValueError:
         return None
     return name.removeprefix("MOSTLY_").removeprefix("ALL_") if name else None
-
