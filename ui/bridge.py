@@ -87,7 +87,7 @@ class EngineBridge(QObject):
         rid = getattr(event, "request_id", None)
         if isinstance(event, (p.ModelLoaded, p.Error)) and rid == self._pending_load:
             self._pending_load = None
-        elif isinstance(event, (p.TokenDelta, p.PromptProgress)) and not self._decoded:
+        elif _shows_a_decode(event) and not self._decoded:
             self._decoded = True
             self.early_deaths = 0
         elif isinstance(event, (p.Finished, p.DocumentRead)):
@@ -120,9 +120,9 @@ class EngineBridge(QObject):
             self.alive = False
             doing = self._early_death()
             self.early_deaths = self.early_deaths + 1 if doing else 0
+            self.held = doing is not None and self.early_deaths >= 2  # before died: its receivers may ask
             self.died.emit(dead)
-            if doing and self.early_deaths >= 2:
-                self.held = True
+            if self.held:
                 self.crash_loop.emit(dead, doing)
                 return
             if self._too_many_restarts():
@@ -162,3 +162,9 @@ class EngineBridge(QObject):
         now = time.monotonic()
         self._restarts = [t for t in self._restarts if now - t < self.restart_window_s] + [now]
         return len(self._restarts) > self.max_restarts
+
+
+def _shows_a_decode(event: p.Event) -> bool:
+    """A token, or an exact prompt count (a chunk was decoded). An estimated count is only a timer's
+    heartbeat while the first chunk is read: it proves nothing ran, so a crash after it is early."""
+    return isinstance(event, p.TokenDelta) or (isinstance(event, p.PromptProgress) and not event.estimated)

@@ -105,17 +105,21 @@ class ChatController(QObject):
             self.model_progress.emit("Waiting for the engine to start…", 0.0)
 
     def retry_engine(self, cpu_variant: str | None = None) -> None:
-        """Start the engine again after a crash loop (with ``cpu_variant``: "safe", or a build's name)."""
+        """Start the engine again after a crash loop (with ``cpu_variant``: "safe", or a build's name);
+        nothing when it is not held (already started again, by a model chosen in the meantime)."""
+        if not self.bridge.held:
+            return
         self.model_progress.emit("Starting the engine…", 0.0)
         self.bridge.retry(cpu_variant)
 
     def _on_crash_loop(self, dead: EngineDead, doing: str) -> None:
         self._restarting = False
         self.model_progress.emit("", -1.0)
-        what = "while loading" if doing == "loading the model" else "while reading the first input of"
-        self.crash_loop.emit(f"{_sentence(dead.message)} {what} {_model_label(self.model_ref)}, twice in a row, "
-                             "so Hearth stopped restarting it. Your messages are kept. A safer CPU build or "
-                             "another model may work; the system check says more.")
+        model = _model_label(self.model_ref)
+        what = f"while loading {model}" if doing == "loading the model" else f"while {model} read its first input"
+        self.crash_loop.emit(f"{_sentence(dead.message)} {what}, twice in a row, so Hearth stopped restarting the "
+                             "engine. Your messages are kept. A safer CPU build or another model may work; the "
+                             "system check says more.")
 
     def _on_ready(self, ready: p.Ready) -> None:
         self.devices = list(ready.devices)
@@ -239,7 +243,7 @@ class ChatController(QObject):
         if not text or self.generating:
             return False
         if self.loaded is None:
-            self.notice.emit("warning", "No model is loaded yet; wait for it to finish loading, or choose one.")
+            self.notice.emit("warning", self._why_nothing_is_sent())
             return False
         conversation, editing, options = self.conversation, self.editing, self._options()
         title = text.splitlines()[0][:60]
@@ -253,6 +257,12 @@ class ChatController(QObject):
         self._begin(store_turn)
         self.set_editing(None)
         return True
+
+    def _why_nothing_is_sent(self) -> str:
+        if self.bridge.held:
+            return ("The engine is stopped after crashing, so your message was not sent; it is still in the "
+                    "message box.")
+        return "No model is loaded yet; wait for it to finish loading, or choose one."
 
     def regenerate(self, answer_id: str | None = None) -> bool:
         """A new answer to the user message before ``answer_id`` (default: the last answer)."""
@@ -360,6 +370,8 @@ class ChatController(QObject):
             turn.feed(dead)
             self._end_turn(turn)
         self.loaded = None
+        if self.bridge.held:  # not restarted: the crash loop's notice says why and what to do
+            return
         self._restarting = True
         self.model_progress.emit("Restarting the engine…", 0.0)
         self.notice.emit("warning", f"{_sentence(dead.message)}. Restarting it; your conversation is safe and the "

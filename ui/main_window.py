@@ -123,6 +123,7 @@ class MainWindow(QMainWindow):
         c.conversation_changed.connect(self._conversation_changed)
         c.editing_changed.connect(lambda m: self.composer.set_editing(m.content if m is not None else None))
         c.bridge.died.connect(lambda _: self.telemetry_panel.clear())
+        c.bridge.ready.connect(self._engine_started)
         c.turn_finished.connect(self._turn_finished)
         c.conversations.modelReset.connect(
             lambda: panel.select(c.conversation.id if c.conversation else None))
@@ -215,19 +216,47 @@ class MainWindow(QMainWindow):
     def _crash_loop(self, text: str) -> None:
         """The engine crashed twice before it could answer: say so, and offer what may help."""
         self.model_picker.show_state("engine stopped")
+        self._offer_ways_on(text)
+
+    def _offer_ways_on(self, text: str) -> None:
+        """The crash loop's choices. Looking (the models, the system check) keeps them offered; they go
+        when the engine starts again (a retry, or a model chosen anywhere)."""
+
+        def keeping_the_offer(look: Callable[[], object]) -> Callable[[], None]:
+            def run() -> None:
+                look()
+                self._offer_ways_on(text)
+
+            return run
+
         self.banner.show_choices("error", text, [
-            ("Retry with the safe CPU build", lambda: self.controller.retry_engine("safe")),
-            ("Choose another model", self.open_models),
-            ("System check", self.open_system_check),
+            ("Retry with the safe CPU build", self._retry_with_safe_build),
+            ("Choose another model", keeping_the_offer(self.open_models)),
+            ("System check", keeping_the_offer(self.open_system_check)),
         ])
 
+    def _retry_with_safe_build(self) -> None:
+        self.controller.retry_engine("safe")
+
+    def _engine_started(self, _ready) -> None:
+        self.banner.withdraw(self._retry_with_safe_build)
+
     def open_system_check(self) -> SystemCheckDialog:
+        """Show the system check; one at a time (it starts a worker of its own), raised if open."""
+        if self.system_check is not None:
+            self.system_check.raise_()
+            self.system_check.activateWindow()
+            return self.system_check
         dialog = SystemCheckDialog(self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(self._system_check_closed)  # every close goes through done()
         dialog.start()
         dialog.show()
         self.system_check = dialog
         return dialog
+
+    def _system_check_closed(self, _result: int = 0) -> None:
+        self.system_check = None
 
     def show_error(self, message: str) -> None:
         self.banner.show_notice("error", message)
@@ -312,6 +341,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.undo_delete_timer.stop()
         self._delete_pending_for_good()
+        if self.system_check is not None:
+            self.system_check.reject()  # stops its child process, which would outlive the window
         self.models.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)

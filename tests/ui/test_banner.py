@@ -69,3 +69,28 @@ def test_dismissing_drops_the_offer_too(banner):
     banner.close_button.click()
     banner.show_notice("info", "Later news.")
     assert banner.text() == "Later news." and banner.action.isHidden()
+
+
+def test_a_notice_with_three_choices_runs_only_the_one_pressed_and_goes_away(banner, qtbot):
+    chosen: list[str] = []
+    banner.show_choices("error", "The engine crashed twice.", [
+        ("Retry with the safe CPU build", lambda: chosen.append("retry")),
+        ("Choose another model", lambda: chosen.append("model")),
+        ("System check", lambda: chosen.append("check")),
+    ])
+    assert banner.text() == "The engine crashed twice." and banner.kind == "error"
+    assert [b.text() for b in banner.buttons if b.isVisible()] == [
+        "Retry with the safe CPU build", "Choose another model", "System check"]
+    qtbot.mouseClick(banner.buttons[1], Qt.MouseButton.LeftButton)
+    assert chosen == ["model"]
+    assert banner.text() == "" and banner.isHidden()
+
+
+def test_a_later_offer_with_one_action_shows_one_button(banner, qtbot):
+    chosen: list[str] = []
+    banner.show_choices("error", "The engine crashed twice.", [
+        ("Retry", lambda: chosen.append("retry")), ("System check", lambda: chosen.append("check"))])
+    banner.show_notice("info", "Deleted “Plans”.", "Undo", lambda: chosen.append("undo"))
+    assert [b.text() for b in banner.buttons if b.isVisible()] == ["Undo"]
+    qtbot.mouseClick(banner.action, Qt.MouseButton.LeftButton)
+    assert chosen == ["undo"]
