@@ -19,6 +19,7 @@ from app.model_refs import ModelRefError, resolve_model_ref
 from app.settings import app_data_dir, current_settings
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, new_request_id
+from engine.deaths import engine_dead
 from engine.process_client import ProcessClient
 from engine.sampling import SamplingError, SamplingParams
 
@@ -68,8 +69,21 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
         raise UserError(str(exc), kind=exc.code) from exc
     try:
         yield client, loaded
+        dead = death_of(client)
+        if dead is not None:  # the command saw the request end, but not why (send, doc load)
+            raise crash_error(dead, f"running {model_label(path)}")
     finally:
         client.close(mode="abort")
+
+
+def death_of(client: ProcessClient) -> EngineDead | None:
+    """How the worker died, if a signal ended it while the command used it."""
+    process = client.process
+    code = process.poll() if process is not None else None
+    if code is None or code >= 0:
+        return None
+    cpu = client.ready.cpu if client.ready is not None else None
+    return engine_dead(code, cpu.variant if cpu is not None else "")
 
 
 def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:

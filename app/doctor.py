@@ -61,19 +61,32 @@ def database_section(data_dir: Path) -> tuple[dict, list[str]]:
         section["integrity"] = str(exc)
         return section, [f"the database cannot be opened: {exc}"]
     try:
-        rows = [row[0] for row in db.execute("PRAGMA integrity_check").fetchall()]
-        section["integrity"] = "ok" if rows == ["ok"] else "; ".join(rows[:10])
-        store = SnapshotStore(db)
-        budget = snapshot_budget_bytes(current_settings())
-        section["snapshots"] = {"bytes": store.total_bytes(), "budget_bytes": budget}
-        models, model_problems = models_section(db, data_dir)
-        section["models"] = models
+        section["integrity"] = integrity(db)
+        problems = [] if section["integrity"] == "ok" else [f"the database is damaged: {section['integrity']}"]
+        problems += contents_section(db, data_dir, section)
     finally:
         db.close()
-    problems = model_problems
-    if section["integrity"] != "ok":
-        problems.insert(0, f"the database is damaged: {section['integrity']}")
     return section, problems
+
+
+def integrity(db) -> str:
+    """``ok``, or what SQLite found wrong (a badly damaged file fails the check itself)."""
+    try:
+        rows = [row[0] for row in db.execute("PRAGMA integrity_check").fetchall()]
+    except sqlite3.Error as exc:
+        return str(exc)
+    return "ok" if rows == ["ok"] else "; ".join(rows[:10])
+
+
+def contents_section(db, data_dir: Path, section: dict) -> list[str]:
+    """The snapshots' size and the installed models, into ``section``; the problems found."""
+    try:
+        budget = snapshot_budget_bytes(current_settings())
+        section["snapshots"] = {"bytes": SnapshotStore(db).total_bytes(), "budget_bytes": budget}
+        section["models"], problems = models_section(db, data_dir)
+    except (StoreError, sqlite3.Error) as exc:
+        return [f"the database cannot be read: {exc}"]
+    return problems
 
 
 def models_section(db, data_dir: Path) -> tuple[list[dict], list[str]]:

@@ -6,8 +6,9 @@ in a child process first. A child that dies (any signal) or fails marks that bui
 the next, safer one is tried. The outcome is cached in ``cpu-check.json`` (the data folder, or
 ``HEARTH_CPU_CHECK_FILE``) under a key made of this machine (its id, CPU name and every CPU flag),
 the library build (its build key and files) and the set of builds, so it is re-checked when any of
-them changes and a home folder shared between two machines keeps one entry for each. A timeout or
-another non-crash failure is not cached: it is checked again next time.
+them changes and a home folder shared between two machines keeps one entry for each. A timeout, a
+kill from outside (SIGKILL, SIGTERM) or another failure that is not a native crash is not cached: it
+is checked again next time.
 
 ``HEARTH_CPU_VARIANT`` (or the ``cpu_variant`` a client sends in ``Hello``) asks for ``auto`` (the
 above), ``safe`` (the same, safest build first) or one build by name. The choice is made once per
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from engine.backends.faults import FAULT_ENV, only_stage
-from engine.deaths import signal_name
+from engine.deaths import CRASH_WORDS, signal_name
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
 
 CHECK_FILE = "cpu-check.json"
@@ -98,7 +99,7 @@ def ensure_cpu_backend(data_dir: Path | None = None, requested: str = "") -> Cpu
     with _lock:
         if _choice is not None:
             return _choice
-        requested = requested or os.environ.get(VARIANT_ENV) or "auto"
+        requested = requested_variant(requested)
         variants = read_variant_set()
         if variants is None:
             _choice = CpuChoice("built-in", "this llama-cpp-python has one CPU backend linked in (not Hearth's "
@@ -108,6 +109,14 @@ def ensure_cpu_backend(data_dir: Path | None = None, requested: str = "") -> Cpu
         load_variant(variants.named(choice.variant), variants.registry)
         _choice = replace(choice, exact_rows=variants.exact_rows)
         return _choice
+
+
+def requested_variant(requested: str) -> str:
+    """What to load: the client's ``cpu_variant`` unless it is the default ``auto``, in which case
+    ``HEARTH_CPU_VARIANT`` (the user's override, which every client's Hello would otherwise hide)."""
+    if requested and requested != "auto":
+        return requested
+    return os.environ.get(VARIANT_ENV) or "auto"
 
 
 def choose(variants: VariantSet, requested: str, cache_path: Path | None) -> CpuChoice:
@@ -128,9 +137,16 @@ def choose(variants: VariantSet, requested: str, cache_path: Path | None) -> Cpu
             return CpuChoice(variant.name, _reason(variant, variants, requested, results), variant.features,
                              results, requested, cached)
     write_cache(cache_path, key, {**known, **results})
+    raise CpuBackendError(_nothing_runs(requested, results))
+
+
+def _nothing_runs(requested: str, results: dict[str, CanaryResult]) -> str:
     tried = "; ".join(f"{name}: {describe(r)}" for name, r in results.items())
-    raise CpuBackendError(f"none of the CPU builds of llama.cpp runs on this machine ({tried}); "
-                          "run `hearth doctor` and report its output")
+    if requested in ("auto", "safe"):
+        return (f"none of the CPU builds of llama.cpp runs on this machine ({tried}); "
+                "run `hearth doctor` and report its output")
+    return (f"the CPU build {requested} (asked for by name) does not run on this machine ({tried}); "
+            f"ask for auto instead ({VARIANT_ENV}=auto) to get one that does")
 
 
 def candidates(variants: VariantSet, requested: str) -> list[CpuVariant]:
@@ -181,11 +197,19 @@ def run_canary(variant: CpuVariant, timeout_s: float = CANARY_TIMEOUT_S) -> Cana
     return parse_canary_output(done.stdout, done.stderr, done.returncode)
 
 
+def _killed_by(name: str) -> CanaryResult:
+    """A native crash (SIGILL, SIGSEGV, ...) is the build's fault and is cached; any other signal
+    (SIGKILL from the out-of-memory killer, SIGTERM at log-out) is not, and is checked again next time."""
+    if name in CRASH_WORDS:
+        return CanaryResult("crashed", "the canary died", signal=name)
+    return CanaryResult("failed", f"the canary was stopped by {name}", signal=name)
+
+
 def parse_canary_output(stdout: str, stderr: str, returncode: int) -> CanaryResult:
     from engine.backends.canary import RESULT_MARKER
 
     if returncode < 0:
-        return CanaryResult("crashed", "the canary died", signal=signal_name(-returncode))
+        return _killed_by(signal_name(-returncode))
     for line in reversed(stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             try:

@@ -1,11 +1,12 @@
 """Test-only: native crashes on demand, for the paths this machine's CPU never takes.
 
 ``HEARTH_TEST_CPU_FAULT="STAGE:VARIANT:SIGNAL[,...]"`` makes the process kill itself with SIGNAL
-(SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT) when it reaches STAGE with the CPU build VARIANT
-(``*``: any build). Stages: ``canary`` (the canary child, after loading the build), ``load``
-(loading a model) and ``decode`` (the first decode of the process). The process dies by the
-signal itself, as it would from a real trap, so everything after it (exit status, messages,
-fallback, caching) is the real code path. Unset, this costs one dictionary lookup per stage.
+(SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT; or SIGKILL, SIGTERM: a kill from outside, not a crash)
+when it reaches STAGE with the CPU build VARIANT (``*``: any build). Stages: ``canary`` (the canary
+child, after loading the build), ``load`` (loading a model) and ``decode`` (the first decode of the
+process). The process dies by the signal itself, as it would from a real trap, so everything after
+it (exit status, messages, fallback, caching) is the real code path. Unset, this costs one
+dictionary lookup per stage.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def crash_if_injected(stage: str, variant: str) -> None:
     signum = injected_signal(stage, variant)
     if signum is None:
         return
-    signal.signal(signum, signal.SIG_DFL)
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be handled (nor reset)
+        signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     signal.pause()  # the signal is delivered before this returns
