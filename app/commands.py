@@ -103,31 +103,40 @@ class Reply:
     text: str = ""
     finished: p.Finished | None = None
     errors: list[str] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl+C stopped it
 
 
 def run_request(client: EngineClient, command: p.Generate, *, echo: bool) -> Reply:
-    """Stream one generation; Ctrl+C cancels it and still waits for its end."""
+    """Stream one generation; Ctrl+C cancels it and still waits for its end (the ``Finished`` with
+    ``cancelled``). Events are read one by one rather than through ``client.stream``: a Ctrl+C
+    landing inside a generator would end it before that ``Finished`` arrives."""
     reply = Reply()
-    events = client.stream(command)
-    while True:
+    client.send(command)
+    while reply.finished is None:
         try:
-            event = next(events, None)
+            event = client.next_event(0.5)
+            if event is not None:
+                take_event(reply, event, command.request_id, echo)
         except KeyboardInterrupt:
+            reply.interrupted = True
             client.send(p.Cancel(request_id=command.request_id))
-            continue
-        if event is None:
-            return reply
-        if isinstance(event, p.TokenDelta):
-            reply.text += event.text
-            if echo:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-        elif isinstance(event, p.Error):
-            reply.errors.append(event.message)
-        elif isinstance(event, EngineDead):
-            raise crash_error(event, "writing the answer")
-        elif isinstance(event, p.Finished):
-            reply.finished = event
+    return reply
+
+
+def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
+    if isinstance(event, EngineDead):
+        raise crash_error(event, "writing the answer")
+    if getattr(event, "request_id", None) != request_id:
+        return
+    if isinstance(event, p.TokenDelta):
+        reply.text += event.text
+        if echo:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+    elif isinstance(event, p.Error):
+        reply.errors.append(event.message)
+    elif isinstance(event, p.Finished):
+        reply.finished = event
 
 
 def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | None = None) -> p.Generate:
@@ -208,7 +217,7 @@ def run_generate(args: argparse.Namespace) -> int:
         print(json.dumps(generation_json(reply.text, finished, ran), ensure_ascii=False))
     else:
         print()
-    return 0
+    return 130 if reply.interrupted else 0  # the shell's code for a command stopped by Ctrl+C
 
 
 def run_info(args: argparse.Namespace) -> int:

@@ -22,7 +22,9 @@ import msgspec
 
 from app.doctor_report import report_lines
 from app.settings import app_data_dir, current_settings, snapshot_budget_bytes
-from engine.client import EngineError
+from app.model_refs import ModelRefError, resolve_model_ref
+from engine import protocol as p
+from engine.client import EngineDead, EngineError, new_request_id
 from engine.devices.cpu import probe_cpu
 from engine.devices.info import device_infos
 from engine.devices.probe import start_probe
@@ -38,16 +40,39 @@ LOW_DISK_BYTES = 2 * 1024**3
 
 
 def engine_section(data_dir: Path) -> tuple[dict, list[str]]:
-    """What the worker says at its handshake: versions, build, CPU build and canaries."""
+    """What the worker says at its handshake (versions, build, CPU build and canaries), and whether
+    it loads the model the app uses and reads and writes a token with it, as the app would."""
     client = ProcessClient(data_dir=data_dir)
     try:
         ready = client.start(timeout=600.0)
     except EngineError as exc:
+        client.close(mode="abort")
         return {"running": False, "error": str(exc)}, [f"the engine does not start: {exc}"]
+    try:
+        model_check, problems = check_model(client, data_dir)
     finally:
         client.close(mode="abort")
     cpu = msgspec.to_builtins(ready.cpu) if ready.cpu is not None else None
-    return {"running": True, "versions": ready.versions, "cpu_build": cpu}, []
+    return {"running": True, "versions": ready.versions, "cpu_build": cpu, "model_check": model_check}, problems
+
+
+def check_model(client: ProcessClient, data_dir: Path) -> tuple[dict, list[str]]:
+    """Load the settings' model and answer one token: a crash on load or on the first decode
+    (which the canary's tiny model may not show) is found here."""
+    ref = current_settings().model
+    check = {"model": ref, "status": "ok", "message": ""}
+    try:
+        client.load_model(resolve_model_ref(ref, data_dir), timeout=600.0)
+        command = p.Generate(request_id=new_request_id("doctor"), prompt="Hello", max_tokens=1,
+                             sampling=p.SamplingSpec(temperature=0.0))
+        for event in client.stream(command, timeout=600.0):
+            if isinstance(event, (p.Error, EngineDead)):
+                raise EngineError("failed", event.message, event if isinstance(event, EngineDead) else None)
+    except (EngineError, ModelRefError) as exc:
+        dead = getattr(exc, "dead", None)
+        check.update(status="crashed" if dead is not None and dead.crashed else "failed", message=str(exc))
+        return check, [f"the model {ref} does not answer: {exc}"]
+    return check, []
 
 
 def database_section(data_dir: Path) -> tuple[dict, list[str]]:

@@ -9,13 +9,17 @@ from model_store.download_errors import format_bytes
 def report_lines(report: dict) -> list[str]:
     """The doctor's JSON as the lines a user reads and pastes into a bug report."""
     engine, cpu, data, database = report["engine"], report["cpu"], report["data"], report["database"]
-    lines = [f"{name}: {version}" for name, version in engine.get("versions", {}).items()]
+    lines = ["Hearth system check"] + [f"{name}: {version}" for name, version in engine.get("versions", {}).items()]
     lines.append(f"CPU: {cpu['name']} ({cpu['machine']}, {cpu['cores']} cores): {' '.join(cpu['features'])}")
     build = engine.get("cpu_build")
     if build:
         lines.append(f"CPU build of llama.cpp: {build['variant']}: {build['reason']}")
-        lines += [f"  canary {name}: {c['status']} {c['signal']} {c['detail']}".rstrip()
+        lines += [f"  canary {name}: {' '.join(filter(None, (c['status'], c['signal'])))} - {c['detail']}"
                   for name, c in build["canaries"].items()]
+    check = engine.get("model_check")
+    if check:
+        lines.append(f"Model check ({check['model']}: load, read, write a token): {check['status']}"
+                     + (f" - {check['message']}" if check["message"] else ""))
     if not engine.get("running"):
         lines.append(f"Engine: does not start: {engine.get('error')}")
     lines += [f"NPU: {d['name']}: {d['detail']}" for d in report["npu"]]

@@ -23,11 +23,14 @@ class CliJob(QObject):
     line = Signal(dict)  # each JSON object the command prints on its own line
     finished = Signal(int, str)  # exit code (-1: crashed or failed to start), the last error line
 
-    def __init__(self, argv: list[str], parent: QObject | None = None) -> None:
+    def __init__(self, argv: list[str], parent: QObject | None = None, env: dict[str, str] | None = None) -> None:
         super().__init__(parent)
         self.argv = argv
         self.process = QProcess(self)
-        self.process.setProcessEnvironment(QProcessEnvironment.systemEnvironment())
+        environment = QProcessEnvironment.systemEnvironment()
+        for name, value in (env or {}).items():
+            environment.insert(name, value)
+        self.process.setProcessEnvironment(environment)
         self.process.readyReadStandardOutput.connect(self._read_lines)
         self.process.finished.connect(self._finished)
         self.process.errorOccurred.connect(self._failed_to_start)

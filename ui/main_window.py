@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
             self.system_check.raise_()
             self.system_check.activateWindow()
             return self.system_check
-        dialog = SystemCheckDialog(self)
+        dialog = SystemCheckDialog(self, cpu_variant=self.controller.bridge.client.cpu_variant)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.finished.connect(self._system_check_closed)  # every close goes through done()
         dialog.start()

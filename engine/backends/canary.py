@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends import cpu_check
+from engine.backends.cpu_check import RESULT_MARKER
 from engine.backends.canary_model import N_VOCAB, write_canary_model
 from engine.backends.cpu_variants import CpuBackendError, load_variant, read_variant_set, variant_score
 from engine.backends.faults import crash_if_injected
 
-RESULT_MARKER = "HEARTH-CANARY "
 # The weight types checked, as llama.cpp's file types name them (LLAMA_FTYPE_MOSTLY_<type>).
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M",
                 "IQ4_NL", "IQ4_XS")

@@ -33,6 +33,7 @@ from engine.deaths import CRASH_WORDS, signal_name
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
 
 CHECK_FILE = "cpu-check.json"
+RESULT_MARKER = "HEARTH-CANARY "  # the canary child's result line (engine.backends.canary)
 CHECK_FILE_ENV = "HEARTH_CPU_CHECK_FILE"
 VARIANT_ENV = "HEARTH_CPU_VARIANT"
 CACHE_FORMAT = 2
@@ -206,8 +207,6 @@ def _killed_by(name: str) -> CanaryResult:
 
 
 def parse_canary_output(stdout: str, stderr: str, returncode: int) -> CanaryResult:
-    from engine.backends.canary import RESULT_MARKER
-
     if returncode < 0:
         return _killed_by(signal_name(-returncode))
     for line in reversed(stdout.splitlines()):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.backends.cpu_check import CHECK_FILE_ENV
 from engine.backends.faults import FAULT_ENV
+from tests.cpu_builds import auto_build
 from engine.model_files import embedded_model_path
 from model_store.db import database_path
 
@@ -117,3 +118,16 @@ def test_a_machine_where_every_cpu_build_crashes_is_a_problem_not_a_crash(hearth
     assert text.returncode == 1
     assert any(line.startswith("Engine: does not start: ") for line in text.stdout.splitlines()), text.stdout
     assert "Data folder: " in text.stdout  # the rest of the report is still there
+
+
+def test_a_model_that_crashes_on_its_first_token_is_a_problem_the_canary_cannot_see(hearth_home):
+    """The canary's tiny model passes; the app's model crashes at its first decode (as the AMX
+    trap did with SmolLM2's Q4_1): the doctor loads that model and reads a token, so it says so."""
+    code, report = doctor_json(**{FAULT_ENV: f"decode:{auto_build()}:SIGILL"})
+    assert code == 1
+    check = report["engine"]["model_check"]
+    assert check["model"] == "default" and check["status"] == "crashed"
+    (problem,) = report["problems"]
+    assert problem.startswith("the model default does not answer: the inference library crashed "
+                              f"(illegal instruction, SIGILL) with the CPU build {auto_build()}"), problem
+    assert doctor_json()[1]["engine"]["model_check"]["status"] == "ok"  # without the switch: the check passes

@@ -21,6 +21,7 @@ import pytest
 from engine.backends.cpu_check import run_canary
 from engine.backends.cpu_variants import read_variant_set
 from tests.conftest import ROOT
+from tests.cpu_builds import auto_build
 from tests.fixtures.make_models import QUANT_TYPES, make_models
 
 VARIANTS = read_variant_set()
@@ -59,19 +60,12 @@ def test_every_weight_type_is_batch_exact_and_drafts_token_identically(variant, 
 
 
 def test_the_canary_verdict_matches_a_hybrid_model_with_repacked_weights_forced_on(quant_models):
-    variant = os.environ.get("HEARTH_CPU_VARIANT") or _auto_choice()
+    variant = auto_build()
     canary = run_canary(VARIANTS.named(variant))
     assert canary.status == "ok", canary
     report = run_probe(variant, list(quant_models.values()), "--repacked-only")
     measured = {t: r["batch_exact"] for t, r in zip(quant_models, report["models"])}
     expected = {t: canary.types[t] == "repacked" for t in quant_models}
     assert measured == expected
-    assert not all(measured.values()) or variant == "sse42", \
+    assert not all(measured.values()) or variant == VARIANTS.names[-1], \
         "no weight type needed its repacked kernels turned off: this control would show nothing"
-
-
-def _auto_choice() -> str:
-    done = subprocess.run([sys.executable, "-c", "from engine.backends.llama_cpp import init_backend; "
-                           "print(init_backend().variant)"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return done.stdout.strip().splitlines()[-1]

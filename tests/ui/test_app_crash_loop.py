@@ -2,7 +2,7 @@
 
 The crashes are real: ``HEARTH_TEST_CPU_FAULT`` (engine.backends.faults) makes the worker process
 kill itself with the signal when it loads a model, or first decodes, with the named CPU build. On
-this machine the automatic choice is ``icelake`` and the safe one ``sse42``.
+the builds are asked for, not named (``tests/cpu_builds.py``): they differ between CPUs.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from PySide6.QtCore import Qt
 from engine import protocol as p
 from engine.client import EngineDead
 from engine.process_client import ProcessClient
+from tests.cpu_builds import auto_build, safe_build
 from tests.ui.conftest import write_settings
 from ui.bridge import EngineBridge
 from ui.models.messages import load_transcript
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
-AUTO_BUILD, SAFE_BUILD = "icelake", "sse42"
 CHOICES = ["Retry with the safe CPU build", "Choose another model", "System check"]
 HELD_MS = 3_000  # how long a held worker must stay down
 
@@ -78,10 +78,10 @@ def assert_stays_down(app, watch: Watch) -> None:
 
 
 def test_a_worker_crashing_while_loading_twice_is_left_down_and_the_banner_says_why(start_app, monkeypatch):
-    app, watch = start_crashing(start_app, monkeypatch, f"load:{AUTO_BUILD}:SIGILL")
+    app, watch = start_crashing(start_app, monkeypatch, f"load:{auto_build()}:SIGILL")
     wait_crash_loop(app, watch)
 
-    assert [(d.signal, d.cpu_variant) for d in watch.deaths()] == [("SIGILL", AUTO_BUILD)] * 2
+    assert [(d.signal, d.cpu_variant) for d in watch.deaths()] == [("SIGILL", auto_build())] * 2
     assert len(watch.starts_after_first_death()) == 1, "restarted once, not a second time"
     assert_stays_down(app, watch)
     assert app.controller.loaded is None and app.window.model_picker.state.text() == "engine stopped"
@@ -92,21 +92,21 @@ def test_a_worker_crashing_while_loading_twice_is_left_down_and_the_banner_says_
     banner = app.window.banner
     text = banner.text()
     assert banner.kind == "error" and text == watch.crash_loops[0]
-    assert "illegal instruction" in text and f"CPU build {AUTO_BUILD}" in text
+    assert "illegal instruction" in text and f"CPU build {auto_build()}" in text
     assert "while loading the embedded default model" in text and "stopped restarting" in text
     assert "Traceback" not in text and "status -4" not in text
     assert visible_choices(app) == CHOICES
 
 
 def test_retry_with_the_safe_cpu_build_loads_the_model_and_answers(start_app, monkeypatch):
-    app, watch = start_crashing(start_app, monkeypatch, f"load:{AUTO_BUILD}:SIGILL")
+    app, watch = start_crashing(start_app, monkeypatch, f"load:{auto_build()}:SIGILL")
     wait_crash_loop(app, watch)
     held_pid = app.controller.bridge.client.ready.pid
 
     press(app, CHOICES[0])
     app.wait_loaded()
     ready = app.controller.bridge.client.ready
-    assert ready.pid != held_pid and ready.cpu.variant == SAFE_BUILD
+    assert ready.pid != held_pid and ready.cpu.variant == safe_build()
     assert not app.controller.bridge.held and app.window.banner.text() == ""
 
     turn = app.send_and_wait("What colour is the sky?")
@@ -114,9 +114,15 @@ def test_retry_with_the_safe_cpu_build_loads_the_model_and_answers(start_app, mo
     assert app.transcript() == [("user", "What colour is the sky?", "done"), ("assistant", turn.text, "done")]
     assert len(watch.deaths()) == 2 and len(watch.crash_loops) == 1
 
+    check = app.window.open_system_check()  # describes the engine in use: the safe build, answering
+    app.qtbot.waitUntil(lambda: check.report is not None, timeout=180_000)
+    engine = check.report["engine"]
+    assert engine["cpu_build"]["variant"] == safe_build() and engine["model_check"]["status"] == "ok"
+    check.reject()
+
 
 def test_messages_sent_while_the_first_decode_crashes_are_kept(start_app, monkeypatch):
-    app, watch = start_crashing(start_app, monkeypatch, f"decode:{AUTO_BUILD}:SIGILL")
+    app, watch = start_crashing(start_app, monkeypatch, f"decode:{auto_build()}:SIGILL")
     app.wait_loaded()  # loading does not decode: the load succeeds
     first = app.send_and_wait("Hello, are you there?")
     assert first.dead is not None and first.dead.signal == "SIGILL" and not watch.crash_loops
@@ -151,7 +157,7 @@ def stored_transcript(app) -> list[tuple[str, str, str]]:
 
 
 def test_the_system_check_and_the_models_dialog_are_a_press_away_and_keep_the_choices(start_app, monkeypatch):
-    app, watch = start_crashing(start_app, monkeypatch, f"load:{AUTO_BUILD}:SIGILL")
+    app, watch = start_crashing(start_app, monkeypatch, f"load:{auto_build()}:SIGILL")
     wait_crash_loop(app, watch)
     window = app.window
 
@@ -173,14 +179,14 @@ def test_the_system_check_and_the_models_dialog_are_a_press_away_and_keep_the_ch
 
 def test_another_model_chosen_after_the_crash_loop_starts_the_engine_and_the_crash_notice_goes(
         start_app, monkeypatch, hybrid_tiny):
-    app, watch = start_crashing(start_app, monkeypatch, f"load:{AUTO_BUILD}:SIGILL")
+    app, watch = start_crashing(start_app, monkeypatch, f"load:{auto_build()}:SIGILL")
     wait_crash_loop(app, watch)
     monkeypatch.delenv(FAULT_ENV)  # the model chosen now loads with this build
 
     app.window.model_picker.model_chosen.emit(str(hybrid_tiny))  # as "Open a GGUF file…" does
     app.wait_loaded()
     assert app.controller.loaded.facts.path == str(hybrid_tiny)
-    assert app.controller.bridge.client.ready.cpu.variant == AUTO_BUILD
+    assert app.controller.bridge.client.ready.cpu.variant == auto_build()
     assert app.window.banner.text() == "" and visible_choices(app) == [], "no stale crash notice or choices"
     assert len(watch.starts_after_first_death()) == 2 and len(watch.crash_loops) == 1
 

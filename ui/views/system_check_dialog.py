@@ -2,7 +2,8 @@
 
 The check runs as ``python -m app doctor --json`` in a child process (:class:`ui.cli_job.CliJob`):
 it starts an engine worker of its own and reads the database, so a crash or a slow disk there
-cannot touch the window. The text shown and copied is the doctor's own report, turned into lines.
+cannot touch the window. That worker uses the CPU build the window's engine was asked for (after
+"Retry with the safe CPU build", the safe one), so the report describes the engine in use. The text shown and copied is the doctor's own report, turned into lines.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.doctor_report import report_lines
+from engine.backends.cpu_check import VARIANT_ENV
 from ui.cli_job import CliJob
 
 
 class SystemCheckDialog(QDialog):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, cpu_variant: str = "auto") -> None:
         super().__init__(parent)
         self.setWindowTitle("System check")
         self.resize(720, 480)
@@ -34,7 +36,8 @@ class SystemCheckDialog(QDialog):
         layout.addWidget(self.text, 1)
         layout.addWidget(buttons)
         self.report: dict | None = None
-        self.job = CliJob(["doctor", "--json"], self)
+        env = {VARIANT_ENV: cpu_variant} if cpu_variant != "auto" else None
+        self.job = CliJob(["doctor", "--json"], self, env=env)
         self.job.line.connect(self._report)
         self.job.finished.connect(self._finished)
 
