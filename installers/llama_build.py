@@ -54,6 +54,7 @@ WHEEL_FLAGS = ("-DGGML_CPU=OFF",)  # the CPU backends come from the variant buil
 VARIANTS = {
     "x86_64": (
         ("sapphirerapids", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"), True),
+        ("zen4", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "avx2", "fma", "f16c"), False),
         ("icelake", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx2", "fma", "f16c"), False),
         ("alderlake", ("avx2", "fma", "f16c", "avx_vnni"), False),
         ("haswell", ("avx2", "fma", "f16c", "bmi2"), False),

@@ -104,12 +104,19 @@ def _init_backend() -> _LlamaLog:
 _DECODE_FAULT = False  # test-only: the first decode dies (engine.backends.faults)
 
 
-def quantize(source: Path, target: Path, weight_type: str) -> Path:
-    """``source`` converted by llama.cpp's own quantizer; ``weight_type`` as in ``LLAMA_FTYPE_MOSTLY_<type>``."""
+def quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None = None) -> Path:
+    """``source`` converted by llama.cpp's own quantizer; ``weight_type`` as in ``LLAMA_FTYPE_MOSTLY_<type>``,
+    ``metadata`` string keys set on the output (``general.name``, ...)."""
     _init_backend()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{weight_type}")
     params.nthread = 1
+    overrides = (llama_cpp.llama_model_kv_override * (len(metadata or {}) + 1))()  # zeroed end marker
+    for slot, (key, value) in zip(overrides, (metadata or {}).items()):
+        slot.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
+        slot.key = key.encode()
+        slot.value.val_str = value.encode()
+    params.kv_overrides = ctypes.cast(overrides, ctypes.POINTER(llama_cpp.llama_model_kv_override))
     status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
     if status != 0:
         raise ModelLoadError(source, f"llama.cpp could not convert it to {weight_type} (status {status})")
