@@ -165,7 +165,8 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
     answering = subprocess.Popen(
         [str(HEARTH), "generate", "--max-tokens", "2000", "--temperature", "0", *(["--json"] if as_json else []),
          "Write a very long story about a dragon who collects lighthouses."],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=as_in_a_terminal)
     try:
         if as_json:  # nothing is printed until the end: wait for the worker, then for it to be answering
             wait_for_worker(answering.pid, timeout=120)
@@ -187,6 +188,12 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         assert reply["finish_reason"] == "cancelled" and reply["text"], reply
     else:
         assert len(seen + out) >= 40 and (seen + out).endswith(b"\n")
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl+C as a terminal delivers it: a job started in the background by a non-interactive shell
+    (as CI may be) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_worker(pid: int, timeout: float) -> None:
