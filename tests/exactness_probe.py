@@ -10,7 +10,9 @@ one asked for) and, per model, its weight type, whether it was loaded with repac
   one at a time;
 * ``draft_identical``: greedy decoding drafted by the same file as draft model (so nearly every
   round is verified as a full batch), with auto-off disabled, yields the same tokens as
-  ``--draft off``, at a short and at a long prompt; ``rounds`` / ``accepted`` show the drafting ran.
+  ``--draft off``, at a short prompt and at one of 490 tokens (read in one prefill chunk, so both
+  runs start from the same state; the answer crosses 512 cells of KV); ``rounds`` / ``accepted``
+  show the drafting ran.
 
 Used by ``tests/engine/test_quant_exactness.py`` (CI, on ``hybrid-quant-<TYPE>``) and
 ``tests/bench/bench_quant_exactness.py`` (the table on ``hybrid-bench-<TYPE>``).
@@ -35,6 +37,7 @@ from engine.prompts import raw_prompt_tokens
 LONG_TEXT = " ".join(f"entry {i}: the keeper logged the light, the wind and the tide." for i in range(60))
 EXTRA = [101, 202, 303, 404, 505]
 ANSWER_TOKENS = 40
+ONE_CHUNK_TOKENS = 490  # under the 512-token batch, and the answer then crosses 512 cells of KV
 
 
 def _read(context: LlamaContext, tokens: list[int]) -> None:
@@ -74,13 +77,29 @@ def greedy(client: InprocClient, text: str, draft: str) -> p.Finished:
     return next(e for e in events if isinstance(e, p.Finished))
 
 
-def drafting(path: Path) -> dict:
+def one_chunk_text(model: LlamaModel, limit: int = ONE_CHUNK_TOKENS) -> str:
+    """The longest run of LONG_TEXT's words that is at most ``limit`` tokens: a prompt read in one
+    prefill chunk. Longer prompts are read in chunks whose lengths adapt to timing
+    (engine.generation.prefill), so two runs could sum the recurrent state in a different order and
+    differ before drafting even starts."""
+    words = LONG_TEXT.split()
+    low, high = 1, len(words)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(raw_prompt_tokens(model, " ".join(words[:middle]))) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low])
+
+
+def drafting(path: Path, long_text: str) -> dict:
     client = InprocClient(telemetry_interval_ms=0)
     client.start()
     try:
         client.load_model(str(path), n_ctx=4096, draft_max=4)
         result = {"draft_identical": True, "rounds": 0, "accepted": 0}
-        for text in ("The lighthouse keeper", LONG_TEXT):
+        for text in ("The lighthouse keeper", long_text):
             plain, drafted = greedy(client, text, "off"), greedy(client, text, f"model:{path}")
             result["draft_identical"] &= plain.token_ids == drafted.token_ids
             result["rounds"] += drafted.draft.rounds
@@ -94,8 +113,9 @@ def probe(path: Path) -> dict:
     model = LlamaModel(path)
     facts = {"model": path.name, "weight_type": model.weight_type, "repacked": model.repacked,
              "kernels_exact": model.batch_exact}
+    long_text = one_chunk_text(model)
     model.close()
-    return {**facts, "batch_exact": batch_exact(path), **drafting(path)}
+    return {**facts, "batch_exact": batch_exact(path), **drafting(path, long_text)}
 
 
 def main(argv: list[str]) -> None:
