@@ -25,6 +25,11 @@ import msgspec
 from engine import protocol as p
 
 
+# Signals that mean a crash inside native code (not a kill from outside), in words a user reads.
+CRASH_WORDS = {"SIGILL": "illegal instruction", "SIGSEGV": "invalid memory access", "SIGBUS": "bus error",
+               "SIGFPE": "arithmetic fault", "SIGABRT": "aborted"}
+
+
 class EngineDead(msgspec.Struct):
     """The worker is gone. Reported once per worker; restart the client to go on."""
 
@@ -36,7 +41,7 @@ class EngineDead(msgspec.Struct):
     @property
     def crashed(self) -> bool:
         """It died inside native code (not killed from outside, not a clean exit)."""
-        return self.signal in ("SIGILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGABRT")
+        return self.signal in CRASH_WORDS
 
 
 class EngineError(Exception):

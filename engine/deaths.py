@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from engine.client import EngineDead
-
-CRASH_WORDS = {"SIGILL": "illegal instruction", "SIGSEGV": "invalid memory access", "SIGBUS": "bus error",
-               "SIGFPE": "arithmetic fault", "SIGABRT": "aborted"}
+from engine.client import CRASH_WORDS, EngineDead
 
 
 def signal_name(signum: int) -> str:
