@@ -1,19 +1,25 @@
 """Rendering a model's chat template (Jinja2, from its GGUF) into prompt text.
 
-Templates come from downloaded files, so they run in Jinja2's immutable sandbox: they can format
-messages but cannot touch Python objects or the file system. A template that fails raises
-:class:`ChatTemplateError` with the reason instead of crashing the worker.
+Templates come from downloaded files, so they run in Jinja2's immutable sandbox (they can format
+messages but cannot touch Python objects or the file system) and within a time and size budget
+(:mod:`engine.template_budget`). The messages' text enters the template marked
+(:mod:`engine.marked_text`), so the result knows which characters came from the messages: those
+are tokenized as plain text and can never become control tokens. A template that fails or goes
+over budget raises :class:`ChatTemplateError` with the reason instead of crashing the worker.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.marked_text import MarkedText, Span, take_spans
+from engine.template_budget import Budget, BudgetedSandbox, TemplateBudgetError, budget_in_force, collect_output
 
 # Used when a model ships no template; ChatML is what llama.cpp falls back to as well.
 CHATML_TEMPLATE = (
@@ -24,10 +30,20 @@ CHATML_TEMPLATE = (
 )
 
 ROLES = ("system", "user", "assistant", "tool")
+MAX_STRFTIME_FORMAT = 200  # characters of a date format a template may ask for
 
 
 class ChatTemplateError(ValueError):
     """The chat template could not render these messages."""
+
+
+class ChatTemplateTooCostly(ChatTemplateError):
+    """The chat template went over its time or size budget: the model cannot be used for chat."""
+
+    def __init__(self, model_name: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the chat template of {model_name} is too costly to run ({reason}); Hearth refused it "
+                         "to keep the app responsive. Use raw mode or another model")
 
 
 @dataclass(frozen=True)
@@ -36,19 +52,47 @@ class ChatMessage:
     content: str
 
 
+@dataclass(frozen=True)
+class RenderedChat:
+    """A rendered prompt, and where in it the messages' own text is (read as plain text)."""
+
+    text: str
+    content_spans: tuple[Span, ...] = ()
+
+    def suffix(self, start: int) -> RenderedChat:
+        """The prompt from character ``start`` on, with its spans moved along."""
+        spans = tuple((max(a, start) - start, b - start) for a, b in self.content_spans if b > start)
+        return RenderedChat(self.text[start:], spans)
+
+
 def _raise_exception(message: str) -> None:
     raise ChatTemplateError(f"the model's chat template refused the conversation: {message}")
 
 
-def _make_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
-    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+def _strftime_now(fmt: str) -> str:
+    if len(str(fmt)) > MAX_STRFTIME_FORMAT:
+        raise TemplateBudgetError(f"strftime_now was given a {len(str(fmt)):,}-character format")
+    return datetime.now().strftime(str(fmt))
+
+
+def _tojson(value: Any, indent: int | None = None) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _make_environment() -> BudgetedSandbox:
+    env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+    env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    env.globals["strftime_now"] = _strftime_now
     return env
 
 
 _ENV = _make_environment()
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(source: str) -> jinja2.Template:
+    return _ENV.from_string(source)
 
 
 def validate_messages(messages: list[ChatMessage]) -> None:
@@ -66,24 +110,30 @@ def render_chat(
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
-) -> str:
-    """The prompt text for ``messages`` (the caller tokenizes it with special tokens parsed)."""
+    model_name: str = "this model",
+) -> RenderedChat:
+    """The prompt for ``messages``, with the spans of the messages' text (see :class:`RenderedChat`)."""
     validate_messages(messages)
-    source = template or CHATML_TEMPLATE
+    budget = Budget.for_messages(sum(len(m.content) for m in messages))
     context: dict[str, Any] = {
-        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "messages": [{"role": m.role, "content": MarkedText(m.content)} for m in messages],
         "add_generation_prompt": add_generation_prompt,
         "bos_token": bos_token,
         "eos_token": eos_token,
     }
     try:
-        return _ENV.from_string(source).render(**context)
+        with budget_in_force(budget):
+            marked = collect_output(_compiled(template or CHATML_TEMPLATE).generate(**context), budget)
     except ChatTemplateError:
         raise
+    except TemplateBudgetError as exc:
+        raise ChatTemplateTooCostly(model_name, str(exc)) from exc
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(
-            f"the model's chat template could not be used ({type(exc).__name__}: {exc}); "
+            f"the chat template of {model_name} could not be used ({type(exc).__name__}: {exc}); "
             "use raw mode or another model"
         ) from exc
     except Exception as exc:  # a template can raise anything from inside the sandbox
-        raise ChatTemplateError(f"the model's chat template failed ({type(exc).__name__}: {exc})") from exc
+        raise ChatTemplateError(f"the chat template of {model_name} failed ({type(exc).__name__}: {exc})") from exc
+    text, spans = take_spans(marked)
+    return RenderedChat(text, spans)

@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.backends.base import ContextSettings, ModelFacts, default_threads
+from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError, default_threads
 from engine.backends.llama_cpp import LlamaContext, LlamaModel
 from engine.model_files import check_model_file, resolve_model_ref
+from engine.prompts import check_chat_template
 from engine.protocol import DEFAULT_CONTEXT
 
 
@@ -71,6 +72,11 @@ def open_session(
     path = resolve_model_ref(ref)
     check_model_file(path)
     model = LlamaModel(path, load_mtp=True, on_progress=on_progress)  # an MTP head, if any, can draft
+    try:
+        check_chat_template(model)
+    except ModelLoadError:
+        model.close()
+        raise
     trained = model.n_ctx_train
     threads = n_threads or default_threads()
     facts = model.facts()

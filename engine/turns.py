@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import protocol as p
-from engine.chat_template import ChatMessage, render_chat
+from engine.chat_template import ChatMessage
 from engine.generation import Generation
-from engine.prompts import text_prompt_tokens
+from engine.prompts import render_for, rendered_tokens
 from engine.session import ModelSession
 from engine.state.snapshots import Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
 from model_store.db import database_path, open_database
@@ -52,29 +52,26 @@ class Turns:
         ``answer=False`` reads the messages without the assistant's cue (a document being loaded).
         """
         model = self.session.model
-        target = render_chat(model.chat_template(), [ChatMessage(m.role, m.content) for m in messages],
-                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos),
-                             add_generation_prompt=answer)
+        target = render_for(model, [ChatMessage(m.role, m.content) for m in messages], answer=answer)
         notes: list[str] = []
-        snapshot = self._deepest_snapshot(messages, target, notes)
+        snapshot = self._deepest_snapshot(messages, target.text, notes)
         if snapshot is not None:
             try:
                 restored, replayed = self._stand_on(snapshot, notes)
             except SnapshotUnusable as exc:
                 notes.append(f"the saved state was refused ({exc}); the conversation was read again")
             else:
-                new_text = target[len(snapshot.text):]
-                tokens = model.tokenize(new_text, add_special=False, parse_special=True)
-                return TurnStart(snapshot, tokens, snapshot.text, new_text, restored, replayed, notes)
+                rest = target.suffix(len(snapshot.text))
+                tokens = rendered_tokens(model, rest, bos=False)
+                return TurnStart(snapshot, tokens, snapshot.text, rest.text, restored, replayed, notes)
         self.live = None
-        return TurnStart(None, text_prompt_tokens(model, target), "", target, notes=notes)
+        return TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
 
     def open(self, messages: list[p.ChatTurn]) -> TurnStart:
         """Restore the snapshot of the newest message that has one, before anything new is said."""
         model = self.session.model
-        target = render_chat(model.chat_template(), [ChatMessage(m.role, m.content) for m in messages],
-                             bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos),
-                             add_generation_prompt=False) if messages else ""
+        chat = [ChatMessage(m.role, m.content) for m in messages]
+        target = render_for(model, chat, answer=False).text if messages else ""
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
         if snapshot is None:

@@ -182,6 +182,7 @@ class LlamaModel:
         self.n_embd = int(llama_cpp.llama_model_n_embd(handle))
         self.has_mtp = load_mtp and int(llama_cpp.llama_model_n_layer_nextn(handle)) > 0
         self._pieces: dict[int, bytes] = {}
+        self._control: dict[str, int] | None = None
         self._rollback_probe: int | None = None
 
     def close(self) -> None:
@@ -220,6 +221,19 @@ class LlamaModel:
             return ""
         raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
         return raw.decode("utf-8", errors="replace") if raw else ""
+
+    def control_tokens(self) -> dict[str, int]:
+        """Text → id of the tokens only ``parse_special`` reads from text (control and unknown)."""
+        if self._control is None:
+            wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+            found = (t for t in range(self.n_vocab) if llama_cpp.llama_vocab_get_attr(self.vocab, t) & wanted)
+            self._control = {text: t for t in found if (text := self.token_text(t))}
+        return self._control
+
+    @property
+    def adds_bos(self) -> bool:
+        """Whether the tokenizer starts a prompt with BOS (``add_special``)."""
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))

@@ -4,7 +4,7 @@ from engine.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateError
 
 
 def test_chatml_renders_messages_and_generation_prompt():
-    text = render_chat(CHATML_TEMPLATE, [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")])
+    text = render_chat(CHATML_TEMPLATE, [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]).text
     assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 
 
