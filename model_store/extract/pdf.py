@@ -9,7 +9,10 @@ the file, which costs far less than holding every image of a large scan.
 
 from __future__ import annotations
 
+import logging
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 from pypdf import PasswordType, PdfReader
@@ -17,6 +20,8 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
 from model_store.extract.common import PDF, DocumentError, ExtractedDocument, Job, damaged_error, empty_error
 from model_store.extract.text import normalise_newlines
+
+log = logging.getLogger(__name__)
 
 # What pypdf raises on a malformed file: its own errors, and whatever its parser trips over.
 _PDF_DAMAGE_ERRORS = (PyPdfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
@@ -27,6 +32,39 @@ _PDF_DAMAGE_ERRORS = (PyPdfError, ValueError, TypeError, KeyError, IndexError, A
 
 
 def extract_pdf(file: BinaryIO, job: Job) -> ExtractedDocument:
+    with _repairs_noted(job.name):
+        return _extract_pdf(file, job)
+
+
+@contextmanager
+def _repairs_noted(name: str) -> Iterator[None]:
+    """Keep pypdf's own warnings ("invalid pdf header", "EOF marker not found": problems it worked
+    around) out of the terminal and the log, and say once, in words, that the file needed repairs."""
+    noted: list[logging.LogRecord] = []
+    handler = _Collect(noted)
+    pypdf_log = logging.getLogger("pypdf")
+    pypdf_log.addHandler(handler)
+    propagate, pypdf_log.propagate = pypdf_log.propagate, False
+    try:
+        yield
+    finally:
+        pypdf_log.removeHandler(handler)
+        pypdf_log.propagate = propagate
+    if noted:  # (a file that could not be read at all gets its own error instead)
+        log.warning("%s is damaged (%d %s worked around while reading it): parts of its text may be missing",
+                    name, len(noted), "problem was" if len(noted) == 1 else "problems were")
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record)
+
+
+def _extract_pdf(file: BinaryIO, job: Job) -> ExtractedDocument:
     reader = _open_pdf(file, job.name)
     page_count = _page_count(reader, job.name)
     if page_count == 0:
