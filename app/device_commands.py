@@ -38,7 +38,8 @@ def run_devices(args: argparse.Namespace) -> int:
     for device in devices:
         state = "" if device.available else " (not available)"
         print(f"{device.kind:<13} {device.name}{state}: {device.detail}")
-    print(_calibration_text(report["calibration"], report["crossover"]))
+    has_npu = any(device.kind == "npu" and device.available for device in devices)
+    print(_calibration_text(report["calibration"], report["crossover"], has_npu=has_npu))
     return 0
 
 
@@ -70,7 +71,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _calibration_text(calibration: dict | None, threshold: int | None) -> str:
+def _calibration_text(calibration: dict | None, threshold: int | None, *, has_npu: bool = True) -> str:
+    if calibration is None and not has_npu:
+        return ("No NPU here: every input is read on the CPU. Calibration matters only on a machine with a real "
+                "NPU; there is nothing to calibrate.")
     if calibration is None:
         return "Not calibrated: long inputs stay on the CPU until `hearth devices calibrate` measures the NPU."
     lines = [f"Prefill speed measured with {calibration['measured_with']} (tokens/s):"]

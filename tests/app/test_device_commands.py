@@ -44,3 +44,9 @@ def test_calibrating_a_model_without_an_npu_graph_measures_the_cpu_and_says_why(
     result = json.loads(out)
     assert list(result["calibration"]["rates"]) == ["cpu"]
     assert any("npu-emulator not measured" in note for note in result["notes"])
+
+
+def test_without_a_real_npu_devices_does_not_suggest_calibrating(capsys):
+    code, out, err = run(capsys, "devices")
+    assert code == 0, err
+    assert "devices calibrate" not in out and "Calibration matters only on a machine with a real NPU" in out
