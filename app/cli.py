@@ -10,6 +10,7 @@ import json
 import sys
 
 from app import commands, conversation_commands, device_commands, doctor, document_commands, model_commands
+from engine.client import InvalidRequest
 from engine.sampling import SamplingParams
 
 
@@ -91,7 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")
     conversations.add_argument("--json", action="store_true")
     conversations.set_defaults(run=conversation_commands.run_conversations)
+    _add_db_commands(sub)
     return parser
+
+
+def _add_db_commands(sub) -> None:
+    from app import db_commands
+
+    db = sub.add_parser("db", help="the conversation database")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    recover = db_sub.add_parser("recover", help="copy what can still be read out of a damaged database into a new "
+                                                "one; the damaged file is kept aside (close Hearth first)")
+    recover.add_argument("--json", action="store_true")
+    recover.set_defaults(run=db_commands.run_recover)
 
 
 def _add_models_commands(sub) -> None:
@@ -139,13 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except InvalidRequest as exc:  # a value out of range, refused as the command sent it
+        return _report(args, commands.invalid_value(exc.invalid))
     except commands.UserError as exc:
-        print(f"hearth: error: {exc}", file=sys.stderr)
-        if getattr(args, "json", False) and exc.details:
-            print(json.dumps({"error": {**exc.details, "message": str(exc)}}, ensure_ascii=False))
-        return 1
+        return _report(args, exc)
     except KeyboardInterrupt:
         return 130
+
+
+def _report(args: argparse.Namespace, error: commands.UserError) -> int:
+    """One line on stderr (and the ``error`` object with ``--json``); exit status 1."""
+    print(f"hearth: error: {error}", file=sys.stderr)
+    if getattr(args, "json", False) and error.details:
+        print(json.dumps({"error": {**error.details, "message": str(error)}}, ensure_ascii=False))
+    return 1
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ import msgspec
 from app.model_refs import ModelRefError, resolve_model_ref
 from app.settings import app_data_dir, current_settings
 from engine import protocol as p
-from engine.client import EngineClient, EngineDead, EngineError, new_request_id
+from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
+from engine.command_check import shown
 from engine.deaths import engine_dead
 from engine.process_client import ProcessClient
-from engine.sampling import SamplingError, SamplingParams
 
 
 class UserError(Exception):
@@ -48,6 +48,32 @@ def crash_error(dead: EngineDead, doing: str) -> UserError:
     return UserError(message, kind="engine_crashed", signal=dead.signal)
 
 
+# Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
+FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "lengths": "--lengths",
+         "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed"}
+
+
+def invalid_value(invalid: p.InvalidCommand) -> UserError:
+    """A value outside its field's range as one line naming the flag that set it
+    (``--draft-max must be between 1 and 14; got 1000``); ``--json`` adds the field and the range."""
+    name = invalid.field.split("[", 1)[0].rsplit(".", 1)[-1]
+    flag = FLAGS.get(name)
+    if flag is None or invalid.allowed is None:
+        message = str(invalid)
+    else:
+        subject = f"each {flag} value" if "[" in invalid.field else flag
+        message = f"{subject} must be {invalid.allowed}; got {shown(invalid.value)}"
+    return UserError(message, kind="invalid_value", field=invalid.field, allowed=invalid.allowed or "")
+
+
+def check_options(command: p.Command) -> None:
+    """Refuse a command's out-of-range values before any engine starts (the engine would refuse them)."""
+    try:
+        checked(command)
+    except InvalidRequest as exc:
+        raise invalid_value(exc.invalid) from None
+
+
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
                device_policy: str = "auto") -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
@@ -62,6 +88,9 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = 4,
         client.send(p.SetTelemetry(interval_ms=0))
         loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
                                    calibration=current_settings().device_calibration)
+    except InvalidRequest as exc:
+        client.close(mode="abort")
+        raise invalid_value(exc.invalid) from None
     except EngineError as exc:
         client.close(mode="abort")
         if exc.dead is not None:
@@ -89,12 +118,7 @@ def death_of(client: ProcessClient) -> EngineDead | None:
 def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
     spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                           seed=args.seed)
-    try:
-        SamplingParams(**msgspec.structs.asdict(spec)).validate()
-    except SamplingError as exc:
-        raise UserError(str(exc)) from exc
-    if args.max_tokens < 1:
-        raise UserError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    check_options(p.Generate(request_id="cli-check", sampling=spec, max_tokens=args.max_tokens))
     return spec
 
 
@@ -155,8 +179,7 @@ def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | Non
 
 def draft_options(args: argparse.Namespace) -> dict:
     """The Generate fields for ``--draft`` and ``--draft-max``."""
-    if args.draft_max < 1:
-        raise UserError(f"--draft-max must be at least 1, got {args.draft_max}")
+    check_options(p.Generate(request_id="cli-check", draft_max=args.draft_max))
     draft = args.draft
     if draft.startswith("model:"):  # an installed model's id works here as in --model
         try:
@@ -234,6 +257,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_chat(args: argparse.Namespace) -> int:
     sampling_from_args(args)
+    draft_options(args)
     messages: list[p.ChatTurn] = []
     with engine_for(args.model, device_policy=args.prefill_device) as (client, loaded):
         print(f"Chatting with {loaded.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")

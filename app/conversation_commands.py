@@ -12,26 +12,14 @@ from app.commands import (
     warn_about_devices, warn_about_fallback,
 )
 from app.settings import app_data_dir
-from app.turn import send_turn
+from app.store_access import command_writer, open_conversations, store_errors
+from app.terminal_text import visible
+from app.turn import TurnOptions, run_answer, start_turn
 from engine import protocol as p
-from model_store.conversations import Conversation, ConversationStore
-from model_store.db import StoreError, database_path, open_database
+from model_store.conversations import Conversation
+from model_store.db import read_only_problem
 
-
-def open_conversations() -> ConversationStore:
-    try:
-        return ConversationStore(open_database(database_path(app_data_dir())))
-    except StoreError as exc:
-        raise UserError(str(exc)) from exc
-
-
-def _conversation(store: ConversationStore, args: argparse.Namespace) -> Conversation:
-    try:
-        if args.conversation:
-            return store.get(args.conversation)
-        return store.create(args.new or _title_from(args.message), model=args.model or "default")
-    except StoreError as exc:
-        raise UserError(str(exc)) from exc
+SEND_WHO = "a `hearth send` command"
 
 
 def _title_from(message: str) -> str:
@@ -45,21 +33,22 @@ def _echo(event) -> None:
 
 
 def run_send(args: argparse.Namespace) -> int:
+    """Send one message; a new conversation (``--new``) is created with it, atomically. Another
+    window or command answering in the conversation is waited for (see :mod:`app.store_access`)."""
     store = open_conversations()
-    conversation = _conversation(store, args)
-    if args.reply_to:
-        try:
-            if store.message(args.reply_to).conversation_id != conversation.id:
-                raise UserError(f"message {args.reply_to} belongs to another conversation")
-        except StoreError as exc:
-            raise UserError(str(exc)) from exc
-    sampling = sampling_from_args(args)
-    options = draft_options(args)
-    with engine_for(args.model or conversation.model or "default", data_dir=app_data_dir(),
-                    draft_max=args.draft_max, device_policy=args.prefill_device) as (client, loaded):
-        warn_about_devices(args, loaded.devices)
-        result = send_turn(store, client, conversation.id, args.message, reply_to=args.reply_to, sampling=sampling,
-                           max_tokens=args.max_tokens, on_event=None if args.json else _echo, **options)
+    with store_errors(store):
+        conversation = store.get(args.conversation) if args.conversation else None
+        if args.reply_to and (conversation is None or store.message(args.reply_to).conversation_id != conversation.id):
+            raise UserError(f"message {args.reply_to} belongs to another conversation")
+        options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args))
+        with engine_for(args.model or (conversation.model if conversation else None) or "default",
+                        data_dir=app_data_dir(), draft_max=args.draft_max,
+                        device_policy=args.prefill_device) as (client, loaded):
+            warn_about_devices(args, loaded.devices)
+            conversation, turn = start_turn(
+                store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
+                title=args.new or _title_from(args.message), model=args.model or "default", reply_to=args.reply_to)
+            result = run_answer(store, client, turn, on_event=None if args.json else _echo)
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering")
     finished = result.finished
@@ -80,12 +69,17 @@ def run_send(args: argparse.Namespace) -> int:
 
 
 def run_conversations(args: argparse.Namespace) -> int:
-    conversations = open_conversations().list(args.search)
+    store = open_conversations(read_only_ok=True)
+    read_only = read_only_problem(store.db)
+    if read_only is not None:
+        print(f"hearth: warning: {read_only}", file=sys.stderr)
+    with store_errors(store):
+        conversations = store.list(args.search)
     if args.json:
         print(json.dumps([_as_dict(c) for c in conversations], ensure_ascii=False))
         return 0
     for c in conversations:
-        print(f"{c.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  {c.title}")
+        print(f"{c.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  {visible(c.title)}")
     return 0
 
 

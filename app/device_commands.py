@@ -44,7 +44,7 @@ def run_devices(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    lengths = [int(n) for n in args.lengths.split(",")] if args.lengths else []
+    lengths = _lengths(args.lengths)
     with engine_for(args.model or current_settings().model) as (client, loaded):
         command = p.Calibrate(request_id=new_request_id("cal"), lengths=lengths,
                               include_emulator=args.include_emulator)
@@ -69,6 +69,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
         for note in result.notes:
             print(f"note: {note}")
     return 0
+
+
+def _lengths(text: str) -> list[int]:
+    """``--lengths 64,256,1024`` as numbers; anything else is refused in words."""
+    try:
+        return [int(n) for n in text.split(",")] if text.strip() else []
+    except ValueError:
+        raise UserError(f"--lengths takes whole numbers separated by commas, like 64,256,1024; got {text!r}") from None
 
 
 def _calibration_text(calibration: dict | None, threshold: int | None, *, has_npu: bool = True) -> str:

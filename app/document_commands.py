@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 
 from app.commands import UserError, engine_for
-from app.conversation_commands import open_conversations
+from app.store_access import command_writer, open_conversations, store_errors
 from app.documents import (
     DocumentTooLong, StoredDocument, check_fit, fit_command, keep_if_read, read_command, reading_speed, store_document,
 )
@@ -23,6 +23,8 @@ from engine.client import EngineClient, EngineDead
 from model_store.conversations import ConversationStore
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, extract_text
+
+LOAD_WHO = "a `hearth doc load` command"
 
 
 def _one(client: EngineClient, command: p.Command, kind: type, on_event=None):
@@ -85,7 +87,7 @@ def run_doc_load(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     store = open_conversations()
     documents = DocumentStore(store.db)
-    with engine_for(args.model, data_dir=app_data_dir()) as (client, _loaded):
+    with store_errors(store), engine_for(args.model, data_dir=app_data_dir()) as (client, _loaded):
         measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
         try:
             text = check_fit(extracted, measured, args.part)
@@ -93,8 +95,9 @@ def run_doc_load(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from exc
         tokens = measured.tokens if args.part == "all" else measured.kept_tokens
         stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
-                                source_path=str(path.resolve()))
+                                source_path=str(path.resolve()), writer=command_writer(LOAD_WHO))
         done = _read(client, store, documents, stored, quiet=args.json)
+        documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
     if not args.json:
         print(f"\nread {stored.document.title}: {done.tokens:,} tokens into conversation {stored.conversation.id}; "
               f"ask with: hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)

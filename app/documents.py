@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.turn import Writer, hold_conversation, prompt_turns
 from engine import protocol as p
 from engine.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.documents import Document, DocumentStore
 from model_store.extract import ExtractedDocument
+from model_store.writer_lock import WriterLock
 
 MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
 MESSAGE_TEMPLATE_TOKENS = 8  # what a chat template adds around one message (role markers, separators), rounded up
@@ -95,36 +97,55 @@ class StoredDocument:
     message: Message
     document: Document
     before: Conversation | None  # the conversation before the document was added; None: made for it
+    writer: WriterLock | None = None  # held while the document is read (see keep_if_read)
 
 
 def store_document(store: ConversationStore, documents: DocumentStore, extracted: ExtractedDocument, text: str,
-                   tokens: int, part: str, *, model: str, source_path: str | None,
+                   tokens: int, part: str, *, model: str, source_path: str | None, writer: Writer | None = None,
                    conversation_id: str | None = None, after: str | None = None) -> StoredDocument:
     """Add the document as a message (after ``after``, else after the newest message; in a new
-    conversation named after it when ``conversation_id`` is None)."""
-    before = store.get(conversation_id) if conversation_id else None
-    conversation = before or store.create(extracted.title, model=model)
-    if after is None:
-        branch = store.current_branch(conversation.id)
-        after = branch[-1].id if branch else None
-    message = store.add_message(conversation.id, "user", document_message(extracted.title, text), parent_id=after)
-    document = documents.add(conversation_id=conversation.id, message_id=message.id, title=extracted.title,
-                             kind=extracted.kind, text=text, source_path=source_path,
-                             source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
-    return StoredDocument(conversation, message, document, before)
+    conversation named after it when ``conversation_id`` is None), as the conversation's one writer
+    until :func:`keep_if_read`; a new conversation is created in the same transaction."""
+
+    def fill(held_id: str) -> tuple[Conversation | None, Message, Document]:
+        before = store.get(held_id) if conversation_id else None
+        parent = after
+        if parent is None:
+            branch = store.current_branch(held_id)
+            parent = branch[-1].id if branch else None
+        message = store.add_message(held_id, "user", document_message(extracted.title, text), parent_id=parent)
+        document = documents.add(conversation_id=held_id, message_id=message.id, title=extracted.title,
+                                 kind=extracted.kind, text=text, source_path=source_path,
+                                 source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
+        return before, message, document
+
+    conversation, (before, message, document), lock = hold_conversation(
+        store, conversation_id, writer, fill, title=extracted.title, model=model)
+    return StoredDocument(conversation, message, document, before, lock)
 
 
 def keep_if_read(store: ConversationStore, documents: DocumentStore, stored: StoredDocument,
                  finish_reason: str | None) -> bool:
     """Whether the document was read to the end; if not (cancelled, failed, never answered), take
-    it back out so the conversation is as it was before :func:`store_document`."""
-    if finish_reason == "stop":
-        return True
-    if stored.before is None:
-        store.delete(stored.conversation.id)
-    else:
-        documents.remove(stored.document, leaf_id=stored.before.leaf_id, updated_at=stored.before.updated_at)
-    return False
+    it back out so the conversation is as it was before :func:`store_document`. Either way the
+    conversation is let go (:func:`release_document`)."""
+    try:
+        if finish_reason == "stop":
+            return True
+        if stored.before is None:
+            store.delete(stored.conversation.id)
+        else:
+            documents.remove(stored.document, leaf_id=stored.before.leaf_id, updated_at=stored.before.updated_at)
+        return False
+    finally:
+        release_document(store, stored)
+
+
+def release_document(store: ConversationStore, stored: StoredDocument) -> None:
+    """Let the next writer into the document's conversation (once; never raises)."""
+    if stored.writer is not None:
+        stored.writer.release(store.db)
+        stored.writer = None
 
 
 def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
@@ -136,4 +157,4 @@ def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
 def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
     history = store.branch(message_id)
     return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
-                          messages=[p.ChatTurn(m.role, m.content, m.id) for m in history])
+                          messages=prompt_turns(history))

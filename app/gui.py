@@ -9,6 +9,7 @@ from app.settings import data_dir, load_settings, save_settings, snapshot_budget
 from engine.process_client import ProcessClient
 from model_store.db import database_path
 from model_store.installed import models_folder
+from model_store.private_files import make_private_folder
 
 
 def app_parts():
@@ -21,10 +22,10 @@ def app_parts():
     loaded = load_settings(paths.config, npu_available=True)
     settings = loaded.settings
     data = data_dir(settings, paths)
-    data.mkdir(parents=True, exist_ok=True)
+    make_private_folder(data)
 
     def make_client() -> ProcessClient:
-        client = ProcessClient(data_dir=data, log_path=paths.cache / "worker.log")
+        client = ProcessClient(data_dir=data, log_path=paths.worker_log)
         client.snapshot_budget_bytes = snapshot_budget_bytes(settings)
         return client
 

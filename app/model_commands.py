@@ -21,6 +21,7 @@ from app.model_listing import listing_json, print_listing
 from app.model_refs import app_catalogue, open_library
 from app.paths import user_paths
 from app.settings import app_data_dir
+from app.terminal_text import visible, visible_strings
 from model_store.catalogue import CatalogueError, save_cached_metadata
 from model_store.catalogue_schema import CatalogueFile
 from model_store.db import StoreError
@@ -29,7 +30,7 @@ from model_store.downloads import (
     ChecksumMismatch, DownloadCancelled, DownloadProgress, HubOffline, NotEnoughSpace, UnsafeFilename,
     delete_cached_file, download_file,
 )
-from model_store.gguf_check import check_gguf
+from model_store.gguf_check import ImportRefused, check_gguf
 from model_store.hub_search import search_gguf_repos
 
 ERROR_KINDS = ((DownloadCancelled, "cancelled"), (HubOffline, "offline"), (NotEnoughSpace, "no_space"),
@@ -47,7 +48,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(listing, ensure_ascii=False))
     else:
-        print_listing(listing)
+        print_listing(visible_strings(listing))  # names and paths come from files and the catalogue
     return 0
 
 
@@ -93,6 +94,8 @@ def run_import(args: argparse.Namespace) -> int:
         model = open_library(app_data_dir()).add(
             name=summary.name or summary.path.stem, path=summary.path, size_bytes=summary.size_bytes,
             source="import", architecture=summary.architecture)
+    except ImportRefused as exc:  # --json: {"error": {"kind": "refused", "reason": ..., "message": ...}}
+        raise UserError(str(exc), kind="refused", reason=exc.reason) from exc
     except StoreError as exc:
         raise UserError(str(exc)) from exc
     if args.json:
@@ -120,7 +123,7 @@ def run_rm(args: argparse.Namespace) -> int:
     if model.source == "download" and not args.keep_file:
         print(f"removed {model.id}; {format_bytes(freed)} freed")
     else:
-        print(f"removed {model.id} from Hearth's list; the file {model.path} was left where it is")
+        print(f"removed {model.id} from Hearth's list; the file {visible(str(model.path))} was left where it is")
     return 0
 
 

@@ -9,7 +9,7 @@ from engine.protocol import DEFAULT_CONTEXT
 from model_store.catalogue import Catalogue, CatalogueEntry
 from model_store.download_errors import format_bytes
 from model_store.fit import advise, available_memory
-from model_store.installed import InstalledModel
+from model_store.installed import InstalledModel, embedded_model
 
 FIT_LABELS = {"fits": "fits", "tight": "tight", "too_big": "too big"}
 
@@ -39,11 +39,15 @@ def installed_json(model: InstalledModel) -> dict:
 
 def listing_json(catalogue: Catalogue, installed: list[InstalledModel], context: int | None = None,
                  available: int | None = None) -> dict:
-    """``available`` memory in bytes; None reads it from this machine."""
+    """``available`` memory in bytes; None reads it from this machine. ``installed`` are the models
+    the user added (each removable); ``embedded`` is the model that comes with Hearth (None if its
+    package is missing)."""
     available = available_memory() if available is None else available
+    embedded = embedded_model()
     return {"available_memory_bytes": available,
             "catalogue": [entry_json(entry, installed, context, available) for entry in catalogue],
-            "installed": [installed_json(model) for model in installed]}
+            "installed": [installed_json(model) for model in installed],
+            "embedded": installed_json(embedded) if embedded is not None else None}
 
 
 def print_listing(listing: dict) -> None:
@@ -56,9 +60,14 @@ def print_listing(listing: dict) -> None:
             state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
             print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {state}")
     print("Installed:")
+    if listing.get("embedded"):
+        embedded = listing["embedded"]
+        print(f"  {embedded['id']:<28} {format_bytes(embedded['size_bytes']):>11}  {embedded['name']}, comes with "
+              "Hearth (cannot be removed)")
     for model in listing["installed"] or []:
         name = model["id"] or model["name"]
         gone = "  (file missing)" if model["missing"] else ""
         print(f"  {name:<28} {format_bytes(model['size_bytes']):>11}  {model['path']}{gone}")
     if not listing["installed"]:
-        print("  none yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF you have")
+        print("  nothing else yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF "
+              "you have")

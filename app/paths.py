@@ -2,6 +2,9 @@
 
 ``HEARTH_HOME`` (tests always set it) puts data, config and cache under a single directory, so a
 test or a portable install never touches the user's real profile.
+
+The folders are private to the user (0700, files in them 0600): :meth:`UserPaths.ensure` creates
+them so and tightens looser modes an older Hearth left (see :mod:`model_store.private_files`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from pathlib import Path
 
 import platformdirs
 
+from model_store.private_files import make_private_folder, repair_folder
+
 APP_NAME = "Hearth"
 HOME_ENV = "HEARTH_HOME"
+WORKER_LOG = "worker.log"  # the GUI's worker's stderr, in the cache folder
 
 
 @dataclass(frozen=True)
@@ -22,9 +28,16 @@ class UserPaths:
     config: Path
     cache: Path
 
+    @property
+    def worker_log(self) -> Path:
+        return self.cache / WORKER_LOG
+
     def ensure(self) -> "UserPaths":
+        """Create the folders (0700), and take away other users' access to them and to what is
+        directly in them (an older Hearth made them 0755 and its files 0644)."""
         for folder in (self.data, self.config, self.cache):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_private_folder(folder)
+            repair_folder(folder)
         return self
 
 

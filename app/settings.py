@@ -29,16 +29,17 @@ import msgspec
 
 from app.paths import UserPaths, user_paths
 from engine.devices.calibration import Calibration, CalibrationError
-from engine.protocol import SamplingSpec
+from engine.protocol import MAX_DRAFT, SamplingSpec
 from engine.sampling import SamplingError, SamplingParams
 from engine.speculative.spec import DraftRefused, parse_draft_spec
+from model_store.private_files import make_private_folder
 
 SCHEMA_VERSION = 1
 SETTINGS_FILE = "settings.json"
 BROKEN_SUFFIX = ".broken"
 
 MAX_TOKENS_RANGE = (1, 32768)
-DRAFT_MAX_RANGE = (1, 16)
+DRAFT_MAX_RANGE = (1, MAX_DRAFT)  # the protocol's limit (engine.protocol.Generate.draft_max)
 SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
 DEVICE_POLICIES = ("auto", "cpu", "npu")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
@@ -267,7 +268,8 @@ def _write_atomically(path: Path, data: bytes) -> None:
     existing = _nearest_existing(path.parent)
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, f"{existing} is a file, not a folder")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folder(path.parent)
+    # mkstemp creates the file 0600, so settings.json (replaced by it) is private too.
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as temp:
@@ -322,5 +324,5 @@ def app_data_dir() -> Path:
     """The data folder every command uses: the one chosen in the settings, else the default (created)."""
     paths = user_paths().ensure()
     folder = data_dir(current_settings(), paths)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_folder(folder)  # a folder the user chose and made keeps its mode
     return folder

@@ -1,14 +1,18 @@
 """One conversation turn, the same for the CLI and the GUI.
 
-A turn has three steps, so a caller can run them blocking (the CLI: :func:`answer_turn`) or spread
+A turn has three steps, so a caller can run them blocking (the CLI: :func:`start_turn` then :func:`run_answer`) or spread
 over events (the GUI: store calls on its store thread, events from its engine bridge):
 
-1. :func:`begin_answer` stores an empty assistant message under the user message and builds the
-   ``Generate`` command that asks the engine to answer from the conversation's snapshots and to
-   snapshot the turn end under the assistant message's id;
+1. :func:`start_turn` (or :func:`start_regeneration`) becomes the conversation's one writer
+   (:mod:`model_store.writer_lock`: another window or command answering in it is waited for, or
+   refused), then stores the user's message and an empty assistant message under it in one
+   transaction (:func:`begin_answer`) and builds the ``Generate`` command that asks the engine to
+   answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
 2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
 3. :func:`end_answer` stores the answer, marked ``interrupted`` if it was cancelled or the engine
-   died, with the turn's statistics.
+   died, with the turn's statistics, and lets the next writer in.
+
+The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
 from engine import protocol as p
 from engine.client import ClientEvent, EngineClient, EngineDead, new_request_id
-from model_store.conversations import ConversationStore, Message
+from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.db import write_transaction
+from model_store.writer_lock import Holder, WriterLock, take_writer_lock
+
+# What the engine is not shown: an answer that was stopped (or whose writer was killed) before it wrote anything.
+UNFINISHED = ("generating", "interrupted", "error")
+T = TypeVar("T")
 
 
 @dataclass
@@ -46,6 +57,8 @@ class PendingTurn:
     finished: p.Finished | None = None
     errors: list[str] = field(default_factory=list)
     dead: EngineDead | None = None
+    writer: WriterLock | None = None  # held from start_turn until end_answer
+    model: str = ""  # the name of the model writing the answer, kept in its stats (the window shows it)
 
     @property
     def text(self) -> str:
@@ -82,6 +95,8 @@ class PendingTurn:
 
     def stats(self) -> dict:
         stats: dict = {"elapsed_s": time.time() - self.started}
+        if self.model:
+            stats["model"] = self.model
         if self.finished is not None:
             stats["timings"] = msgspec.to_builtins(self.finished.timings)
             if self.finished.snapshot is not None:
@@ -97,11 +112,17 @@ class PendingTurn:
         return stats
 
 
+def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
+    """The messages the engine reads: the branch without empty answers that never finished."""
+    return [p.ChatTurn(m.role, m.content, m.id) for m in history
+            if not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
+
+
 def generate_command(history: list[Message], conversation_id: str, answer_id: str,
                      options: TurnOptions) -> p.Generate:
     return p.Generate(
         request_id=new_request_id("turn"),
-        messages=[p.ChatTurn(m.role, m.content, m.id) for m in history],
+        messages=prompt_turns(history),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=options.draft,
         draft_max=options.draft_max, conversation_id=conversation_id, save_snapshot_as=answer_id,
     )
@@ -123,27 +144,118 @@ def add_user_message(store: ConversationStore, conversation_id: str, text: str, 
 
 
 def begin_answer(store: ConversationStore, conversation_id: str, history: list[Message],
-                 options: TurnOptions) -> PendingTurn:
+                 options: TurnOptions, writer: WriterLock | None = None) -> PendingTurn:
     """Store an empty answer to the last message of ``history`` and build the engine's command."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    return PendingTurn(conversation_id, user, answer, generate_command(history, conversation_id, answer.id, options))
+    return PendingTurn(conversation_id, user, answer, generate_command(history, conversation_id, answer.id, options),
+                       writer=writer)
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who takes a conversation for a turn, and how long it waits for another writer to finish."""
+
+    who: str  # for the other writers' messages: "a `hearth send` command", "a Hearth window"
+    wait_s: float = 0.0  # 0: refuse at once (the GUI never blocks)
+    on_wait: Callable[[Holder], None] | None = None  # said once, about a second into a wait
+
+
+def hold_conversation(store: ConversationStore, conversation_id: str | None, writer: Writer | None,
+                      fill: Callable[[str], T], *, title: str = "", model: str = "default",
+                      ) -> tuple[Conversation, T, WriterLock | None]:
+    """Become the conversation's one writer, then run ``fill(conversation_id)`` in one transaction.
+
+    With ``conversation_id`` None, a conversation titled ``title`` is created in that same
+    transaction, so a crash leaves it with what ``fill`` stored, or leaves nothing. With ``writer``
+    None no lock is taken (a caller that is the only writer, such as a test or a benchmark).
+
+    Returns:
+        The conversation as stored afterwards, what ``fill`` returned, and the lock to release.
+
+    Raises:
+        ConversationBusy: If another writer still holds the conversation after ``writer.wait_s``.
+    """
+    lock = None
+    if conversation_id is not None and writer is not None:  # waits outside any transaction (SQLite's write lock)
+        lock = take_writer_lock(store.db, conversation_id, writer.who, wait_s=writer.wait_s, on_wait=writer.on_wait)
+    try:
+        with write_transaction(store.db):
+            if conversation_id is None:
+                conversation_id = store.create(title, model=model).id
+                if writer is not None:
+                    lock = take_writer_lock(store.db, conversation_id, writer.who)  # new: nobody else holds it
+            elif writer is not None:  # an answer still "generating" here is a writer's that is gone
+                store.mark_unfinished_interrupted(only=conversation_id)
+            filled = fill(conversation_id)
+            return store.get(conversation_id), filled, lock
+    except BaseException:
+        if lock is not None:
+            lock.release(store.db)
+        raise
+
+
+def start_turn(store: ConversationStore, conversation_id: str | None, text: str, options: TurnOptions,
+               writer: Writer, *, title: str = "", model: str = "default", reply_to: str | None = None,
+               from_start: bool = False) -> tuple[Conversation, PendingTurn]:
+    """Take the conversation (a new one titled ``title`` when ``conversation_id`` is None), then store
+    the user's message and an empty answer in one transaction: a crash leaves all of it or none.
+
+    Raises:
+        ConversationBusy: If another writer holds the conversation after ``writer.wait_s``.
+    """
+    def fill(held_id: str) -> PendingTurn:
+        history = add_user_message(store, held_id, text, reply_to=reply_to, from_start=from_start)
+        return begin_answer(store, held_id, history, options)
+
+    conversation, turn, lock = hold_conversation(store, conversation_id, writer, fill, title=title, model=model)
+    turn.writer = lock
+    return conversation, turn
+
+
+def start_regeneration(store: ConversationStore, conversation_id: str, user_message_id: str, options: TurnOptions,
+                       writer: Writer) -> PendingTurn:
+    """Take the conversation, then store an empty new answer to an existing user message."""
+    _, turn, lock = hold_conversation(
+        store, conversation_id, writer, lambda held_id: begin_answer(store, held_id, store.branch(user_message_id), options))
+    turn.writer = lock
+    return turn
 
 
 def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
-    """Store what the engine wrote, with its status and statistics."""
-    turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status, stats=turn.stats())
+    """Store what the engine wrote, with its status and statistics; then let the next writer in."""
+    try:
+        turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
+                                           stats=turn.stats())
+    finally:
+        release_writer(store, turn)
     return turn
+
+
+def release_writer(store: ConversationStore, turn: PendingTurn) -> None:
+    """Let the next writer into the turn's conversation (once; never raises)."""
+    if turn.writer is not None:
+        turn.writer.release(store.db)
+        turn.writer = None
 
 
 def run_answer(store: ConversationStore, client: EngineClient, turn: PendingTurn,
                on_event: Callable[[ClientEvent], None] | None = None) -> PendingTurn:
-    """Stream the turn's request to its end, blocking, then store the answer."""
-    for event in client.stream(turn.command):
-        if on_event is not None:
-            on_event(event)
-        turn.feed(event)
+    """Stream the turn's request to its end, blocking, then store the answer. If streaming fails
+    (the engine cannot be reached, Ctrl+C), the conversation is let go; the empty answer is marked
+    interrupted when a store is next opened."""
+    try:
+        for event in client.stream(turn.command):
+            if on_event is not None:
+                on_event(event)
+            turn.feed(event)
+    except BaseException:
+        release_writer(store, turn)
+        raise
     return end_answer(store, turn)
+
+
+PROGRAM = "a program using Hearth's store"  # send_turn / regenerate_turn callers other than the CLI and GUI
 
 
 def _options(sampling: p.SamplingSpec | None, max_tokens: int, draft: str, draft_max: int) -> TurnOptions:
@@ -156,8 +268,8 @@ def send_turn(
     draft: str = "off", draft_max: int = 4, on_event: Callable[[ClientEvent], None] | None = None,
 ) -> PendingTurn:
     """Add a user message and answer it; ``reply_to`` answers from an earlier message (an edit)."""
-    history = add_user_message(store, conversation_id, text, reply_to=reply_to)
-    turn = begin_answer(store, conversation_id, history, _options(sampling, max_tokens, draft, draft_max))
+    _, turn = start_turn(store, conversation_id, text, _options(sampling, max_tokens, draft, draft_max),
+                         Writer(PROGRAM), reply_to=reply_to)
     return run_answer(store, client, turn, on_event)
 
 
@@ -167,8 +279,8 @@ def regenerate_turn(
     on_event: Callable[[ClientEvent], None] | None = None,
 ) -> PendingTurn:
     """A new answer to an existing user message; the earlier answers stay as other branches."""
-    turn = begin_answer(store, conversation_id, store.branch(user_message_id),
-                        _options(sampling, max_tokens, draft, draft_max))
+    turn = start_regeneration(store, conversation_id, user_message_id,
+                              _options(sampling, max_tokens, draft, draft_max), Writer(PROGRAM))
     return run_answer(store, client, turn, on_event)
 
 
@@ -185,7 +297,7 @@ def answer_turn(
 def open_conversation_command(store: ConversationStore, conversation_id: str) -> p.OpenConversation:
     history = store.current_branch(conversation_id)
     return p.OpenConversation(request_id=new_request_id("open"), conversation_id=conversation_id,
-                              messages=[p.ChatTurn(m.role, m.content, m.id) for m in history])
+                              messages=prompt_turns(history))
 
 
 def open_conversation(store: ConversationStore, client: EngineClient, conversation_id: str) -> p.SnapshotReport:

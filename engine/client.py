@@ -53,6 +53,23 @@ class EngineError(Exception):
         self.dead = dead  # set when the engine died
 
 
+class InvalidRequest(EngineError):
+    """A command refused before it was sent: a value outside its field's range. ``invalid`` names the
+    field, the range and the value (the worker would have refused it with the same words)."""
+
+    def __init__(self, invalid: p.InvalidCommand) -> None:
+        super().__init__("bad_request", str(invalid))
+        self.invalid = invalid
+
+
+def checked(command: p.Command) -> p.Command:
+    """``command`` as the engine will read it, or :class:`InvalidRequest`: every client sends through this."""
+    try:
+        return p.check_command(command)
+    except p.InvalidCommand as exc:
+        raise InvalidRequest(exc) from None
+
+
 ClientEvent = p.Event | EngineDead
 _TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead,
              p.Calibrated)
@@ -78,7 +95,8 @@ class EngineClient(ABC):
 
     @abstractmethod
     def send(self, command: p.Command) -> None:
-        """Queue a command for the engine; never blocks on the engine's work."""
+        """Queue a command for the engine; never blocks on the engine's work. Raises
+        :class:`InvalidRequest` (checked by :func:`checked`) for a value out of its field's range."""
 
     _events: queue.Queue[ClientEvent]  # filled by the implementation's reader
 

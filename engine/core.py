@@ -44,10 +44,13 @@ STATE_REFRESH_S = 0.5
 
 
 class LiveState:
-    """What the telemetry sampler reads: sizes of the model and of the live sequence's state."""
+    """What the telemetry sampler reads: sizes of the model and of the live sequence's state, and
+    the phase the engine loop is in (a rate says only what finished in its window: on a busy
+    machine a token can take longer than the window, and the phase still says it is being written)."""
 
     def __init__(self) -> None:
         self.rates = LiveRates()
+        self.phase = "idle"  # "prefill" | "decode" | "idle"
         self.model_bytes = 0
         self.state_fixed_bytes = 0
         self.state_kv_bytes = 0
@@ -74,6 +77,12 @@ class EngineCore:
         self.snapshot_budget = hello.snapshot_budget_bytes
 
     def handle(self, command: p.Command) -> None:
+        try:
+            self._dispatch(command)
+        finally:
+            self.live.phase = "idle"
+
+    def _dispatch(self, command: p.Command) -> None:
         if isinstance(command, p.LoadModel):
             self.load(command)
         elif isinstance(command, p.UnloadModel):
@@ -270,6 +279,7 @@ class EngineCore:
     def progress_reporter(self, rid: str) -> PrefillProgress:
         """Progress events for request ``rid``'s prefill (close it when the prefill is over)."""
         last, done_before = time.perf_counter(), 0
+        self.live.phase = "prefill"
 
         def report(processed: int, total: int, elapsed_ms: float, estimated: bool) -> None:
             nonlocal last, done_before
@@ -291,6 +301,7 @@ class EngineCore:
             now = time.perf_counter()
             if last_token_at is None:
                 self.live.rates.ttft_ms = run.timings.ttft_ms
+                self.live.phase = "decode"
             else:
                 self.live.rates.record("decode", len(delta.token_ids), now - last_token_at)
             last_token_at = now

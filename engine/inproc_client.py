@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineError
+from engine.client import ClientEvent, EngineClient, EngineError, checked
 from engine.serve import WorkerLoop
 
 
@@ -32,7 +32,7 @@ class InprocClient(EngineClient):
     def send(self, command: p.Command) -> None:
         if self._loop is None:
             raise EngineError("not_started", "the engine is not running; start it first")
-        self._loop.submit(p.decode_command(p.encode(command)))
+        self._loop.submit(checked(command))
 
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         if self._loop is None:

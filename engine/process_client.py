@@ -18,9 +18,10 @@ from typing import IO
 import msgspec
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineError
+from engine.client import ClientEvent, EngineClient, EngineError, checked
 from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
+from model_store.private_files import make_private_folder, open_private
 
 
 class ProcessClient(EngineClient):
@@ -45,8 +46,8 @@ class ProcessClient(EngineClient):
         self._events = queue.Queue()
         stderr: IO | None = None
         if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            stderr = self.log_path.open("ab")
+            make_private_folder(self.log_path.parent)
+            stderr = open_private(self.log_path, "ab")  # 0600, like every file Hearth keeps
         self.process = subprocess.Popen(
             [sys.executable, "-m", "engine.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -78,7 +79,7 @@ class ProcessClient(EngineClient):
             raise EngineError("not_started", "the engine is not running; start it first")
         if process.poll() is not None:
             raise EngineError("engine_dead", describe_exit(process.returncode))
-        data = frame(p.encode(command))
+        data = frame(p.encode(checked(command)))
         with self._send_lock:
             try:
                 process.stdin.write(data)

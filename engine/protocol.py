@@ -11,17 +11,40 @@ answer again; large data (state snapshots) never crosses the pipe, only ids and 
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 
 from engine.backends.base import ModelFacts
+from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
+from engine.sampling import SamplingError, SamplingParams
 
 PROTOCOL_VERSION = 1
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
+
+
+# ------------------------------------------------------------------- the ranges of numeric fields
+# One limit per field, checked whenever a command is decoded: by the worker, and by the app before it
+# sends (check_command). A value llama.cpp cannot take is refused in words, never passed on to abort
+# the worker. Sampling settings are checked by engine.sampling (SamplingParams.validate).
+
+MAX_TOKENS = 2**31 - 1  # llama.cpp's positions are int32: no context, answer or document is longer
+# A verify batch (draft + 1 token) must stay under the CPU builds' exact-rows bound (16, see
+# installers/llama_build.py), so a longer draft is never used. The same number sizes a hybrid model's
+# rollback planes (n_rs_seq), which llama.cpp needs below its micro-batch (n_ubatch > n_rs_seq + 1).
+MAX_DRAFT = 14
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_TELEMETRY_INTERVAL_MS = 3_600_000  # an hour (0 switches telemetry off)
+MAX_CALIBRATION_LENGTHS = 32
+MIN_CALIBRATION_LENGTH = 2  # a prefill timing needs a token before the one it reads
+MAX_STORED_BYTES = 2**63 - 1  # sizes kept in SQLite, whose integers are 64-bit signed
+
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
+DraftLength = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT)]
+CalibrationLength = Annotated[int, msgspec.Meta(ge=MIN_CALIBRATION_LENGTH, le=MAX_TOKENS)]
 
 
 class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omit_defaults=False):
@@ -35,7 +58,7 @@ class Hello(_Message, tag="hello"):
     protocol_version: int
     app_version: str = ""
     user_dir: str = ""  # the app's data folder: the worker opens the conversation database there
-    snapshot_budget_bytes: int = 4 * 1024**3
+    snapshot_budget_bytes: Annotated[int, msgspec.Meta(ge=0, le=MAX_STORED_BYTES)] = 4 * 1024**3
     cpu_variant: str = "auto"  # which CPU build of llama.cpp: "auto", "safe" or a build's name (engine.backends.cpu_check)
 
 
@@ -59,9 +82,12 @@ DEFAULT_CONTEXT = 8192  # tokens a model gets when LoadModel.n_ctx is 0, capped 
 class LoadModel(_Message, tag="load_model"):
     request_id: str
     model: str  # "default" or a path (the app resolves installed models' ids to their paths)
-    n_ctx: int = 0  # 0: the model's trained context, capped by DEFAULT_CONTEXT
-    n_threads: int = 0  # 0: one per available core
-    draft_max: int = 4  # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes)
+    # 0: the model's trained context, capped by DEFAULT_CONTEXT. Never under 256 tokens (llama.cpp's
+    # step); refused at once when its attention cache cannot fit in memory (engine.context_memory).
+    n_ctx: Tokens = 0
+    n_threads: Annotated[int, msgspec.Meta(ge=0, le=MAX_THREADS)] = 0  # 0: one per available core
+    # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes); 0: none
+    draft_max: Annotated[int, msgspec.Meta(ge=0, le=MAX_DRAFT)] = 4
     device_policy: Literal["auto", "cpu", "npu"] = "auto"  # where prefill may run (see engine.devices.router)
     calibration: dict | None = None  # measured prefill speeds (engine.devices.calibration); None: never calibrated
 
@@ -75,10 +101,10 @@ class Generate(_Message, tag="generate"):
     messages: list[ChatTurn] = []  # chat mode: rendered with the model's template
     prompt: str | None = None  # raw mode: fed as plain text
     sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
-    max_tokens: int = 512
+    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)] = 512
     stop: list[str] = []
     draft: str = "off"  # auto | off | lookup | mtp | model:PATH
-    draft_max: int = 4
+    draft_max: DraftLength = 4
     draft_auto_off: bool = True  # let measured speed switch a losing drafter off
     conversation_id: str | None = None  # continue from the conversation's snapshots
     save_snapshot_as: str | None = None  # the assistant message id to snapshot the turn end under
@@ -99,7 +125,7 @@ class MeasureText(_Message, tag="measure_text"):
     request_id: str
     text: str
     keep: Literal["all", "first", "last"] = "all"
-    budget_tokens: int = 0  # 0: the context minus room for questions and answers
+    budget_tokens: Tokens = 0  # 0: the context minus room for questions and answers
 
 
 class ReadDocument(_Message, tag="read_document"):
@@ -116,7 +142,8 @@ class Calibrate(_Message, tag="calibrate"):
     engine.devices.measure); the answer is ``Calibrated``, which the app stores in its settings."""
 
     request_id: str
-    lengths: list[int] = []  # [] : a default set that fits the context
+    # [] : a default set that fits the context; lengths that do not fit the context are left out
+    lengths: Annotated[list[CalibrationLength], msgspec.Meta(max_length=MAX_CALIBRATION_LENGTHS)] = []
     include_emulator: bool = False  # also time the NPU emulator (slow; never used automatically)
 
 
@@ -125,7 +152,7 @@ class Cancel(_Message, tag="cancel"):
 
 
 class SetTelemetry(_Message, tag="set_telemetry"):
-    interval_ms: int  # 0 switches telemetry off
+    interval_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_TELEMETRY_INTERVAL_MS)]  # 0 switches telemetry off
 
 
 class Ping(_Message, tag="ping"):
@@ -312,6 +339,7 @@ class Telemetry(_Message, tag="telemetry"):
     ttft_ms: float | Unavailable  # of the latest request
     draft_acceptance: float | Unavailable
     phase_devices: dict[str, str]  # phase -> device that ran it last
+    phase: Literal["idle", "prefill", "decode"] = "idle"  # what the engine is doing now (a rate can be 0 mid-phase)
 
 
 ErrorCode = Literal[
@@ -337,6 +365,7 @@ Event = Union[
 _encoder = msgspec.msgpack.Encoder()
 _command_decoder = msgspec.msgpack.Decoder(Command)
 _event_decoder = msgspec.msgpack.Decoder(Event)
+_COMMANDS = {cls.__struct_config__.tag: cls for cls in Command.__args__}
 
 
 def encode(message: msgspec.Struct) -> bytes:
@@ -344,8 +373,33 @@ def encode(message: msgspec.Struct) -> bytes:
 
 
 def decode_command(payload: bytes) -> Command:
-    """Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` saying what is wrong."""
-    return _command_decoder.decode(payload)
+    """The command in ``payload``. Raises :class:`InvalidCommand` (a ``msgspec.ValidationError``)
+    naming the field and its range when a value is out of range, and ``msgspec.DecodeError`` /
+    ``msgspec.ValidationError`` saying what is wrong with a malformed message."""
+    try:
+        command = _command_decoder.decode(payload)
+    except msgspec.ValidationError as exc:
+        raise (out_of_range(exc, payload, _COMMANDS) or exc) from None
+    if isinstance(command, Generate):
+        _check_sampling(command)
+    return command
+
+
+def check_command(command: Command) -> Command:
+    """``command`` as the worker will read it: the app calls this before sending, so a value out of
+    range is refused here with the same :class:`InvalidCommand` the worker would answer with."""
+    return decode_command(encode(command))
+
+
+def _check_sampling(command: Generate) -> None:
+    spec = command.sampling
+    for name in spec.__struct_fields__:
+        value = getattr(spec, name)
+        try:
+            SamplingParams(**{name: value}).validate()
+        except SamplingError as exc:
+            raise InvalidCommand(str(exc), kind="generate", field=f"sampling.{name}", value=value, allowed=None,
+                                 request_id=command.request_id) from None
 
 
 def decode_event(payload: bytes) -> Event:

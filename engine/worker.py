@@ -54,11 +54,23 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
             continue
         try:
             command = p.decode_command(item)
+        except p.InvalidCommand as exc:
+            refuse(loop, exc)
+            continue
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             loop.report_bad_input("bad_message", f"a message could not be read: {exc}")
             continue
         loop.submit(command)
     loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
+
+
+def refuse(loop: WorkerLoop, invalid: p.InvalidCommand) -> None:
+    """Answer a command with a value out of range as its request's failure; the worker goes on serving.
+    A Generate ends with its Finished, as every Generate does."""
+    rid = invalid.request_id
+    loop.emit(p.Error(code="bad_request", message=str(invalid), request_id=rid))
+    if invalid.kind == "generate" and rid is not None:
+        loop.emit(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
 
 
 def main() -> None:

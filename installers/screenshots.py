@@ -1,8 +1,9 @@
 """Screenshots of the real app for the README, taken on a virtual X screen (Xvfb).
 
 Starts Xvfb when no display is set, runs the app on the embedded default model in a throw-away
-data folder, asks it a question and, while the answer is being written, saves the main window and
-the telemetry panel; then the settings dialog and the Models page; then the main window after the system palette switches to dark.
+data folder, saves the empty chat (the welcome), asks it a question and, while the answer is being
+written, saves the main window and the telemetry panel; then the settings dialog and the Models page;
+then the main window after the system palette switches to dark.
 
 Usage: ``.venv/bin/python installers/screenshots.py [--out docs/screenshots]``
 (needs Debian's Xvfb and Qt's xcb libraries: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``).
@@ -111,6 +112,8 @@ def take_screenshots(out: Path) -> None:
     window.resize(1360, 860)
     window.show()
     wait(app, lambda: window.controller.loaded is not None)
+    settle(app, 0.6)
+    save(window, out / "empty-chat.png")
     window.composer.edit.setPlainText(QUESTION)
     window.composer._submit()
     wait(app, lambda: len(window.controller.messages.rows()) == 2

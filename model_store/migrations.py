@@ -226,3 +226,20 @@ def m005_models(db: sqlite_utils.Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX models_catalogue_id ON models(catalogue_id, quant)")
+
+
+@migration
+def m006_writer_locks(db: sqlite_utils.Database) -> None:
+    """Who is writing in a conversation (model_store.writer_lock): one writer at a time, across processes."""
+    db.execute(
+        """CREATE TABLE writer_locks (
+            conversation_id TEXT PRIMARY KEY,
+            token TEXT NOT NULL,
+            who TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            process_started REAL NOT NULL,
+            taken_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL
+        )"""
+    )

@@ -14,6 +14,7 @@ from engine.client import EngineClient
 from ui.bridge import EngineBridge
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
+from ui.icon import app_icon
 from ui.main_window import MainWindow
 from ui.model_manager import ModelManager
 from ui.models.conversations import ConversationListModel
@@ -41,6 +42,7 @@ def build_window(parts: AppParts) -> MainWindow:
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
     models = ModelManager(store, parts.models_dir, parts.cache_dir)
     window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings)
+    window.setWindowIcon(app_icon())
     store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:
         window.banner.show_notice("warning", " ".join(parts.startup_notes))
@@ -52,6 +54,7 @@ def run(parts: AppParts) -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Hearth")
     app.setApplicationDisplayName("Hearth")
+    app.setWindowIcon(app_icon())  # dialogs and the task bar too
     window = build_window(parts)
     window.show()
     return app.exec()

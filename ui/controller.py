@@ -4,6 +4,10 @@ The controller is driven by three sources, all on the GUI thread: the user (thro
 slots), the engine bridge's events, and the store thread's results. It never waits: store work is
 submitted and continues in a callback, engine requests are sent and continue when their events
 arrive. The window subscribes to its signals and to the two list models.
+
+A conversation has one writer at a time across every window and command
+(:mod:`model_store.writer_lock`): a message sent while another one is answering in the conversation
+is refused at once (the window never waits), said in the banner, and given back to the composer.
 """
 
 from __future__ import annotations
@@ -12,11 +16,18 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
+from app.db_commands import recovery_text
 from app.settings import Settings, sampling_spec
-from app.turn import PendingTurn, TurnOptions, add_user_message, begin_answer, end_answer, open_conversation_command
+from app.turn import (
+    PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration, start_turn,
+)
 from engine import protocol as p
 from engine.client import EngineDead, new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.recovery import Recovery
+from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
+from model_store.writer_lock import ConversationBusy
+from ui.formatting import model_name
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel, MessageRow, load_transcript
 from ui.store_thread import StoreThread
@@ -36,6 +47,7 @@ class ChatController(QObject):
     editing_changed = Signal(object)  # the user Message being edited, or None
     turn_finished = Signal(object)  # PendingTurn, after its answer is stored
     crash_loop = Signal(str)  # the worker crashed twice before decoding and is left down; the text says why
+    send_refused = Signal(str)  # a message that was not sent (another writer holds the conversation): its text
 
     def __init__(self, bridge: EngineBridge, store: StoreThread, settings: Settings,
                  conversations: ConversationListModel, messages: MessageListModel) -> None:
@@ -61,12 +73,13 @@ class ChatController(QObject):
         bridge.gave_up.connect(lambda message: self.notice.emit("error", message))
         bridge.crash_loop.connect(self._on_crash_loop)
         conversations.rename_requested.connect(self.rename)
+        store.damaged.connect(self._on_damaged)
+        store.read_only.connect(self._on_read_only)
 
     # -- start -----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.store.start()
-        self.store.submit(lambda s: s.mark_unfinished_interrupted())
+        self.store.start()  # opening it tidies what a crash left (model_store.after_crash)
         self.refresh_list()
         self.bridge.start()
 
@@ -248,13 +261,18 @@ class ChatController(QObject):
         conversation, editing, options = self.conversation, self.editing, self._options()
         title = text.splitlines()[0][:60]
 
-        def store_turn(store: ConversationStore):
-            conv = conversation or store.create(title, model=self.model_ref)
-            history = add_user_message(store, conv.id, text, reply_to=editing.parent_id if editing else None,
-                                       from_start=editing is not None and editing.parent_id is None)
-            return conv, begin_answer(store, conv.id, history, options), load_transcript(store, conv.id)
+        model = self.model_ref
 
-        self._begin(store_turn)
+        def store_turn(store: ConversationStore):
+            try:
+                conv, turn = start_turn(store, conversation.id if conversation else None, text, options, WINDOW,
+                                        title=title, model=model, reply_to=editing.parent_id if editing else None,
+                                        from_start=editing is not None and editing.parent_id is None)
+            except ConversationBusy as busy:
+                return busy
+            return conv, turn, load_transcript(store, conv.id)
+
+        self._begin(store_turn, text)
         self.set_editing(None)
         return True
 
@@ -266,21 +284,32 @@ class ChatController(QObject):
 
     def regenerate(self, answer_id: str | None = None) -> bool:
         """A new answer to the user message before ``answer_id`` (default: the last answer)."""
-        if self.conversation is None or self.generating or self.loaded is None:
+        target = self.answer_to_regenerate(answer_id)
+        if target is None or self.generating:
             return False
-        rows = self.messages.rows()
-        target = next((r.message for r in reversed(rows) if answer_id in (None, r.message.id)
-                       and r.message.role == "assistant"), None)
-        if target is None or target.parent_id is None:
+        if self.loaded is None:
+            self.notice.emit("warning", "No model is loaded, so no new answer can be written; wait for it to load, "
+                                        "or choose one.")
             return False
         conversation, user_id, options = self.conversation, target.parent_id, self._options()
 
         def store_turn(store: ConversationStore):
-            turn = begin_answer(store, conversation.id, store.branch(user_id), options)
+            try:
+                turn = start_regeneration(store, conversation.id, user_id, options, WINDOW)
+            except ConversationBusy as busy:
+                return busy
             return conversation, turn, load_transcript(store, conversation.id)
 
         self._begin(store_turn)
         return True
+
+    def answer_to_regenerate(self, answer_id: str | None = None) -> Message | None:
+        """The answer on screen that a regeneration would write again (default: the last one), if any."""
+        if self.conversation is None:
+            return None
+        target = next((r.message for r in reversed(self.messages.rows()) if answer_id in (None, r.message.id)
+                       and r.message.role == "assistant"), None)
+        return target if target is not None and target.parent_id is not None else None
 
     def stop(self) -> None:
         """Cancel the answer being written (it is kept, marked interrupted)."""
@@ -302,15 +331,20 @@ class ChatController(QObject):
             return "auto"
         return draft
 
-    def _begin(self, store_turn) -> None:
+    def _begin(self, store_turn, text: str = "") -> None:
         self._starting_turn = True
         self.generating_changed.emit(True)
 
         def started(result) -> None:
+            if isinstance(result, ConversationBusy):
+                self._refused(result, text)
+                return
             conversation, turn, rows = result
             self._starting_turn = False
             self._turns[turn.command.request_id] = turn
+            turn.model = model_name(self.model_ref)
             self.show_conversation(conversation, rows)
+            self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
             self.refresh_list()
             if not self.bridge.send(turn.command):
                 turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
@@ -334,7 +368,7 @@ class ChatController(QObject):
         if turn.feed(event):
             self._end_turn(turn)
         elif isinstance(event, p.TokenDelta):
-            live = {"draft_spans": turn.draft_spans}
+            live = {"draft_spans": turn.draft_spans, "model": turn.model}
             self.messages.update_message(replace(turn.answer, content=turn.text, stats=live))
 
     def _end_turn(self, turn: PendingTurn) -> None:
@@ -349,6 +383,49 @@ class ChatController(QObject):
             self.turn_finished.emit(done)
 
         self.store.submit(lambda s: end_answer(s, turn), stored)
+
+    def _refused(self, busy: ConversationBusy, text: str) -> None:
+        """Another window or command is answering in the conversation: nothing was stored or sent."""
+        self._starting_turn = False
+        self.generating_changed.emit(self.generating)
+        what = "your message was not sent; it is back in the message box" if text else "no new answer was started"
+        self.notice.emit("warning", f"{_sentence(busy.holder.describe())} is answering in this conversation, so "
+                                    f"{what}. Try again when that answer has finished.")
+        if text:
+            self.send_refused.emit(text)
+
+    # -- the database file -----------------------------------------------------------------------
+
+    def _on_damaged(self, problem: DatabaseDamaged) -> None:
+        self.notice_with_action.emit(
+            "error", f"Could not open the conversation database {problem.path}: it is damaged ({problem.detail}). "
+                     "Hearth stopped saving to it, so nothing more is lost. Recover copies everything still readable "
+                     "into a new database and keeps the damaged file aside.", "Recover", self.recover_database)
+
+    def _on_read_only(self, problem: DatabaseReadOnly) -> None:
+        self.notice.emit("warning", f"The conversation database {problem.path} is read-only ({problem.detail}): "
+                                    "your conversations can be read, but new messages cannot be saved until your "
+                                    "user may write to it and its folder, or another data folder is chosen in "
+                                    "Settings.")
+
+    def recover_database(self) -> None:
+        """Copy what the damaged file still holds into a new one (see :mod:`model_store.recovery`)."""
+        self.stop()
+        self.status.emit("Recovering the conversation database…")
+
+        def recovered(recovery: Recovery) -> None:
+            self.status.emit("")
+            self.show_conversation(None, [])
+            self.refresh_list()
+            self.notice.emit("info", recovery_text(recovery).replace("\n", " "))
+            if self.loaded is not None:  # the engine reopens the database when it loads the model
+                self.load_model(self.model_ref)
+
+        def failed(message: str) -> None:
+            self.status.emit("")
+            self.notice.emit("error", message)
+
+        self.store.recover(recovered, failed)
 
     # -- engine events ---------------------------------------------------------------------------
 
@@ -376,6 +453,9 @@ class ChatController(QObject):
         self.model_progress.emit("Restarting the engine…", 0.0)
         self.notice.emit("warning", f"{_sentence(dead.message)}. Restarting it; your conversation is safe and the "
                                     "answer written so far is kept, marked interrupted.")
+
+
+WINDOW = Writer("a Hearth window")  # never waits for another writer: the GUI thread must not block
 
 
 def _model_label(ref: str) -> str:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.documents import (
     DocumentTooLong, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read, read_command,
-    reading_speed, room_after, store_document,
+    reading_speed, release_document, room_after, store_document,
 )
 from engine import protocol as p
 from engine.client import EngineDead
@@ -31,7 +31,7 @@ from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
 from model_store.snapshots import SnapshotStore
 from ui.background import Background
-from ui.controller import ChatController
+from ui.controller import WINDOW, ChatController
 from ui.models.messages import MessageRow, load_transcript
 from ui.views.document_progress import PartChoice
 
@@ -162,7 +162,7 @@ class DocumentController(QObject):
 
         def store(s: ConversationStore):
             stored = store_document(s, DocumentStore(s.db), document, text, tokens, part, model=model,
-                                    source_path=str(path), conversation_id=conversation_id)
+                                    source_path=str(path), conversation_id=conversation_id, writer=WINDOW)
             return stored, read_command(s, stored.conversation.id, stored.message.id), \
                 load_transcript(s, stored.conversation.id)
 
@@ -214,11 +214,23 @@ class DocumentController(QObject):
             self.chat.notice.emit("error", event.message)
         elif isinstance(event, p.DocumentRead) and event.finish_reason == "stop":
             self._finish()
-            self.chat.status.emit(f"Read {load.title}: {event.tokens:,} tokens in "
-                                  f"{event.timings.prompt_ms / 1000:.1f} s. Ask anything about it; every "
-                                  "question starts from the saved state.")
+            stored, tokens = load.stored, event.tokens
+            status = (f"Read {load.title}: {tokens:,} tokens in {event.timings.prompt_ms / 1000:.1f} s. Ask "
+                      "anything about it; every question starts from the saved state.")
+            self.chat.store.submit(lambda store: _read_to_the_end(store, stored, tokens),
+                                   lambda result: self._show_read(result, status),
+                                   lambda message: self.chat.notice.emit(
+                                       "error", f"{load.title} was read, but saving it failed: {message}"))
         elif isinstance(event, p.DocumentRead):
             self._end_unread(load, event.finish_reason)
+
+    def _show_read(self, result: tuple[str, list[MessageRow]], status: str) -> None:
+        """The document card shows the tokens that were read (if its conversation is still on screen),
+        then the status line says so."""
+        conversation_id, rows = result
+        if self.chat.conversation is not None and self.chat.conversation.id == conversation_id:
+            self.chat.messages.set_rows(rows)
+        self.chat.status.emit(status)
 
     def _on_died(self, dead: EngineDead) -> None:
         load = self._load
@@ -280,6 +292,15 @@ class DocumentController(QObject):
         self._load = None
         self._waiting.clear()
         self.reading_changed.emit(False)
+
+
+def _read_to_the_end(store: ConversationStore, stored: StoredDocument, tokens: int) -> tuple[str, list[MessageRow]]:
+    """Record the tokens read, let the next writer in; the conversation's id and transcript."""
+    try:
+        DocumentStore(store.db).set_tokens(stored.document, tokens)
+    finally:
+        release_document(store, stored)
+    return stored.conversation.id, load_transcript(store, stored.conversation.id)
 
 
 def _as_it_is_now(store: ConversationStore, conversation: Conversation | None) -> tuple[Conversation | None,

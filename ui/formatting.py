@@ -20,7 +20,10 @@ never shows more than about three significant digits.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
+
+from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 
 UNAVAILABLE_TEXT = "unavailable"
 NO_VALUE = "\u2014"  # em dash
@@ -29,6 +32,11 @@ NO_STATISTICS = "No statistics for this message."
 _KIB = 1024
 _MIB = 1024**2
 _GIB = 1024**3
+
+
+def model_name(ref: str) -> str:
+    """What a model is called on screen: the embedded model's name, or a file's name without ``.gguf``."""
+    return EMBEDDED_NAME if ref == EMBEDDED_ID else Path(ref).stem or ref
 
 
 def _is_number(value: object) -> bool:

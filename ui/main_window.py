@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBox
 from app.settings import Settings, SettingsError
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
+from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.models.conversations import ConversationListModel
 from ui.models.messages import MessageListModel
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
         c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
         c.notice.connect(self.banner.show_notice)
         c.crash_loop.connect(self._crash_loop)
+        c.send_refused.connect(self._give_back)
         c.status.connect(self.status_line.setText)
         c.telemetry.connect(self.telemetry_panel.show_telemetry)
         c.conversation_changed.connect(self._conversation_changed)
@@ -130,6 +132,9 @@ class MainWindow(QMainWindow):
         self.models.installed_changed.connect(self._installed_changed)
         self.models.notice.connect(self.banner.show_notice)
         self.model_picker.manage_requested.connect(self.open_models)
+        self.chat_view.models_requested.connect(self.open_models)
+        for changed in (c.messages.modelReset, c.messages.rowsInserted, c.messages.dataChanged, c.generating_changed):
+            changed.connect(self._update_regenerate)
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -141,7 +146,9 @@ class MainWindow(QMainWindow):
         edit_menu = self.menuBar().addMenu("&Edit")
         self._action(edit_menu, "&Find conversation", QKeySequence.StandardKey.Find,
                      self.conversation_panel.focus_search)
-        self._action(edit_menu, "&Regenerate answer", QKeySequence("Ctrl+R"), lambda: self.controller.regenerate())
+        self.regenerate_action = self._action(edit_menu, "&Regenerate answer", QKeySequence("Ctrl+R"),
+                                              lambda: self.controller.regenerate())
+        self.regenerate_action.setEnabled(False)
         self.stop_action = self._action(edit_menu, "S&top answer", QKeySequence("Ctrl+."), self.controller.stop)
         self._stop_with_escape_anywhere()
         view_menu = self.menuBar().addMenu("&View")
@@ -180,10 +187,21 @@ class MainWindow(QMainWindow):
         if self.controller.send(text):
             self.composer.edit.clear()
 
+    def _give_back(self, text: str) -> None:
+        """A message that could not be sent goes back into the composer (unless something new is typed there)."""
+        if not self.composer.text().strip():
+            self.composer.edit.setPlainText(text)
+
     def _edit(self, message_id: str) -> None:
         row = self.controller.messages.find(message_id)
         if row >= 0 and not self.controller.generating:
             self.controller.set_editing(self.controller.messages.row(row).message)
+
+    def _update_regenerate(self, *_) -> None:
+        """Regenerate is offered only while the conversation on screen has an answer to write again."""
+        can = self.controller.answer_to_regenerate() is not None
+        self.composer.set_can_regenerate(can)
+        self.regenerate_action.setEnabled(can and not self.controller.generating)
 
     def _reading_changed(self, reading: bool) -> None:
         self.document_progress.set_reading(reading)
@@ -196,7 +214,7 @@ class MainWindow(QMainWindow):
 
     def _model_loaded(self, loaded) -> None:
         facts = loaded.facts
-        name = "SmolLM2-135M-Instruct" if self.controller.model_ref == "default" else Path(facts.path).name
+        name = model_name(self.controller.model_ref)
         self.model_picker.show_state(f"{facts.arch}, {loaded.n_ctx:,} tokens of context")
         self.telemetry_panel.show_model(name, facts.size_bytes)
         self.telemetry_panel.show_device_plan(loaded.devices)

@@ -1,8 +1,9 @@
 """Message text to the rich text a label shows: Markdown, with drafted text marked when asked.
 
-Qt's own Markdown reader (GitHub dialect) does the parsing; afterwards code blocks and inline code
-are set in the system's fixed-width font on a faint background taken from the palette, so they
-read as code in light and dark themes alike.
+Qt's own Markdown reader (GitHub dialect) does the parsing; the line breaks a model writes inside
+a paragraph are kept, as chat apps keep them (:mod:`ui.markdown_breaks`); afterwards code blocks
+and inline code are set in the system's fixed-width font on a faint background taken from the
+palette, so they read as code in light and dark themes alike.
 
 Drafted spans count characters of the message's source text, but the rendered document shows
 fewer (markers, fences and escapes are gone) and other whitespace. Rendering only drops characters
@@ -17,6 +18,8 @@ from __future__ import annotations
 import re
 
 from PySide6.QtGui import QColor, QFontDatabase, QPalette, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
+
+from ui.markdown_breaks import SOFT_BREAK, mark_soft_breaks
 
 
 # GitHub's dialect, but HTML in a model's answer is shown as text, never interpreted.
@@ -34,11 +37,24 @@ def markdown_to_html(text: str, palette: QPalette, draft_spans: list | None = No
     """The text rendered as Markdown; with ``draft_spans`` ([characters, drafted] covering the text)
     the characters that came from accepted drafts are on a highlight background."""
     doc = QTextDocument()
-    doc.setMarkdown(text, MARKDOWN_FEATURES)
+    doc.setMarkdown(mark_soft_breaks(text), MARKDOWN_FEATURES)
+    _drop_spaces_after_breaks(doc)
     _style_code(doc, palette)
     if draft_spans:
         _mark_drafted(doc, _drafted_mask(draft_spans, len(text)), _source_indices(text, doc.toPlainText()), palette)
     return doc.toHtml()
+
+
+def _drop_spaces_after_breaks(doc: QTextDocument) -> None:
+    """Each kept line break reads as "separator, space" (the soft break's space): drop the space.
+    (A position in the document is an index into its raw text, block separators included.)"""
+    raw = doc.toRawText()
+    cursor = QTextCursor(doc)
+    at = raw.rfind(SOFT_BREAK)
+    while at >= 0:
+        cursor.setPosition(at + 1)
+        cursor.deleteChar()
+        at = raw.rfind(SOFT_BREAK, 0, at)
 
 
 def _drafted_mask(spans: list, length: int) -> list[bool]:

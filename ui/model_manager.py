@@ -6,6 +6,10 @@ one per action, so the hub client never loads in the window's process and a down
 nothing it should not: cancelling terminates the child, which keeps the partial file, and the
 next download of the same file resumes it. Every finished action refreshes the listing, and
 with it the model picker.
+
+What an action ends with (imported, or why not) is said where the user started it: in the Models
+page (:attr:`ModelManager.action_ended`, :attr:`ModelManager.download_ended`), and in the window's
+banner (:attr:`ModelManager.notice`) only when that page is closed (:attr:`ModelManager.page_open`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class ModelManager(QObject):
     installed_changed = Signal(list)  # [InstalledModel], for the model picker
     download_progress = Signal(str, dict)  # ref, the pull's progress line
     download_ended = Signal(str, bool, str)  # ref, installed?, what happened
-    notice = Signal(str, str)  # level, text
+    notice = Signal(str, str)  # level, text: for the window's banner, while the Models page is closed
+    action_ended = Signal(bool, str)  # an import or removal: done?, what happened (for the Models page)
 
     def __init__(self, store: StoreThread, models_dir: Path, cache_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -37,6 +42,7 @@ class ModelManager(QObject):
         self.context_tokens: int | None = None
         self.downloads: dict[str, CliJob] = {}
         self._jobs: list[CliJob] = []
+        self.page_open = False  # the Models page is on screen (it says what happened there)
 
     def refresh(self) -> None:
         models_dir, cache_dir, context = self.models_dir, self.cache_dir, self.context_tokens
@@ -64,8 +70,11 @@ class ModelManager(QObject):
 
     def import_file(self, path: str) -> None:
         job = self._run(["models", "import", "--json", path])
+        errors: list[dict] = []
+        job.line.connect(lambda event: errors.append(event["error"]) if isinstance(event.get("error"), dict) else None)
         job.finished.connect(lambda code, message: self._action_done(
-            job, code, f"Imported {Path(path).name}.", f"Could not import {Path(path).name}: {message}"))
+            job, code, f"Imported {Path(path).name}.",
+            f"Could not import {Path(path).name}: {_reason(errors, message)}"))
         job.start()
 
     def remove(self, model_id: str) -> None:
@@ -118,10 +127,24 @@ class ModelManager(QObject):
         else:
             text = errors[-1]["message"] if errors else message or "the download process ended unexpectedly"
             self.download_ended.emit(ref, False, f"Could not download {ref}: {text}")
-            self.notice.emit("error", f"Could not download {ref}: {text}")
+            self._tell_the_window("error", f"Could not download {ref}: {text}")
         self.refresh()
 
     def _action_done(self, job: CliJob, code: int, ok_text: str, failed_text: str) -> None:
         self._forget(job)
-        self.notice.emit("info" if code == 0 else "error", ok_text if code == 0 else failed_text)
+        text = ok_text if code == 0 else failed_text
+        self.action_ended.emit(code == 0, text)
+        self._tell_the_window("info" if code == 0 else "error", text)
         self.refresh()
+
+    def _tell_the_window(self, level: str, text: str) -> None:
+        """The banner hears of an action's end only when the Models page, which says it, is closed."""
+        if not self.page_open:
+            self.notice.emit(level, text)
+
+
+def _reason(errors: list[dict], message: str) -> str:
+    """Why a command failed: its JSON error's reason (the words without the file's path, which the
+    sentence already names), else its one error line."""
+    reason = errors[-1].get("reason") if errors else None
+    return reason if isinstance(reason, str) and reason else message or "the command ended unexpectedly"

@@ -31,6 +31,7 @@ from pathlib import Path
 from engine.backends.faults import FAULT_ENV, only_stage
 from engine.deaths import CRASH_WORDS, signal_name
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
+from model_store.private_files import make_private_folder, repair, write_private
 
 CHECK_FILE = "cpu-check.json"
 RESULT_MARKER = "HEARTH-CANARY "  # the canary child's result line (engine.backends.canary)
@@ -123,6 +124,8 @@ def requested_variant(requested: str) -> str:
 def choose(variants: VariantSet, requested: str, cache_path: Path | None) -> CpuChoice:
     """Try the candidates in order, from the cache where it knows them, until one passes."""
     key = cache_key(variants)
+    if cache_path is not None:
+        repair([cache_path])  # an older Hearth wrote it 0644
     known = read_cache(cache_path, key)
     results: dict[str, CanaryResult] = {}
     cached = True
@@ -277,8 +280,8 @@ def write_cache(path: Path | None, key: dict, results: dict[str, CanaryResult]) 
     entries.append({"key": key, "results": kept})
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"entries": entries}, indent=1))
+        make_private_folder(path.parent)
+        write_private(tmp, json.dumps({"entries": entries}, indent=1))
         os.replace(tmp, path)
     except OSError as exc:
         print(f"hearth: could not save the CPU check in {path}: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import llama_cpp
@@ -321,7 +321,10 @@ class LlamaContext:
             raise ModelLoadError(model.path, f"llama.cpp could not create a context of {settings.n_ctx} tokens "
                                  "(not enough memory? try a shorter context)")
         self.model = model
-        self.settings = settings
+        # llama.cpp makes the batches no longer than a short context (n_batch = min(n_ctx, n_batch)):
+        # the settings say what it made, so no decode is ever longer than it accepts.
+        self.settings = settings = replace(settings, n_batch=int(llama_cpp.llama_n_batch(handle)),
+                                           n_ubatch=int(llama_cpp.llama_n_ubatch(handle)))
         self.handle = handle
         self.memory = llama_cpp.llama_get_memory(handle)
         self.n_ctx = int(llama_cpp.llama_n_ctx(handle))

@@ -35,6 +35,7 @@ from engine.backends import qnn as qnn_adapter  # cheap: it imports onnxruntime 
 from engine.backends.qnn import RESULT_MARKER
 from engine.devices.cpu import probe_cpu
 from engine.devices.info import CpuInfo, ProbedDevices, QnnInfo
+from model_store.private_files import make_private_folder, repair, write_private
 
 PROBE_TIMEOUT_S = 30.0
 CACHE_FILE = "device-probe.json"
@@ -123,8 +124,8 @@ def write_cached(path: Path, qnn: QnnInfo) -> None:
         return
     tmp = path.with_name(path.name + ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"key": cache_key(), "qnn": qnn.to_dict()}, indent=1))
+        make_private_folder(path.parent)
+        write_private(tmp, json.dumps({"key": cache_key(), "qnn": qnn.to_dict()}, indent=1))
         os.replace(tmp, path)
     except OSError as exc:
         print(f"hearth: could not cache the NPU check in {path}: {exc}", file=sys.stderr)
@@ -178,6 +179,8 @@ def start_probe(data_dir: Path | None = None) -> DeviceProbe:
     with _lock:
         if _probe is None:
             _probe = DeviceProbe(data_dir / CACHE_FILE if data_dir is not None else None)
+            if data_dir is not None:
+                repair([data_dir / CACHE_FILE])  # an older Hearth wrote it 0644
         return _probe
 
 

@@ -63,4 +63,5 @@ class TelemetryThread:
             ttft_ms=p.UNAVAILABLE if rates.ttft_ms is None else rates.ttft_ms,
             draft_acceptance=p.UNAVAILABLE if rates.draft_acceptance is None else rates.draft_acceptance,
             phase_devices=dict(rates.phase_devices),
+            phase=live.phase,
         )

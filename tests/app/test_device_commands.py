@@ -50,3 +50,8 @@ def test_without_a_real_npu_devices_does_not_suggest_calibrating(capsys):
     code, out, err = run(capsys, "devices")
     assert code == 0, err
     assert "devices calibrate" not in out and "Calibration matters only on a machine with a real NPU" in out
+
+
+def test_lengths_that_are_not_numbers_are_refused_in_words(capsys):
+    code, out, err = run(capsys, "devices", "calibrate", "--lengths", "a,b")
+    assert code != 0 and "--lengths takes whole numbers" in err and "Traceback" not in err

@@ -12,8 +12,9 @@ from model_store.conversations import ConversationStore
 from model_store.db import StoreError, open_database
 from model_store.migrations import MIGRATIONS, applied_migrations, migrate
 
-ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models"]
-TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models"}
+ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks"]
+TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
+          "writer_locks"}
 
 
 def test_registry_order():

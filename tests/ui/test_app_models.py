@@ -55,7 +55,7 @@ def test_download_moves_the_bar_cancels_resumes_and_lands_in_the_picker(models_p
     assert second.range and not second.range.startswith("bytes=0-")  # the second transfer resumed
     assert first.body_bytes + second.body_bytes < 2 * len(tiny_gguf_bytes)
     qtbot.waitUntil(lambda: any("Hearth Tiny Q8_0" in label for label in picker_labels(app.window)), timeout=30_000)
-    assert dialog.installed.count() == 1
+    assert dialog.installed.count() == 2, "the embedded model and the download"
 
 
 def test_a_failed_download_says_why(models_page, hub, qtbot):
@@ -73,10 +73,10 @@ def test_import_then_delete_updates_the_list_and_the_picker(models_page, qtbot, 
     path = tmp_path / "Imported Tiny.gguf"
     shutil.copy(hybrid_tiny, path)
     dialog.manager.import_file(str(path))
-    qtbot.waitUntil(lambda: dialog.installed.count() == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: dialog.installed.count() == 2, timeout=60_000)  # the embedded model, and the import
     assert any(str(path) == app.window.model_picker.combo.itemData(i)
                for i in range(app.window.model_picker.combo.count()))
-    dialog.installed.setCurrentRow(0)
+    dialog.installed.setCurrentRow(1)
     qtbot.mouseClick(dialog.delete_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.installed.count() == 0, timeout=60_000)
+    qtbot.waitUntil(lambda: dialog.installed.count() == 1, timeout=60_000)
     assert path.exists()  # an imported file is the user's own: only unregistered

@@ -20,7 +20,7 @@ def test_first_run_opens_a_chat_on_the_embedded_default_model(start_app, monkeyp
     assert attempts == [], "the first run needs no network"
     assert app.controller.model_ref == "default" and app.controller.loaded.facts.arch == "llama"
     assert app.window.model_picker.combo.currentData() == "default"
-    assert app.window.chat_view.empty.isVisible() and app.window.banner.text() == ""
+    assert app.window.chat_view.welcome.isVisible() and app.window.banner.text() == ""
     assert QApplication.focusWidget() is app.window.composer.edit
 
 

@@ -105,3 +105,44 @@ def test_a_fence_language_tag_or_a_link_address_lends_no_character_to_the_text_a
 def test_spans_without_drafted_text_mark_nothing(qapp):
     text = "Say **hello** now."
     assert _marked_runs(_document(markdown_to_html(text, qapp.palette(), [[len(text), False]]))) == []
+
+
+HAIKU = "An old silent pond\nA frog jumps into the pond\nsplash! Silence again."
+
+
+def _blocks(doc: QTextDocument) -> list[str]:
+    block, texts = doc.begin(), []
+    while block.isValid():
+        texts.append(block.text())
+        block = block.next()
+    return texts
+
+
+def test_single_line_breaks_in_a_paragraph_are_kept_as_breaks_in_one_paragraph(qapp):
+    doc = _document(markdown_to_html(HAIKU, qapp.palette()))
+    assert doc.toPlainText().splitlines() == HAIKU.splitlines(), "each line of the haiku on its own line"
+    assert doc.blockCount() == 1, "still one paragraph: the lines are not spaced apart like paragraphs"
+    assert " A frog" not in doc.toRawText() and "pond A" not in doc.toPlainText()
+
+
+def test_code_blocks_lists_quotes_tables_and_headings_stay_as_they_are(qapp):
+    text = ("# Plan\nFirst line\nsecond line\n\n- one\n- two\n  continued\n1. alpha\n2. beta\n\n"
+            "```\nkeep  \nas is\n```\n\n    indented\n    code\n\n> quoted\n> lines\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    doc = _document(markdown_to_html(text, qapp.palette()))
+    blocks = _blocks(doc)
+    assert blocks[:2] == ["Plan", "First line\u2028second line"]
+    lists = [b for b in blocks if b.startswith(("one", "two", "alpha", "beta"))]
+    assert lists == ["one", "two\u2028continued", "alpha", "beta"], "as many list items as written"
+    assert "keep  " in blocks and "as is" in blocks and "indented" in blocks and "code" in blocks
+    assert not any("\u2028" in b for b in blocks if b.startswith(("keep", "as is", "indented"))), "code untouched"
+    assert "quoted\u2028lines" in blocks
+    assert doc.toPlainText().count("\n") >= 10 and "1" in blocks and "b" in blocks, "the table is still a table"
+    joined = (text.replace("\nsecond", " second").replace("\n  continued", " continued")
+              .replace("quoted\n> lines", "quoted lines"))
+    assert doc.blockCount() == _document(markdown_to_html(joined, qapp.palette())).blockCount(), \
+        "no block is added or lost"
+
+
+def test_kept_line_breaks_do_not_shift_the_drafted_highlight(qapp):
+    doc = _document(markdown_to_html(HAIKU, qapp.palette(), _spans(HAIKU, "frog jumps", "Silence")))
+    assert _marked_runs(doc) == ["frog jumps", "Silence"]

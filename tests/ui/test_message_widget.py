@@ -67,3 +67,22 @@ def test_a_switch_to_a_dark_palette_re_renders_code_in_the_new_colours(qtbot, qa
         assert "rgba(232,232,232" in widget.body.text(), "the code background is a tint of the dark theme's text"
     finally:
         qapp.setPalette(original)
+
+
+def test_a_question_is_tinted_from_the_palette_and_an_answer_is_not_framed(qtbot, qapp):
+    from PySide6.QtGui import QColor, QPalette
+
+    question, answer = MessageWidget(_row("Why?", role="user")), MessageWidget(_row("Because."))
+    for widget in (question, answer):
+        qtbot.addWidget(widget)
+    assert (question.kind, answer.kind) == ("question", "answer") and answer.bubble.fill_colour() is None
+    assert question.bubble.fill_colour().rgb() == qapp.palette().color(QPalette.ColorRole.Highlight).rgb()
+    original = qapp.palette()
+    dark = QPalette(original)
+    other = QColor("#3d7ab8") if original.color(QPalette.ColorRole.Highlight) != QColor("#3d7ab8") else QColor("#aa5500")
+    dark.setColor(QPalette.ColorRole.Highlight, other)
+    try:
+        qapp.setPalette(dark)
+        qtbot.waitUntil(lambda: question.bubble.fill_colour().rgb() == other.rgb(), timeout=5_000)  # retinted
+    finally:
+        qapp.setPalette(original)

@@ -211,3 +211,14 @@ def test_state_bar_draws_its_split(qtbot):
     split.set_parts(1 * MIB, 3 * MIB)
     assert split.grab().toImage() != empty.grab().toImage()
     assert "25% fixed" in split.accessibleDescription()
+
+
+def test_a_phase_that_runs_without_a_rate_in_the_window_is_not_idle(panel):
+    """On a busy machine no token may finish within the worker's rate window while it writes."""
+    panel.show_telemetry(make_telemetry(prefill_tok_s=0.0, decode_tok_s=0.0, phase="decode"))
+    assert panel.values()["decode_rate"] == "writing…"
+    assert panel.values()["prefill_rate"] == "idle", "the other phase is not running"
+    panel.show_telemetry(make_telemetry(prefill_tok_s=0.0, decode_tok_s=0.0, phase="prefill"))
+    assert panel.values()["prefill_rate"] == "reading…" and panel.values()["decode_rate"] == "idle"
+    panel.show_telemetry(make_telemetry(prefill_tok_s=0.0, decode_tok_s=0.0, phase="idle"))
+    assert panel.values()["prefill_rate"] == panel.values()["decode_rate"] == "idle"

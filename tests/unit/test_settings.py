@@ -24,7 +24,7 @@ from app.settings import (
     snapshot_budget_bytes,
     validate_settings,
 )
-from engine.protocol import SamplingSpec
+from engine.protocol import MAX_DRAFT, SamplingSpec
 
 
 @pytest.fixture
@@ -196,7 +196,7 @@ def test_defaults_are_valid():
         ("max_tokens", 32769, 32768),
         ("draft", "fast", "lookup"),
         ("draft_max", 0, 1),
-        ("draft_max", 17, 16),
+        ("draft_max", MAX_DRAFT + 1, MAX_DRAFT),
         ("device_policy", "gpu", "cpu"),
         ("snapshot_budget_gib", 0.05, 0.1),
         ("snapshot_budget_gib", 1025.0, 1024.0),

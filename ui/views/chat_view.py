@@ -1,4 +1,7 @@
-"""The transcript: one :class:`MessageWidget` per row of the message model, newest at the bottom.
+"""The transcript: one :class:`MessageWidget` per row of the message model, newest at the bottom,
+in a centred column no wider than :data:`COLUMN_CHARS` characters (a comfortable line length on a
+wide window), on the palette's text background. An empty conversation shows the welcome
+(:class:`~ui.views.welcome.Welcome`).
 
 The view follows the model's signals (reset, rows inserted, data changed) and keeps the newest
 text in sight while an answer streams, unless the user has scrolled up to read. A long transcript
@@ -11,14 +14,16 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
+from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 
 from ui.models.messages import MessageListModel
 from ui.views.message_widget import MessageWidget
+from ui.views.welcome import Welcome
 
 BUILD_SLICE_MS = 15
-EMPTY_TEXT = "Ask anything. Everything stays on this computer."
+COLUMN_CHARS = 96  # the transcript's widest line, in average characters
+MESSAGE_SPACING = 18
 
 
 class ChatView(QScrollArea):
@@ -27,6 +32,7 @@ class ChatView(QScrollArea):
     version_requested = Signal(str, int)
     new_chat_requested = Signal(str)
     file_dropped = Signal(str)
+    models_requested = Signal()  # the welcome's "Browse models…"
 
     def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -37,12 +43,21 @@ class ChatView(QScrollArea):
         self.setObjectName("chat_view")
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setAcceptDrops(True)
+        self.setBackgroundRole(QPalette.ColorRole.Base)
         inner = QWidget()
-        self._layout = QVBoxLayout(inner)
+        centre = QHBoxLayout(inner)
+        self.column = QWidget()
+        self.column.setObjectName("chat_column")
+        self.column.setMaximumWidth(self.fontMetrics().averageCharWidth() * COLUMN_CHARS)
+        centre.addStretch(0)
+        centre.addWidget(self.column, 1)
+        centre.addStretch(0)
+        self._layout = QVBoxLayout(self.column)
         self._layout.setAlignment(Qt.AlignmentFlag.AlignTop)
-        self.empty = QLabel(EMPTY_TEXT, alignment=Qt.AlignmentFlag.AlignCenter)
-        self.empty.setObjectName("chat_empty")
-        self._layout.addWidget(self.empty)
+        self._layout.setSpacing(MESSAGE_SPACING)
+        self.welcome = Welcome()
+        self.welcome.models_requested.connect(self.models_requested)
+        self._layout.addWidget(self.welcome)
         self._layout.addStretch(1)
         self.setWidget(inner)
         model.modelReset.connect(self._rebuild)
@@ -109,7 +124,7 @@ class ChatView(QScrollArea):
         self.widgets.append(widget)
 
     def _update_empty(self) -> None:
-        self.empty.setVisible(not self.widgets)
+        self.welcome.setVisible(not self.widgets)
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()

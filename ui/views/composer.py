@@ -1,17 +1,22 @@
 """Where the user writes: Enter sends, Shift+Enter starts a new line, Esc stops the answer.
 
-One button sends or, while an answer is being written, stops it. When the user edits an earlier
-message, a line above the text box says so and Esc leaves editing.
+One button sends or, while an answer is being written, stops it; Regenerate is enabled only while
+there is an answer to regenerate (the window says so: :meth:`Composer.set_can_regenerate`). When
+the user edits an earlier message, a line above the text box says so and Esc leaves editing.
+
+Attach opens a file dialog (:mod:`ui.views.attach_dialog`) where the last document attached was,
+else in the user's documents folder.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-DOCUMENT_FILTER = ("Documents (*.txt *.md *.markdown *.html *.htm *.pdf *.py *.js *.ts *.c *.h *.cpp *.rs *.go "
-                   "*.java *.json *.yaml *.yml *.toml *.csv *.log);;All files (*)")
+from ui.views.attach_dialog import attach_dialog
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -40,6 +45,9 @@ class Composer(QWidget):
         super().__init__(parent)
         self.generating = False
         self.editing = False
+        self.can_regenerate = False
+        self.attach_folder: Path | None = None  # where the last attached document was
+        self.attach_dialog: QFileDialog | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.editing_note = QLabel("Editing a message: Enter sends it as a new version, Esc cancels.")
@@ -58,6 +66,7 @@ class Composer(QWidget):
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setObjectName("regenerate_button")
         self.regenerate_button.setToolTip("Write another answer to the last message (Ctrl+R)")
+        self.regenerate_button.setEnabled(False)
         self.attach_button = QPushButton("Attach…")
         self.attach_button.setObjectName("attach_button")
         self.attach_button.setToolTip("Read a document (text, Markdown, HTML, PDF, code) into this conversation; "
@@ -76,8 +85,16 @@ class Composer(QWidget):
         self.attach_button.clicked.connect(self._choose_file)
 
     def _choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Attach a document", "", DOCUMENT_FILTER)
+        """Open the attach dialog (window-modal; the choice arrives in :meth:`_attach_chosen`)."""
+        dialog = attach_dialog(self, self.attach_folder)
+        dialog.fileSelected.connect(self._attach_chosen)
+        dialog.finished.connect(lambda _result: setattr(self, "attach_dialog", None))
+        self.attach_dialog = dialog
+        dialog.open()
+
+    def _attach_chosen(self, path: str) -> None:
         if path:
+            self.attach_folder = Path(path).parent
             self.attach_requested.emit(path)
 
     def text(self) -> str:
@@ -91,7 +108,12 @@ class Composer(QWidget):
         self.generating = generating
         self.send_button.setText("Stop" if generating else "Send")
         self.send_button.setToolTip("Stop the answer (Esc)" if generating else "Send (Enter)")
-        self.regenerate_button.setEnabled(not generating)
+        self.regenerate_button.setEnabled(self.can_regenerate and not generating)
+
+    def set_can_regenerate(self, can: bool) -> None:
+        """Whether the conversation on screen has an answer that can be written again."""
+        self.can_regenerate = can
+        self.regenerate_button.setEnabled(can and not self.generating)
 
     def set_editing(self, text: str | None) -> None:
         self.editing = text is not None

@@ -1,5 +1,12 @@
 """One message in the chat view: who said it, the text, its versions and actions.
 
+Questions and answers are laid out differently, so a transcript reads as a conversation: a
+question sits on the right in a tinted bubble as wide as its text (at most
+:data:`QUESTION_WIDTH` of the column); an answer runs on the left across the column, unframed,
+under the name of the model that wrote it. A document the user added is a framed card under one
+title line (its name, pages and tokens). Colours come from the palette when painted, so light and
+dark themes both work (:class:`~ui.views.bubble.Bubble`).
+
 Laying out text costs GUI time in proportion to its length, so two rules keep the window
 responsive (``tests/bench/bench_ui_latency.py`` measures it): while an answer streams it is
 re-rendered at most every :data:`RENDER_INTERVAL_MS`, or less often when a render takes long
@@ -12,14 +19,14 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QTextDocument
-from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget,
-)
+from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
+from app.documents import document_message
 from ui.formatting import message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.models.messages import MessageRow
+from ui.views.bubble import Bubble
 from ui.views.text_label import MessageText
 
 RENDER_INTERVAL_MS = 60
@@ -27,9 +34,12 @@ RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a strea
 COLLAPSE_CHARS = 3000
 DOCUMENT_PREVIEW_CHARS = 600
 STATUS_TEXT = {"generating": "writing…", "interrupted": "interrupted", "error": "failed"}
+ANSWER_LABEL = "Assistant"  # an answer whose model was not recorded (written before, or by the command line)
+QUESTION_WIDTH = 0.78  # of the row: a question's bubble never spans it, so questions and answers read apart
+NO_LIMIT = 16_777_215  # Qt's QWIDGETSIZE_MAX
 
 
-class MessageWidget(QFrame):
+class MessageWidget(QWidget):
     edit_requested = Signal(str)  # message id
     regenerate_requested = Signal(str)
     version_requested = Signal(str, int)  # (message id, -1 or +1)
@@ -40,7 +50,6 @@ class MessageWidget(QFrame):
         self.row = row
         self.highlight_drafts = highlight_drafts
         self.setObjectName("message")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_text)
@@ -48,28 +57,28 @@ class MessageWidget(QFrame):
         self.set_row(row)
 
     def _build(self) -> None:
-        layout = QVBoxLayout(self)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.bubble = Bubble()
+        row.addStretch(0)
+        row.addWidget(self.bubble, 1)
+        row.addStretch(0)
+        self._row = row
+        layout = QVBoxLayout(self.bubble)
+        layout.setSpacing(4)
         header = QHBoxLayout()
         self.who = QLabel()
         self.who.setObjectName("message_role")
+        self.who.setWordWrap(True)
+        self.who.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        font = self.who.font()
+        font.setWeight(QFont.Weight.DemiBold)
+        self.who.setFont(font)
         self.state = QLabel()
         self.state.setObjectName("message_status")
-        self.previous = self._tool("‹", "Previous version", lambda: self.version_requested.emit(self.row.message.id, -1))
-        self.version = QLabel()
-        self.version.setObjectName("message_version")
-        self.next = self._tool("›", "Next version", lambda: self.version_requested.emit(self.row.message.id, 1))
-        self.copy = self._tool("Copy", "Copy this message", self.copy_text)
-        self.edit = self._tool("Edit", "Edit this message (keeps the original as another version)",
-                               lambda: self.edit_requested.emit(self.row.message.id))
-        self.regenerate = self._tool("Regenerate", "Write another answer (keeps this one as another version)",
-                                     lambda: self.regenerate_requested.emit(self.row.message.id))
-        self.new_chat = self._tool("New chat from this document", "Start a new conversation about this document "
-                                   "(from its saved state)", lambda: self.new_chat_requested.emit(self.row.message.id))
-        for widget in (self.who, self.state):
-            header.addWidget(widget)
-        header.addStretch(1)
-        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate, self.new_chat):
-            header.addWidget(widget)
+        self.state.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        header.addWidget(self.who, 1)
+        header.addWidget(self.state)
         layout.addLayout(header)
         self.body = MessageText()
         self.body.setObjectName("message_body")
@@ -84,6 +93,29 @@ class MessageWidget(QFrame):
         self.show_all.clicked.connect(self._expand)
         self.show_all.hide()
         layout.addWidget(self.show_all, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addLayout(self._actions())
+
+    def _actions(self) -> QHBoxLayout:
+        """The quiet row of actions under the text: versions ‹ n/m ›, Copy, Edit, Regenerate, New chat."""
+        actions = QHBoxLayout()
+        actions.setSpacing(2)
+        self.previous = self._tool("‹", "Previous version", lambda: self.version_requested.emit(self.row.message.id, -1))
+        self.version = QLabel()
+        self.version.setObjectName("message_version")
+        self.next = self._tool("›", "Next version", lambda: self.version_requested.emit(self.row.message.id, 1))
+        self.copy = self._tool("Copy", "Copy this message", self.copy_text)
+        self.edit = self._tool("Edit", "Edit this message (keeps the original as another version)",
+                               lambda: self.edit_requested.emit(self.row.message.id))
+        self.regenerate = self._tool("Regenerate", "Write another answer (keeps this one as another version)",
+                                     lambda: self.regenerate_requested.emit(self.row.message.id))
+        self.new_chat = self._tool("New chat from this document", "Start a new conversation about this document "
+                                   "(from its saved state)", lambda: self.new_chat_requested.emit(self.row.message.id))
+        actions.addStretch(0)
+        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate, self.new_chat):
+            actions.addWidget(widget)
+        actions.addStretch(1)
+        self._actions_row = actions
+        return actions
 
     def _tool(self, text: str, tip: str, action) -> QToolButton:
         button = QToolButton(text=text, toolTip=tip)
@@ -99,7 +131,8 @@ class MessageWidget(QFrame):
         message = row.message
         is_user = message.role == "user"
         document = row.document
-        self.who.setText(_document_chip(document) if document else "You" if is_user else "Assistant")
+        self.who.setText(_document_chip(document) if document else "You" if is_user else _answer_label(message))
+        self._lay_out_as("document" if document else "question" if is_user else "answer")
         self.new_chat.setVisible(document is not None)
         self.state.setText(STATUS_TEXT.get(message.status, ""))
         self.state.setVisible(message.status in STATUS_TEXT)
@@ -118,6 +151,34 @@ class MessageWidget(QFrame):
         else:
             self._render_timer.stop()
             self._render_text()
+
+    @property
+    def kind(self) -> str:
+        """"question", "answer" or "document": how the message is laid out."""
+        return self.bubble.kind
+
+    def _lay_out_as(self, kind: str) -> None:
+        """A question or a document on the right, as wide as its text; an answer across the row."""
+        self.bubble.set_kind(kind)
+        answer = kind == "answer"
+        self._row.setStretch(0, 0 if answer else 1)
+        self._row.setStretch(1, 1 if answer else 0)
+        self._actions_row.setStretch(0, 0 if answer else 1)  # a question's actions sit under its right edge
+        self._actions_row.setStretch(self._actions_row.count() - 1, 1 if answer else 0)
+        self.who.setVisible(kind != "question")  # the side and the tint say who asked
+        self.body.shrink_to_text = not answer
+        margins = (0, 2, 0, 2) if answer else (12, 8, 12, 6)
+        self.bubble.layout().setContentsMargins(*margins)
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        """A question's (or document's) bubble stays narrower than the row; an answer's takes all of it."""
+        capped = self.kind != "answer" and self.width() > 0
+        self.bubble.setMaximumWidth(int(self.width() * QUESTION_WIDTH) if capped else NO_LIMIT)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_width()
 
     def set_highlight_drafts(self, on: bool) -> None:
         self.highlight_drafts = on
@@ -140,7 +201,10 @@ class MessageWidget(QFrame):
     def _visible_text(self) -> tuple[str, int]:
         """The text to show and how many characters are left out (a long message starts collapsed)."""
         content = self.row.message.content
-        limit = DOCUMENT_PREVIEW_CHARS if self.row.document else COLLAPSE_CHARS
+        document = self.row.document
+        if document is not None:  # its title is on the card's title line: once is enough
+            content = content.removeprefix(document_message(document.title, ""))
+        limit = DOCUMENT_PREVIEW_CHARS if document else COLLAPSE_CHARS
         if self.expanded or self.row.message.status == "generating" or len(content) <= limit:
             return content, 0
         cut = content.rfind("\n", limit // 2, limit)
@@ -165,6 +229,12 @@ class MessageWidget(QFrame):
 
     def copy_text(self) -> None:
         QGuiApplication.clipboard().setText(self.row.message.content)
+
+
+def _answer_label(message) -> str:
+    """The name of the model that wrote the answer, as recorded with it."""
+    model = message.stats.get("model") if isinstance(message.stats, dict) else None
+    return model if isinstance(model, str) and model else ANSWER_LABEL
 
 
 def _document_chip(document) -> str:

@@ -1,13 +1,19 @@
-"""The Models page: the catalogue with memory-fit badges and sizes, downloads with progress, speed,
-time left and Cancel, the installed models with Delete, and Import of a GGUF file.
+"""The Models page: the catalogue (each model with its one-line description and licence, each
+quantization with its memory-fit badge and size), downloads with progress, speed, time left and
+Cancel, the installed models with Delete (the embedded model is listed too, and cannot be
+deleted), and Import of a GGUF file.
 
-It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it.
+It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it. What an
+action ends with (a download, an import, a removal, or why it failed) is said here, in the status
+line under the catalogue; the window's banner says it only while this page is closed.
 """
 
 from __future__ import annotations
 
+from html import escape
+
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QPalette, QTextDocumentFragment
 from PySide6.QtWidgets import (
     QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton,
     QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
@@ -19,6 +25,8 @@ from ui.model_manager import ModelManager
 FIT_TEXT = {"fits": "fits", "tight": "tight: may swap", "too_big": "too big"}
 FIT_COLOUR = {"fits": Qt.GlobalColor.darkGreen, "tight": Qt.GlobalColor.darkYellow, "too_big": Qt.GlobalColor.red}
 REF_ROLE = Qt.ItemDataRole.UserRole
+ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalogue model's id, on its row
+EMBEDDED_NOTE = "comes with Hearth; it cannot be deleted"
 
 
 class DownloadRow(QWidget):
@@ -46,18 +54,42 @@ class DownloadRow(QWidget):
         self.bar.setFormat(f"{done / total:.0%} of {fmt_bytes(total)} · {fmt_bytes(event['bytes_per_second'])}/s{left}")
 
 
+class EntryTitle(QWidget):
+    """A catalogue model's row: its name, architecture and licence, and under them its description."""
+
+    def __init__(self, entry: dict) -> None:
+        super().__init__()
+        self.setObjectName(f"entry:{entry['id']}")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 3, 2, 3)
+        layout.setSpacing(0)
+        self.name = QLabel(f"<b>{escape(entry['name'])}</b> ({escape(entry['architecture'])}) · "
+                           f"Licence: {escape(entry['licence'])}", textFormat=Qt.TextFormat.RichText)
+        self.details = QLabel(entry["description"], textFormat=Qt.TextFormat.PlainText)
+        self.details.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.setToolTip(f"{entry['description']}\n{entry['repo_id']} · trained context "
+                        f"{entry['context_length']:,} tokens")
+        layout.addWidget(self.name)
+        layout.addWidget(self.details)
+
+    def text(self) -> str:
+        """What the row says, as plain text."""
+        return f"{QTextDocumentFragment.fromHtml(self.name.text()).toPlainText()}\n{self.details.text()}"
+
+
 class ModelsDialog(QDialog):
     def __init__(self, manager: ModelManager, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("models_dialog")
         self.setWindowTitle("Models")
-        self.resize(820, 620)
+        self.resize(900, 640)
         self.manager = manager
         self.rows: dict[str, DownloadRow] = {}
         self._build()
         manager.listing_changed.connect(self.show_listing)
         manager.download_progress.connect(self._progress)
         manager.download_ended.connect(self._ended)
+        manager.action_ended.connect(self._action_ended)
         manager.refresh()
 
     def _build(self) -> None:
@@ -77,8 +109,10 @@ class ModelsDialog(QDialog):
         self.status.setWordWrap(True)
         self.installed = QListWidget()
         self.installed.setObjectName("installed_models")
+        self.installed.currentItemChanged.connect(lambda *_: self._installed_selection_changed())
         self.delete_button = QPushButton("De&lete")
         self.delete_button.clicked.connect(self._delete_selected)
+        self.delete_button.setEnabled(False)
         self.import_button = QPushButton("&Import GGUF…")
         self.import_button.clicked.connect(self._import)
         layout.addWidget(self.memory)
@@ -101,23 +135,51 @@ class ModelsDialog(QDialog):
                             "available now. ★ marks the recommended quantization.")
         self.catalogue.clear()
         for entry in listing["catalogue"]:
-            self.catalogue.addTopLevelItem(self._entry_item(entry))
+            self._add_entry(entry)
         self.catalogue.expandAll()
         if selected:
             self.select_ref(selected)
         self.installed.clear()
+        if listing.get("embedded"):
+            self._add_installed(listing["embedded"], EMBEDDED_NOTE)
         for model in listing["installed"]:
-            label = f"{model['name']} — {fmt_bytes(model['size_bytes'])}, {model['source']}"
-            item = QListWidgetItem(label + (" (file missing)" if model["missing"] else ""))
-            item.setData(REF_ROLE, model["id"])
-            item.setToolTip(model["path"])
-            self.installed.addItem(item)
+            self._add_installed(model, model["source"] + (" (file missing)" if model["missing"] else ""))
         self._selection_changed()
+        self._installed_selection_changed()
+
+    def _add_installed(self, model: dict, note: str) -> None:
+        item = QListWidgetItem(f"{model['name']} — {fmt_bytes(model['size_bytes'])}, {note}")
+        removable = model["source"] != "embedded" and model["id"] is not None
+        item.setData(REF_ROLE, model["id"] if removable else None)
+        item.setToolTip(model["path"])
+        self.installed.addItem(item)
+
+    def _installed_selection_changed(self) -> None:
+        item = self.installed.currentItem()
+        self.delete_button.setEnabled(item is not None and bool(item.data(REF_ROLE)))
+
+    def _add_entry(self, entry: dict) -> None:
+        item = self._entry_item(entry)
+        self.catalogue.addTopLevelItem(item)
+        item.setFirstColumnSpanned(True)
+        title = EntryTitle(entry)
+        item.setSizeHint(0, title.sizeHint())
+        self.catalogue.setItemWidget(item, 0, title)
+
+    def entry_item(self, entry_id: str) -> QTreeWidgetItem | None:
+        items = (self.catalogue.topLevelItem(i) for i in range(self.catalogue.topLevelItemCount()))
+        return next((item for item in items if item.data(0, ENTRY_ROLE) == entry_id), None)
+
+    def entry_title(self, entry_id: str) -> EntryTitle | None:
+        """What names a catalogue model on its row: name, description, licence."""
+        item = self.entry_item(entry_id)
+        return self.catalogue.itemWidget(item, 0) if item is not None else None
 
     def _entry_item(self, entry: dict) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([f"{entry['name']} ({entry['architecture']})"])
-        item.setToolTip(0, f"{entry['description']}\n{entry['repo_id']} · {entry['licence']} · "
-                           f"trained context {entry['context_length']:,} tokens")
+        item = QTreeWidgetItem([""])
+        item.setData(0, ENTRY_ROLE, entry["id"])
+        item.setData(0, Qt.ItemDataRole.AccessibleTextRole, f"{entry['name']}: {entry['description']}, "
+                                                             f"licence {entry['licence']}")
         item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
         for variant in entry["variants"]:
             star = " ★" if variant["recommended"] else ""
@@ -178,7 +240,7 @@ class ModelsDialog(QDialog):
         row = self.rows.pop(ref, None)
         if row is not None:
             row.deleteLater()
-        self.status.setText(message)
+        self._action_ended(ok, message)
         self._set_status_of(ref, "installed" if ok else "")
 
     def _set_status_of(self, ref: str, text: str) -> None:
@@ -186,6 +248,21 @@ class ModelsDialog(QDialog):
         if item is not None:
             item.setText(3, text)
         self._selection_changed()
+
+    def _action_ended(self, ok: bool, text: str) -> None:
+        """An import or a removal ended: say how, here, where it was asked for (a failure in bold)."""
+        self.status.setText(text)
+        font = self.status.font()
+        font.setBold(not ok)
+        self.status.setFont(font)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.manager.page_open = True
+
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        self.manager.page_open = False
 
     def _delete_selected(self) -> None:
         item = self.installed.currentItem()

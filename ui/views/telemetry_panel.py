@@ -10,6 +10,9 @@ Design:
   with objectName ``telemetry_<key>``; :meth:`TelemetryPanel.values` reads them back, which is
   what tests and accessibility tools see. All text comes from :mod:`ui.formatting`, so
   "unavailable" measurements read "unavailable" and missing ones read "—".
+* A speed reads "idle" only when the worker says it is idle (``Telemetry.phase``): a rate is what
+  finished within the worker's window, so on a busy machine it can be 0 while an answer is being
+  written, and then the row says the phase is running (:data:`RUNNING_TEXT`).
 * Speeds get a :class:`~ui.views.sparkline.Sparkline` each (one sample per telemetry event, idle
   samples included, so the time axis stays regular); state memory gets a
   :class:`~ui.views.state_bar.StateBar` showing the fixed (recurrent) versus growing (attention
@@ -62,6 +65,7 @@ ROW_TITLES: dict[str, str] = {
 }
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
+RUNNING_TEXT = {"prefill": "reading…", "decode": "writing…"}  # the phase runs; nothing finished in the window
 NO_MODEL_TEXT = "No model loaded"
 SECONDARY_FONT_SCALE = 0.85
 
@@ -191,8 +195,8 @@ class TelemetryPanel(QWidget):
 
     def show_telemetry(self, t: Telemetry) -> None:
         """Show one sample: every value row, one point per sparkline, the devices that ran."""
-        self._set("prefill_rate", fmt_rate(t.prefill_tok_s))
-        self._set("decode_rate", fmt_rate(t.decode_tok_s))
+        self._set("prefill_rate", _rate_text("prefill", t.prefill_tok_s, t.phase))
+        self._set("decode_rate", _rate_text("decode", t.decode_tok_s, t.phase))
         self.prefill_sparkline.add(t.prefill_tok_s)
         self.decode_sparkline.add(t.decode_tok_s)
         self._set("ttft", fmt_ms(t.ttft_ms))
@@ -259,3 +263,8 @@ class TelemetryPanel(QWidget):
     def values(self) -> dict[str, str]:
         """The text currently displayed for each key of :data:`VALUE_KEYS`."""
         return {key: self._labels[key].text() for key in VALUE_KEYS}
+
+
+def _rate_text(phase: str, tok_s: float, running: str) -> str:
+    """The phase's rate; while the worker is in that phase with no rate yet, that it is running."""
+    return RUNNING_TEXT[phase] if phase == running and tok_s <= 0 else fmt_rate(tok_s)

@@ -4,11 +4,17 @@ Qt's layouts ask every label in the chat for its size whenever anything in the c
 answer growing by a few tokens does it 15 times a second). A plain QLabel lays out its whole
 document again for each question: 3-17 ms for a long message, for each message, each time. This
 label remembers the answers until its text, font or style changes.
+
+A label that :attr:`~MessageText.shrink_to_text` (a question's bubble) asks for the width its
+text needs, so a short question gets a small bubble; other labels take the column's width.
 """
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel, QWidget
 
 
@@ -22,6 +28,8 @@ class MessageText(QLabel):
         self.setTextFormat(Qt.TextFormat.RichText)
         self._heights: dict[int, int] = {}
         self._last_width = 0  # the width the layout last asked about: the one it will use
+        self._text_width: int | None = None  # the width the text needs unwrapped, once measured
+        self.shrink_to_text = False
 
     def setText(self, text: str) -> None:
         self._forget()
@@ -39,7 +47,18 @@ class MessageText(QLabel):
         """The height at the current width. (QLabel searches for a pleasing width instead, laying
         the text out many times; in a chat the width is the column's, so that search is wasted.)"""
         width = self._last_width or (self.width() if self.width() > 0 else PREFERRED_WIDTH)
-        return QSize(PREFERRED_WIDTH, self.heightForWidth(width))
+        return QSize(self.text_width() if self.shrink_to_text else PREFERRED_WIDTH, self.heightForWidth(width))
+
+    def text_width(self) -> int:
+        """The width the text takes on one line per paragraph (measured once per text and font)."""
+        if self._text_width is None:
+            doc = QTextDocument()
+            doc.setDefaultFont(self.font())
+            doc.setDocumentMargin(0)
+            doc.setHtml(self.text())
+            margins = self.contentsMargins()
+            self._text_width = math.ceil(doc.idealWidth()) + margins.left() + margins.right() + 2
+        return self._text_width
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.PaletteChange):
@@ -48,3 +67,4 @@ class MessageText(QLabel):
 
     def _forget(self) -> None:
         self._heights.clear()
+        self._text_width = None

@@ -1,0 +1,106 @@
+"""Two ``hearth send --conversation ID`` at the same moment: the conversation has one writer at a time.
+
+The second send waits for the first to store its answer, so its message hangs under the *finished*
+answer and the engine reads that answer before writing the next one. The check is on what the
+engine read: each turn's end state is saved with the text it corresponds to (the snapshot), and
+that text must hold every earlier answer of the branch. Without the lock, the second message was
+stored under the first answer while it was still an empty placeholder, and the second answer was
+computed on a transcript without the first.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from model_store.conversations import ConversationStore
+from model_store.db import database_path, open_database
+from model_store.snapshots import SnapshotStore
+from model_store.writer_lock import process_started, take_writer_lock
+from tests.app.hearth_cli import error_line, hearth, start_hearth
+
+ROUNDS = 4
+# Long enough that one answer is still being written when the other command has loaded its model.
+ANSWER = ("--max-tokens", "200", "--temperature", "0", "--draft", "off")
+
+
+@pytest.fixture
+def first_turn(hearth_home, hybrid_tiny):
+    """A conversation with one finished turn; returns its id."""
+    started = hearth("send", "--new", "Two writers", "--model", str(hybrid_tiny), *ANSWER, "--json",
+                     "Tell me about the sea.")
+    assert started.returncode == 0, started.stderr
+    return json.loads(started.stdout)["conversation_id"]
+
+
+def test_two_sends_at_once_take_turns_and_each_reads_the_others_answer(hearth_home, hybrid_tiny, first_turn):
+    conversation = first_turn
+    for round_ in range(ROUNDS):
+        sends = [start_hearth("send", "--conversation", conversation, *ANSWER, f"Round {round_}, writer {who}.")
+                 for who in "AB"]
+        for send in sends:
+            _out, err = send.communicate(timeout=300)
+            assert send.returncode == 0, err
+            assert "Traceback" not in err
+
+    db = open_database(database_path(hearth_home / "data"))
+    store, snapshots = ConversationStore(db), SnapshotStore(db)
+    branch = store.current_branch(conversation)
+    assert len(branch) == 2 + 4 * ROUNDS, "every message is on the one branch"
+    assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == len(branch), "no message off the branch"
+    assert [m.role for m in branch] == ["user", "assistant"] * (1 + 2 * ROUNDS)
+    assert all(m.status == "done" and m.content for m in branch if m.role == "assistant")
+    for i, answer in enumerate(branch):
+        if answer.role != "assistant":
+            continue
+        (record,) = snapshots.for_message(answer.id)
+        read = snapshots.get(record.id).text
+        for earlier in branch[:i]:
+            assert earlier.content in read, f"answer {i} was written without seeing message: {earlier.content!r}"
+    db.close()
+
+
+def test_a_send_waits_for_another_writer_says_so_and_refuses_when_the_wait_runs_out(hearth_home, first_turn):
+    conversation = first_turn
+    db = open_database(database_path(hearth_home / "data"))
+    lock = take_writer_lock(db, conversation, "a Hearth window")
+    started = time.monotonic()
+    refused = hearth("send", "--conversation", conversation, *ANSWER, "Anyone there?", HEARTH_WRITER_WAIT_S="3")
+    assert time.monotonic() - started >= 3
+    waiting, line = refused.stderr.splitlines()
+    assert waiting.startswith("hearth: waiting for a Hearth window (process ") and "answering in this conversation" \
+        in waiting
+    refused_alone = subprocess.CompletedProcess(refused.args, refused.returncode, refused.stdout, line + "\n")
+    assert "a Hearth window (process" in error_line(refused_alone) and "after waiting 3 s" in line
+    assert len(ConversationStore(db).current_branch(conversation)) == 2, "nothing was stored"
+
+    waiter = start_hearth("send", "--conversation", conversation, *ANSWER, "Now?")
+    time.sleep(4)  # it waits...
+    assert waiter.poll() is None
+    lock.release(db)  # ...until the writer is done
+    _out, err = waiter.communicate(timeout=300)
+    assert waiter.returncode == 0, err
+    assert [m.content for m in ConversationStore(db).current_branch(conversation)][2] == "Now?"
+    db.close()
+
+
+def test_a_lock_left_by_a_killed_command_is_taken_over(hearth_home, first_turn):
+    conversation = first_turn
+    db = open_database(database_path(hearth_home / "data"))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(ended.stdout)
+    assert process_started(pid) is None
+    now = time.time()
+    db.execute("INSERT INTO writer_locks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               [conversation, "0" * 32, "a `hearth send` command", pid, socket.gethostname(), now - 5, now, now])
+    db.conn.commit()
+    sent = hearth("send", "--conversation", conversation, *ANSWER, "Still here?", HEARTH_WRITER_WAIT_S="0")
+    assert sent.returncode == 0, sent.stderr
+    assert "waiting" not in sent.stderr
+    assert db.execute("SELECT count(*) FROM writer_locks").fetchone()[0] == 0, "released at the end of the turn"
+    db.close()

@@ -1,0 +1,97 @@
+"""The protocol's ranges: a value outside one is refused in words naming the field and the range,
+by the same decoder on both sides of the pipe (issue 16). The real worker is driven in
+tests/process/test_numeric_ranges.py; this is the wording and the single source of each limit."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import msgspec
+import pytest
+
+from app.settings import DRAFT_MAX_RANGE
+from engine import protocol as p
+from tests.conftest import ROOT
+
+
+def refusal(command: p.Command) -> p.InvalidCommand:
+    with pytest.raises(p.InvalidCommand) as refused:
+        p.check_command(command)
+    return refused.value
+
+
+@pytest.mark.parametrize("command, field, message", [
+    (p.LoadModel(request_id="l", model="m", draft_max=1000), "draft_max",
+     "draft_max must be between 0 and 14; got 1000"),
+    (p.LoadModel(request_id="l", model="m", draft_max=-3), "draft_max", "draft_max must be between 0 and 14; got -3"),
+    (p.LoadModel(request_id="l", model="m", n_ctx=-5), "n_ctx", "n_ctx must be between 0 and 2147483647; got -5"),
+    (p.LoadModel(request_id="l", model="m", n_ctx=2**31), "n_ctx",
+     "n_ctx must be between 0 and 2147483647; got 2147483648"),
+    (p.LoadModel(request_id="l", model="m", n_threads=513), "n_threads",
+     "n_threads must be between 0 and 512; got 513"),
+    (p.LoadModel(request_id="l", model="m", device_policy="gpu"), "device_policy",
+     "device_policy must be one of 'auto', 'cpu', 'npu'; got 'gpu'"),
+    (p.Generate(request_id="l", draft_max=0), "draft_max", "draft_max must be between 1 and 14; got 0"),
+    (p.Generate(request_id="l", max_tokens=0), "max_tokens", "max_tokens must be between 1 and 2147483647; got 0"),
+    (p.Generate(request_id="l", sampling=p.SamplingSpec(top_p=0.0)), "sampling.top_p",
+     "top-p must be in (0, 1], got 0.0"),
+    (p.Generate(request_id="l", sampling=p.SamplingSpec(seed=2**63)), "sampling.seed",
+     "seed must be a non-negative integer below 2**63, got 9223372036854775808"),
+    (p.MeasureText(request_id="l", text="t", budget_tokens=-1), "budget_tokens",
+     "budget_tokens must be between 0 and 2147483647; got -1"),
+    (p.Calibrate(request_id="l", lengths=[128, 1]), "lengths[1]", "lengths[1] must be between 2 and 2147483647; got 1"),
+    (p.Calibrate(request_id="l", lengths=[128] * 33), "lengths",
+     "lengths must be a list of at most 32 values; got 33 values"),
+    (p.SetTelemetry(interval_ms=2**63 - 1), "interval_ms",
+     "interval_ms must be between 0 and 3600000; got 9223372036854775807"),
+    (p.Hello(protocol_version=1, snapshot_budget_bytes=-1), "snapshot_budget_bytes",
+     "snapshot_budget_bytes must be between 0 and 9223372036854775807; got -1"),
+])
+def test_a_value_out_of_range_is_refused_in_words(command, field, message):
+    refused = refusal(command)
+    assert (refused.field, str(refused)) == (field, message)
+    assert refused.kind == command.__struct_config__.tag
+    assert refused.request_id == getattr(command, "request_id", None)
+
+
+def test_the_worker_reads_a_raw_frame_the_same_way():
+    """A frame from a client that did not check (or is not Hearth's) gets the same refusal."""
+    raw = msgspec.msgpack.encode({"kind": "load_model", "request_id": "r7", "model": "m", "draft_max": 10_000})
+    with pytest.raises(p.InvalidCommand) as refused:
+        p.decode_command(raw)
+    assert str(refused.value) == "draft_max must be between 0 and 14; got 10000"
+    assert refused.value.request_id == "r7"
+    assert isinstance(refused.value, msgspec.ValidationError)  # what the worker catches for any bad frame
+
+
+@pytest.mark.parametrize("message", [
+    {"kind": "load_model", "request_id": "r", "model": "m", "n_ctx": "8192"},  # a wrong type
+    {"kind": "load_model", "request_id": 5, "model": "m"},
+    {"kind": "load_model", "model": "m"},  # a missing field
+    {"kind": "no_such_command", "request_id": "r"},
+])
+def test_a_malformed_message_is_not_called_out_of_range(message):
+    with pytest.raises(msgspec.ValidationError) as caught:
+        p.decode_command(msgspec.msgpack.encode(message))
+    assert not isinstance(caught.value, p.InvalidCommand)
+
+
+@pytest.mark.parametrize("command", [
+    p.Hello(protocol_version=p.PROTOCOL_VERSION), p.LoadModel(request_id="l", model="m"), p.Generate(request_id="g"),
+    p.MeasureText(request_id="m", text="t"), p.Calibrate(request_id="c"), p.SetTelemetry(interval_ms=1000),
+    p.LoadModel(request_id="l", model="m", n_ctx=p.MAX_TOKENS, n_threads=p.MAX_THREADS, draft_max=p.MAX_DRAFT),
+    p.Generate(request_id="g", max_tokens=p.MAX_TOKENS, draft_max=p.MAX_DRAFT),
+    p.Calibrate(request_id="c", lengths=[p.MIN_CALIBRATION_LENGTH, p.MAX_TOKENS]),
+])
+def test_defaults_and_bounds_are_accepted(command):
+    assert p.check_command(command) == command
+
+
+def test_one_draft_limit_everywhere():
+    """The GUI's settings take the protocol's limit, and the limit is the longest draft the CPU
+    builds keep exact (a verify batch of draft + 1 tokens below their exact-rows bound)."""
+    spec = importlib.util.spec_from_file_location("llama_build", ROOT / "installers" / "llama_build.py")
+    llama_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama_build)
+    assert DRAFT_MAX_RANGE == (1, p.MAX_DRAFT)
+    assert p.MAX_DRAFT == llama_build.EXACT_ROWS - 2

@@ -1,0 +1,61 @@
+"""What an empty conversation shows: what Hearth is, that what is written stays on this computer,
+and where a bigger model comes from (the Models page, one click away)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+from model_store.installed import EMBEDDED_NAME
+from ui.icon import app_icon
+
+TITLE = "Welcome to Hearth"
+LOGO_SIZE = 64
+PARAGRAPHS = (
+    "Hearth is an assistant that runs a language model on this computer. Ask it anything, or drop a "
+    "document here and ask about it.",
+    "Nothing you write leaves this computer: there is no account, and answers are written here, "
+    "without a connection. Your conversations are kept in Hearth's data folder.",
+    f"The built-in model, {EMBEDDED_NAME}, is small: quick, but often wrong. For better answers, "
+    "download a bigger one from the Models page (File → Models…, Ctrl+M); only a download goes online.",
+)
+
+
+class Welcome(QWidget):
+    models_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chat_welcome")
+        layout = QVBoxLayout(self)
+        layout.setSpacing(12)
+        layout.setContentsMargins(48, 48, 48, 24)
+        logo = QLabel()
+        logo.setPixmap(app_icon().pixmap(LOGO_SIZE, LOGO_SIZE))
+        logo.setAccessibleName("Hearth")
+        layout.addWidget(logo, 0, Qt.AlignmentFlag.AlignHCenter)
+        self.title = QLabel(TITLE)
+        self.title.setObjectName("welcome_title")
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.6)
+        font.setWeight(QFont.Weight.DemiBold)
+        self.title.setFont(font)
+        layout.addWidget(self.title, 0, Qt.AlignmentFlag.AlignHCenter)
+        self.paragraphs = []
+        for text in PARAGRAPHS:
+            label = QLabel(text, wordWrap=True)
+            label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            label.setForegroundRole(QPalette.ColorRole.PlaceholderText if text is not PARAGRAPHS[0]
+                                    else QPalette.ColorRole.WindowText)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.paragraphs.append(label)
+            layout.addWidget(label)
+        self.models_button = QPushButton("Browse models…")
+        self.models_button.setObjectName("welcome_models")
+        self.models_button.clicked.connect(self.models_requested)
+        layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignHCenter)
+
+    def text(self) -> str:
+        """Everything the welcome says, as one string (what a reader, or a screen reader, gets)."""
+        return "\n".join([self.title.text(), *(label.text() for label in self.paragraphs)])
