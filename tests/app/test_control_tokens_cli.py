@@ -10,24 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from engine.backends.llama_cpp import LlamaModel, init_backend
+from engine.backends.llama_cpp import LlamaModel
 from engine.chat_template import ChatMessage
 from engine.prompts import render_for, rendered_tokens
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
-from tests.engine.test_control_tokens import hostile_text
+from tests.engine.test_control_tokens import hostile_text, model  # noqa: F401 (the model fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", params=["smollm2", "hybrid_tiny"])
-def model(request):
-    init_backend()
-    loaded = LlamaModel(request.getfixturevalue(request.param))
-    yield loaded
-    loaded.close()
 
 
 def hearth(*args: str) -> dict:
