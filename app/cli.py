@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flag(load)
     load.add_argument("--part", choices=("all", "first", "last"), default="all",
                       help="read all of it (default; refused if it does not fit), or only its first or last part")
+    load.add_argument("--again", action="store_true",
+                      help="read it into a new conversation even if the same text is already loaded in one")
     load.add_argument("--json", action="store_true")
     load.add_argument("file", metavar="FILE")
     load.set_defaults(run=document_commands.run_doc_load)

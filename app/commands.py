@@ -15,13 +15,16 @@ from pathlib import Path
 
 import msgspec
 
-from app.model_refs import ModelRefError, resolve_model_ref
+from app.model_refs import ModelRefError, model_display_name, resolve_model_ref
 from app.settings import app_data_dir, current_settings
+from app.terminal_text import visible
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
 from engine.command_check import shown
 from engine.deaths import engine_dead
 from engine.process_client import ProcessClient
+from engine.speculative.spec import SPEC_HELP, DraftRefused, parse_draft_spec
+from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 
 
 class UserError(Exception):
@@ -34,7 +37,7 @@ class UserError(Exception):
 
 
 def model_label(path: str) -> str:
-    return "the embedded model SmolLM2-135M-Instruct" if path == "default" else Path(path).name
+    return f"the embedded model {EMBEDDED_NAME}" if path == EMBEDDED_ID else Path(path).name
 
 
 def crash_error(dead: EngineDead, doing: str) -> UserError:
@@ -115,6 +118,12 @@ def death_of(client: ProcessClient) -> EngineDead | None:
     return engine_dead(code, cpu.variant if cpu is not None else "")
 
 
+def require_text(text: str, what: str) -> None:
+    """Refuse an empty or whitespace-only message before anything starts (the window does the same)."""
+    if not text.strip():
+        raise UserError(f"the {what} is empty; write something for the model to answer", kind="empty_message")
+
+
 def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
     spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                           seed=args.seed)
@@ -131,19 +140,9 @@ class Reply:
 
 
 def run_request(client: EngineClient, command: p.Generate, *, echo: bool) -> Reply:
-    """Stream one generation; Ctrl+C cancels it and still waits for its end (the ``Finished`` with
-    ``cancelled``). Events are read one by one rather than through ``client.stream``: a Ctrl+C
-    landing inside a generator would end it before that ``Finished`` arrives."""
+    """Stream one generation; Ctrl+C cancels it and still waits for its end (see :meth:`EngineClient.follow`)."""
     reply = Reply()
-    client.send(command)
-    while reply.finished is None:
-        try:
-            event = client.next_event(0.5)
-            if event is not None:
-                take_event(reply, event, command.request_id, echo)
-        except KeyboardInterrupt:
-            reply.interrupted = True
-            client.send(p.Cancel(request_id=command.request_id))
+    reply.interrupted = client.follow(command, lambda event: take_event(reply, event, command.request_id, echo))
     return reply
 
 
@@ -166,6 +165,7 @@ def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
 def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | None = None) -> p.Generate:
     raw = getattr(args, "raw", False)
     if messages is None:
+        require_text(args.prompt, "prompt")
         messages = [] if raw else [p.ChatTurn("user", args.prompt)]
     return p.Generate(
         request_id=new_request_id("cli"),
@@ -181,6 +181,10 @@ def draft_options(args: argparse.Namespace) -> dict:
     """The Generate fields for ``--draft`` and ``--draft-max``."""
     check_options(p.Generate(request_id="cli-check", draft_max=args.draft_max))
     draft = args.draft
+    try:
+        parse_draft_spec(draft)  # refused here, before a conversation is made for the message
+    except DraftRefused as exc:
+        raise UserError(f"--draft: {exc}", kind="invalid_value", field="draft", allowed=SPEC_HELP) from None
     if draft.startswith("model:"):  # an installed model's id works here as in --model
         try:
             draft = "model:" + resolve_model_ref(draft.removeprefix("model:"), app_data_dir())
@@ -260,7 +264,8 @@ def run_chat(args: argparse.Namespace) -> int:
     draft_options(args)
     messages: list[p.ChatTurn] = []
     with engine_for(args.model, device_policy=args.prefill_device) as (client, loaded):
-        print(f"Chatting with {loaded.facts.name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
+        name = visible(model_display_name(args.model, app_data_dir()))
+        print(f"Chatting with {name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
         while (line := _read_line()) is not None:
             if not line:
                 continue

@@ -8,13 +8,14 @@ import sys
 import time
 
 from app.commands import (
-    UserError, draft_options, engine_for, generation_json, ran_devices, sampling_from_args,
+    UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args,
     warn_about_devices, warn_about_fallback,
 )
+from app.model_refs import model_display_name
 from app.settings import app_data_dir
 from app.store_access import command_writer, open_conversations, store_errors
 from app.terminal_text import visible
-from app.turn import TurnOptions, run_answer, start_turn
+from app.turn import PendingTurn, TurnOptions, run_answer, start_turn
 from engine import protocol as p
 from model_store.conversations import Conversation
 from model_store.db import read_only_problem
@@ -34,38 +35,48 @@ def _echo(event) -> None:
 
 def run_send(args: argparse.Namespace) -> int:
     """Send one message; a new conversation (``--new``) is created with it, atomically. Another
-    window or command answering in the conversation is waited for (see :mod:`app.store_access`)."""
+    window or command answering in the conversation is waited for (see :mod:`app.store_access`).
+    Ctrl+C stops the answer: what was written is stored (marked stopped) with its snapshot, so the
+    next message continues from it; exit status 130."""
+    require_text(args.message, "message")
+    options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args))
     store = open_conversations()
     with store_errors(store):
         conversation = store.get(args.conversation) if args.conversation else None
         if args.reply_to and (conversation is None or store.message(args.reply_to).conversation_id != conversation.id):
             raise UserError(f"message {args.reply_to} belongs to another conversation")
-        options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args))
-        with engine_for(args.model or (conversation.model if conversation else None) or "default",
-                        data_dir=app_data_dir(), draft_max=args.draft_max,
+        model = args.model or (conversation.model if conversation else None) or "default"
+        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max,
                         device_policy=args.prefill_device) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             conversation, turn = start_turn(
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
                 title=args.new or _title_from(args.message), model=args.model or "default", reply_to=args.reply_to)
+            turn.model = model_display_name(model, app_data_dir())  # the window names the answer's model
             result = run_answer(store, client, turn, on_event=None if args.json else _echo)
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering")
     finished = result.finished
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
-    if not args.json:
+    if args.json:
+        print(json.dumps(send_json(result, conversation, ran), ensure_ascii=False))
+    else:
         print()
-        return 0
-    snapshot = finished.snapshot or p.SnapshotReport()
-    print(json.dumps({
-        **generation_json(result.answer.content, finished, ran),
+    return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
+
+
+def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan) -> dict:
+    """The object ``send --json`` prints: ``generate --json``'s keys and the stored turn's."""
+    snapshot = result.finished.snapshot or p.SnapshotReport()
+    return {
+        **generation_json(result.answer.content, result.finished, ran),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
+        "status": result.answer.status,
         "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,
                      "prefilled_tokens": snapshot.prefilled_tokens, "saved_bytes": snapshot.saved_bytes},
-    }, ensure_ascii=False))
-    return 0
+    }
 
 
 def run_conversations(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,9 +16,11 @@ import msgspec
 from app.commands import UserError, engine_for
 from app.store_access import command_writer, open_conversations, store_errors
 from app.documents import (
-    DocumentTooLong, StoredDocument, check_fit, fit_command, keep_if_read, read_command, reading_speed, store_document,
+    DocumentTooLong, LoadedBefore, StoredDocument, check_fit, fit_command, keep_if_read, loaded_before, read_command,
+    reading_speed, store_document,
 )
 from app.settings import app_data_dir
+from app.terminal_text import visible
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
 from model_store.conversations import ConversationStore
@@ -52,7 +55,7 @@ def _read(client: EngineClient, store: ConversationStore, documents: DocumentSto
     done: p.DocumentRead | None = None
     try:
         with _ctrl_c_cancels(client, command.request_id):
-            done = _one(client, command, p.DocumentRead, on_event=None if quiet else _progress)
+            done = _one(client, command, p.DocumentRead, on_event=None if quiet else ReadingProgress())
     finally:
         kept = keep_if_read(store, documents, stored, done.finish_reason if done else None)
     if not kept:
@@ -72,11 +75,30 @@ def _ctrl_c_cancels(client: EngineClient, request_id: str) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _progress(event) -> None:
-    if isinstance(event, p.PromptProgress) and event.total:
+class ReadingProgress:
+    """How far a read is, on stderr: one line rewritten in place on a terminal; otherwise (a log, a
+    pipe) a new line at most every :data:`LOG_EVERY_S` seconds, so a log gets lines, not one
+    line of thousands of carriage returns."""
+
+    LOG_EVERY_S = 5.0
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.in_place = self.stream.isatty()
+        self._last = -self.LOG_EVERY_S
+
+    def __call__(self, event) -> None:
+        if not isinstance(event, p.PromptProgress) or not event.total:
+            return
         rate, eta = reading_speed(event)
-        print(f"\rreading {event.processed:,}/{event.total:,} tokens, {rate:,.0f} tok/s, {eta:,.0f} s left  ",
-              end="", file=sys.stderr, flush=True)
+        line = f"reading {event.processed:,}/{event.total:,} tokens, {rate:,.0f} tok/s, {eta:,.0f} s left"
+        if self.in_place:
+            print(f"\r{line}  ", end="", file=self.stream, flush=True)
+            return
+        now = time.monotonic()
+        if now - self._last >= self.LOG_EVERY_S or event.processed == event.total:
+            self._last = now
+            print(line, file=self.stream, flush=True)
 
 
 def run_doc_load(args: argparse.Namespace) -> int:
@@ -87,30 +109,61 @@ def run_doc_load(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     store = open_conversations()
     documents = DocumentStore(store.db)
-    with store_errors(store), engine_for(args.model, data_dir=app_data_dir()) as (client, _loaded):
-        measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
-        try:
-            text = check_fit(extracted, measured, args.part)
-        except DocumentTooLong as exc:
-            raise UserError(str(exc)) from exc
-        tokens = measured.tokens if args.part == "all" else measured.kept_tokens
-        stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
-                                source_path=str(path.resolve()), writer=command_writer(LOAD_WHO))
-        done = _read(client, store, documents, stored, quiet=args.json)
-        documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
+    with store_errors(store):
+        if not args.again and args.part == "all":  # all of it is what would be read: known before any engine starts
+            if (before := loaded_before(store, documents, extracted.text, "all", args.model)) is not None:
+                return _say_loaded_before(args, before)
+        with engine_for(args.model, data_dir=app_data_dir()) as (client, _loaded):
+            measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
+            try:
+                text = check_fit(extracted, measured, args.part)
+            except DocumentTooLong as exc:
+                raise UserError(str(exc)) from exc
+            if not args.again and (before := loaded_before(store, documents, text, args.part, args.model)) is not None:
+                return _say_loaded_before(args, before)
+            tokens = measured.tokens if args.part == "all" else measured.kept_tokens
+            stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
+                                    source_path=str(path.resolve()), writer=command_writer(LOAD_WHO))
+            done = _read(client, store, documents, stored, quiet=args.json)
+            document = documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
     if not args.json:
-        print(f"\nread {stored.document.title}: {done.tokens:,} tokens into conversation {stored.conversation.id}; "
-              f"ask with: hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)
+        end_of_progress = "\n" if sys.stderr.isatty() else ""  # the progress line is rewritten in place
+        print(f"{end_of_progress}read {visible(document.title)}: {document.tokens:,} tokens into conversation "
+              f"{stored.conversation.id} (\"{visible(stored.conversation.title)}\"); ask with: "
+              f"hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)
         return 0
-    print(json.dumps({
-        "conversation_id": stored.conversation.id,
-        "document_id": stored.document.id,
-        "message_id": stored.message.id,
-        "title": stored.document.title,
-        "pages": stored.document.pages,
-        "tokens": done.tokens,
-        "part": args.part,
-        "timings": msgspec.to_builtins(done.timings),
-        "snapshot": {"saved_bytes": done.snapshot.saved_bytes if done.snapshot else 0},
-    }, ensure_ascii=False))
+    print(json.dumps(_load_json(document, stored.conversation, stored.message.id, done.timings,
+                                done.snapshot.saved_bytes if done.snapshot else 0, loaded_before=False),
+                     ensure_ascii=False))
     return 0
+
+
+def _say_loaded_before(args: argparse.Namespace, before: LoadedBefore) -> int:
+    """The same text is already in a conversation: point to it instead of reading a copy."""
+    document, conversation = before.document, before.conversation
+    if args.json:
+        print(json.dumps(_load_json(document, conversation, document.message_id, p.Timings(), 0, loaded_before=True),
+                         ensure_ascii=False))
+        return 0
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(document.created_at))
+    print(f"{visible(document.title)} is already loaded ({document.tokens:,} tokens, {when}) in conversation "
+          f"{conversation.id} (\"{visible(conversation.title)}\"); ask with: hearth send --conversation "
+          f"{conversation.id} \"...\", or add --again to read it into a new conversation", file=sys.stderr)
+    return 0
+
+
+def _load_json(document, conversation, message_id: str, timings: p.Timings, saved_bytes: int, *,
+               loaded_before: bool) -> dict:
+    """The object ``doc load --json`` prints; ``loaded_before`` says the document was not read again."""
+    return {
+        "conversation_id": conversation.id,
+        "document_id": document.id,
+        "message_id": message_id,
+        "title": document.title,
+        "pages": document.pages,
+        "tokens": document.tokens,
+        "part": document.part,
+        "timings": msgspec.to_builtins(timings),
+        "snapshot": {"saved_bytes": saved_bytes},
+        "loaded_before": loaded_before,
+    }

@@ -24,6 +24,7 @@ from app.turn import Writer, hold_conversation, prompt_turns
 from engine import protocol as p
 from engine.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.db import StoreError
 from model_store.documents import Document, DocumentStore
 from model_store.extract import ExtractedDocument
 from model_store.writer_lock import WriterLock
@@ -119,9 +120,32 @@ def store_document(store: ConversationStore, documents: DocumentStore, extracted
                                  source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
         return before, message, document
 
+    title = extracted.title if conversation_id else store.free_title(extracted.title)
     conversation, (before, message, document), lock = hold_conversation(
-        store, conversation_id, writer, fill, title=extracted.title, model=model)
+        store, conversation_id, writer, fill, title=title, model=model)
     return StoredDocument(conversation, message, document, before, lock)
+
+
+@dataclass(frozen=True)
+class LoadedBefore:
+    """A document already read into a conversation with the same text: offered instead of a copy."""
+
+    document: Document
+    conversation: Conversation
+
+
+def loaded_before(store: ConversationStore, documents: DocumentStore, text: str, part: str,
+                  model: str) -> LoadedBefore | None:
+    """The newest conversation with ``model`` holding a document of exactly ``text`` (read as
+    ``part``), if any. (With another model it is read again: its snapshots are that model's.)"""
+    for document in documents.with_text(text, part):
+        try:
+            conversation = store.get(document.conversation_id)
+        except StoreError:  # deleted meanwhile
+            continue
+        if conversation.model == model:
+            return LoadedBefore(document, conversation)
+    return None
 
 
 def keep_if_read(store: ConversationStore, documents: DocumentStore, stored: StoredDocument,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from model_store.catalogue import Catalogue, load_catalogue
 from model_store.db import StoreError, database_path, open_database
-from model_store.installed import ModelLibrary, models_folder
+from model_store.installed import EMBEDDED_NAME, ModelLibrary, models_folder
 
 DEFAULT_MODEL = "default"
 
@@ -44,6 +44,25 @@ def resolve_model_ref(ref: str, data_dir: Path) -> str:
             library.db.close()
     except StoreError as exc:
         raise ModelRefError(str(exc)) from exc
+
+
+def model_display_name(ref: str, data_dir: Path) -> str:
+    """What ``--model REF`` is called for the user: the embedded model's name, an installed model's
+    registered name (a download's is the catalogue's), or else the file's name without ``.gguf``.
+    Never the GGUF's own ``general.name``, which is often a training run's label."""
+    if ref == DEFAULT_MODEL:
+        return EMBEDDED_NAME
+    try:
+        library = open_library(data_dir)
+    except StoreError:
+        return Path(ref).stem or ref
+    try:
+        path = Path(ref).expanduser().resolve() if looks_like_path(ref) else library.resolve(ref).resolve()
+        return next((m.name for m in library.list() if m.path.resolve() == path), path.stem)
+    except (StoreError, OSError):
+        return Path(ref).stem or ref
+    finally:
+        library.db.close()
 
 
 CATALOGUE_ENV = "HEARTH_CATALOGUE"  # another catalogue file (tests, or an organisation's own list)

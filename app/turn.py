@@ -9,8 +9,9 @@ over events (the GUI: store calls on its store thread, events from its engine br
    transaction (:func:`begin_answer`) and builds the ``Generate`` command that asks the engine to
    answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
 2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
-3. :func:`end_answer` stores the answer, marked ``interrupted`` if it was cancelled or the engine
-   died, with the turn's statistics, and lets the next writer in.
+3. :func:`end_answer` stores the answer with the turn's statistics, marked ``stopped`` if the user
+   stopped it, ``interrupted`` if the engine died (``interrupted_by`` in its stats says how) or the
+   app closed first, and lets the next writer in.
 
 The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`).
 """
@@ -31,7 +32,7 @@ from model_store.db import write_transaction
 from model_store.writer_lock import Holder, WriterLock, take_writer_lock
 
 # What the engine is not shown: an answer that was stopped (or whose writer was killed) before it wrote anything.
-UNFINISHED = ("generating", "interrupted", "error")
+UNFINISHED = ("generating", "stopped", "interrupted", "error")
 T = TypeVar("T")
 
 
@@ -59,6 +60,7 @@ class PendingTurn:
     dead: EngineDead | None = None
     writer: WriterLock | None = None  # held from start_turn until end_answer
     model: str = ""  # the name of the model writing the answer, kept in its stats (the window shows it)
+    abandoned: str = ""  # why the answer was left unfinished other than by the engine's death (the app closed)
 
     @property
     def text(self) -> str:
@@ -89,9 +91,9 @@ class PendingTurn:
     def status(self) -> str:
         if self.errors and (self.finished is None or self.finished.finish_reason == "error"):
             return "error"
-        if self.finished is None or self.finished.finish_reason == "cancelled":
+        if self.finished is None:
             return "interrupted"
-        return "done"
+        return "stopped" if self.finished.finish_reason == "cancelled" else "done"
 
     def stats(self) -> dict:
         stats: dict = {"elapsed_s": time.time() - self.started}
@@ -107,15 +109,18 @@ class PendingTurn:
             stats["draft_spans"] = self.draft_spans
         if self.errors:
             stats["errors"] = self.errors
-        if self.dead is not None:
-            stats["interrupted_by"] = self.dead.message
+        if self.finished is None and (self.dead is not None or self.abandoned):
+            stats["interrupted_by"] = self.dead.message if self.dead is not None else self.abandoned
         return stats
 
 
 def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
-    """The messages the engine reads: the branch without empty answers that never finished."""
+    """The messages the engine reads: the branch without empty answers that never finished, and
+    without a question whose answer failed before writing anything (the engine refused it: a paste
+    longer than the context, say), so one refused message does not refuse every later one."""
+    refused = {m.parent_id for m in history if m.role == "assistant" and not m.content and m.status == "error"}
     return [p.ChatTurn(m.role, m.content, m.id) for m in history
-            if not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
+            if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
 
 
 def generate_command(history: list[Message], conversation_id: str, answer_id: str,
@@ -241,14 +246,17 @@ def release_writer(store: ConversationStore, turn: PendingTurn) -> None:
 
 def run_answer(store: ConversationStore, client: EngineClient, turn: PendingTurn,
                on_event: Callable[[ClientEvent], None] | None = None) -> PendingTurn:
-    """Stream the turn's request to its end, blocking, then store the answer. If streaming fails
-    (the engine cannot be reached, Ctrl+C), the conversation is let go; the empty answer is marked
-    interrupted when a store is next opened."""
+    """Stream the turn's request to its end, blocking, then store the answer. Ctrl+C stops the
+    answer: what was written is stored, marked stopped, and the engine saves the turn end's snapshot
+    as after any answer. If streaming fails (the engine cannot be reached, a second Ctrl+C), the
+    conversation is let go; the empty answer is marked interrupted when a store is next opened."""
+    def take(event: ClientEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+        turn.feed(event)
+
     try:
-        for event in client.stream(turn.command):
-            if on_event is not None:
-                on_event(event)
-            turn.feed(event)
+        client.follow(turn.command, take)
     except BaseException:
         release_writer(store, turn)
         raise

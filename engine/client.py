@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import itertools
 import queue
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -75,6 +77,38 @@ _TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationO
              p.Calibrated)
 _ENDS_WITH_ITS_OWN_EVENT = (p.Generate, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
 _ids = itertools.count(1)
+
+
+class CtrlC:
+    """Within the block, the first Ctrl+C (SIGINT) sets :attr:`pressed` instead of raising; the
+    second raises ``KeyboardInterrupt`` as usual. Outside the main thread (where Python never
+    delivers signals) it does nothing."""
+
+    POLL_S = 0.2  # how often a follower looks at the flag
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous = None
+
+    def __enter__(self) -> CtrlC:
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # (a background job: Ctrl+C is not for it)
+        if threading.current_thread() is threading.main_thread() and not ignored:
+            self._previous = signal.signal(signal.SIGINT, self._pressed)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _pressed(self, signum, frame) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True
+
+
+def ends_request(command: p.Command, event: p.Event) -> bool:
+    """Whether ``event`` is the last one of ``command``'s request."""
+    return isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, _ENDS_WITH_ITS_OWN_EVENT))
 
 
 def new_request_id(prefix: str = "r") -> str:
@@ -151,8 +185,36 @@ class EngineClient(ABC):
                     self.on_other_event(event)
                 continue
             yield event
-            if isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, _ENDS_WITH_ITS_OWN_EVENT)):
+            if ends_request(command, event):
                 return
+
+    def follow(self, command: p.Command, on_event: Callable[[ClientEvent], None]) -> bool:
+        """Send a request and hand each of its events (or the engine's death) to ``on_event`` until
+        the one that ends it. Ctrl+C cancels the request and keeps following it to its end, so what
+        it wrote before the stop still arrives (a ``Finished`` with ``cancelled``); a second Ctrl+C
+        raises ``KeyboardInterrupt``. Returns True if Ctrl+C stopped it.
+
+        While it follows, Ctrl+C only sets a flag (see :class:`CtrlC`): a ``KeyboardInterrupt``
+        raised between taking an event and handing it on would lose that event's text.
+        """
+        rid = command.request_id
+        self.send(command)
+        with CtrlC() as ctrl_c:
+            cancelled = False
+            while True:
+                if ctrl_c.pressed and not cancelled:
+                    cancelled = True
+                    self.send(p.Cancel(request_id=rid))
+                event = self.next_event(CtrlC.POLL_S)
+                if event is None:
+                    continue
+                if not isinstance(event, EngineDead) and getattr(event, "request_id", None) != rid:
+                    if self.on_other_event is not None:
+                        self.on_other_event(event)
+                    continue
+                on_event(event)
+                if isinstance(event, EngineDead) or ends_request(command, event):
+                    return ctrl_c.pressed
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
                    device_policy: str = "auto", calibration: dict | None = None,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from engine.backends.base import ModelLoadError
 from model_store.db import StoreError
+from model_store.gguf_check import not_gguf_reason
 from model_store.gguf_meta import GgufUnreadable, Value, read_metadata
 from model_store.installed import embedded_model_file
 
 DEFAULT_MODEL = "default"
-GGUF_MAGIC = b"GGUF"
 
 
 def embedded_model_path() -> Path:
@@ -52,9 +52,8 @@ def check_model_file(path: Path) -> dict[str, Value]:
         raise ModelLoadError(path, "the file is not readable; check its permissions")
     with path.open("rb") as handle:
         head = handle.read(24)
-        if head[:4] != GGUF_MAGIC:
-            raise ModelLoadError(path, "it is not a GGUF file (Hearth runs GGUF models; convert others with "
-                                 "llama.cpp's convert_hf_to_gguf.py)")
+        if (reason := not_gguf_reason(head)) is not None:
+            raise ModelLoadError(path, reason)
         if len(head) < 24:
             raise ModelLoadError(path, "the file is truncated (its GGUF header is incomplete); download it again")
     try:

@@ -26,7 +26,7 @@ import sqlite_utils
 
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
-MESSAGE_STATUSES = ("done", "generating", "interrupted", "error")
+MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,16 @@ class ConversationStore:
             params = [pattern, pattern]
         sql += " ORDER BY c.updated_at DESC, c.created_at DESC, c.rowid DESC"
         return [_conversation(row) for row in self.db.execute(sql, params)]
+
+    def free_title(self, title: str) -> str:
+        """``title``, or ``title (2)``, ``(3)``… if a conversation already has it, so two
+        conversations made from the same file (or two files of one name) read apart in the list."""
+        taken = {row[0] for row in self.db.execute(
+            "SELECT title FROM conversations WHERE title = ? OR (substr(title, 1, ?) = ? AND title LIKE '% (%)')",
+            [title, len(title) + 2, title + " ("])}
+        if title not in taken:
+            return title
+        return next(f"{title} ({n})" for n in range(2, len(taken) + 3) if f"{title} ({n})" not in taken)
 
     def rename(self, conversation_id: str, title: str) -> None:
         """Change a conversation's title (and bump its ``updated_at``)."""

@@ -101,6 +101,12 @@ class DocumentStore:
                                [conversation_id])
         return [Document(*row) for row in rows]
 
+    def with_text(self, text: str, part: str) -> list[Document]:
+        """Documents already loaded with exactly this text (same hash) and part, newest first."""
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM documents WHERE content_sha256 = ? AND part = ? "
+                               "ORDER BY created_at DESC, rowid DESC", [text_sha256(text), part])
+        return [Document(*row) for row in rows]
+
     def for_message(self, message_id: str) -> Document | None:
         row = self.db.execute(f"SELECT {_COLUMNS} FROM documents WHERE message_id = ?", [message_id]).fetchone()
         return None if row is None else Document(*row)

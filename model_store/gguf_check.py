@@ -131,14 +131,31 @@ def _check_file(path: Path) -> int:
     return size
 
 
+def not_gguf_reason(head: bytes) -> str | None:
+    """Why a file whose first bytes are ``head`` is not a GGUF model, in words; None if it starts as one.
+    (The one wording for a file of another kind, for importing and for loading alike.)"""
+    if not head:
+        return "the file is empty; download or copy it again"
+    if head[:4] != b"GGUF":
+        return (f"this file is not a GGUF model file: it starts with {_shown_start(head[:4])}, not 'GGUF' "
+                "(Hearth runs models in llama.cpp's GGUF format; convert others with llama.cpp's "
+                "convert_hf_to_gguf.py)")
+    return None
+
+
+def _shown_start(start: bytes) -> str:
+    """A file's first bytes as a user reads them: quoted text if they are printable, else hex."""
+    text = start.decode("ascii", errors="replace")
+    if text.isprintable() and "\ufffd" not in text:
+        return f"'{text}'"
+    return "the bytes " + " ".join(f"{b:02x}" for b in start)
+
+
 def _check_header(path: Path) -> None:
     with open(path, "rb") as f:
         header = f.read(HEADER_BYTES)
-    if header[:4] != b"GGUF":
-        raise _Refusal(
-            f"it is not a GGUF file (it starts with {header[:4]!r}, not b'GGUF'); "
-            "Hearth runs models in llama.cpp's GGUF format"
-        )
+    if (reason := not_gguf_reason(header)) is not None:
+        raise _Refusal(reason)
     order = "<" if struct.unpack("<I", header[4:8])[0] & 0xFFFF else ">"
     version, n_tensors, n_metadata = struct.unpack(order + "IQQ", header[4:])
     if version not in SUPPORTED_VERSIONS:

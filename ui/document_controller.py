@@ -13,6 +13,7 @@ included); a read that is cancelled or fails takes the document back out
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
 
 from app.documents import (
-    DocumentTooLong, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read, read_command,
-    reading_speed, release_document, room_after, store_document,
+    DocumentTooLong, LoadedBefore, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read,
+    loaded_before, read_command, reading_speed, release_document, room_after, store_document,
 )
 from engine import protocol as p
 from engine.client import EngineDead
@@ -33,7 +34,7 @@ from model_store.snapshots import SnapshotStore
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
 from ui.models.messages import MessageRow, load_transcript
-from ui.views.document_progress import PartChoice
+from ui.views.document_progress import LoadedBeforeChoice, PartChoice
 
 
 @dataclass
@@ -58,6 +59,7 @@ class DocumentController(QObject):
         self._load: _Load | None = None
         self._waiting: dict[str, object] = {}  # request id -> what to do with its answer
         self.part_choice: PartChoice | None = None  # open while a document too long waits for a choice
+        self.loaded_before_choice: LoadedBeforeChoice | None = None  # open while a document loaded before waits
         chat.bridge.event.connect(self._on_event)
         chat.bridge.died.connect(self._on_died)
 
@@ -123,12 +125,49 @@ class DocumentController(QObject):
         """Count the open conversation's messages (if any), then the document against what is left."""
         self.chat.status.emit(f"Counting the tokens of {document.title}…")
         conversation = load.shown_before
+        if conversation is None and part == "all":  # a new chat: is this text already in one?
+            model = self.chat.model_ref
+            self.chat.store.submit(
+                lambda store: loaded_before(store, DocumentStore(store.db), document.text, part, model),
+                self._step(load, lambda before: self._offer_or_fit(load, document, path, part, before)),
+                self._step(load, self._failed))
+            return
         if conversation is None:
             self._fit(load, document, path, part, Room())
             return
         self.chat.store.submit(lambda store: store.current_branch(conversation.id),
                                self._step(load, lambda history: self._count(load, document, path, part, history)),
                                self._step(load, self._failed))
+
+    def _offer_or_fit(self, load: _Load, document: ExtractedDocument, path: Path, part: str,
+                      before: LoadedBefore | None) -> None:
+        """Read the document, or, if its text is already in a conversation, ask first."""
+        if before is None:
+            self._fit(load, document, path, part, Room())
+            return
+        self.chat.status.emit(f"{document.title} is already loaded.")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(before.document.created_at))
+        choice = LoadedBeforeChoice(
+            f"The same text as {document.title} is already in the conversation “{before.conversation.title}” "
+            f"(read {when}, {before.document.tokens:,} tokens). Open that conversation and ask there, or read it "
+            "again into a new one?", QApplication.activeWindow())
+        choice.open_chosen.connect(lambda: self._open_loaded(load, before))
+        choice.again_chosen.connect(self._step(load, lambda: self._fit(load, document, path, part, Room())))
+        choice.dropped.connect(self._step(load, lambda: self._drop(load)))
+        choice.finished.connect(lambda _: setattr(self, "loaded_before_choice", None))
+        self.loaded_before_choice = choice
+        choice.open()
+
+    def _open_loaded(self, load: _Load, before: LoadedBefore) -> None:
+        if load is self._load:
+            self._finish()
+            self.chat.status.emit("")
+            self.chat.open_conversation(before.conversation.id)
+
+    def _drop(self, load: _Load) -> None:
+        """The user chose to add nothing."""
+        self._finish()
+        self.chat.status.emit(f"{load.title} was not added.")
 
     def _count(self, load: _Load, document: ExtractedDocument, path: Path, part: str, history: list[Message]) -> None:
         command = history_command(history)

@@ -50,6 +50,7 @@ class MainWindow(QMainWindow):
         self.system_check: SystemCheckDialog | None = None
         self.save_settings = save_settings
         self._pending_deletes: dict[str, str] = {}  # id -> title: out of the list, not yet out of the store
+        self._shown_conversation: str | None = None  # whose notices the banner may be showing
         self.undo_delete_timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
         self.undo_delete_timer.timeout.connect(self._delete_pending_for_good)
         self.setWindowTitle("Hearth")
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
         c.model_loaded.connect(self._model_loaded)
         c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
         c.notice.connect(self.banner.show_notice)
+        c.conversation_notice.connect(self.banner.show_conversation_notice)
         c.crash_loop.connect(self._crash_loop)
         c.send_refused.connect(self._give_back)
         c.status.connect(self.status_line.setText)
@@ -220,10 +222,15 @@ class MainWindow(QMainWindow):
         self.telemetry_panel.show_device_plan(loaded.devices)
 
     def _turn_finished(self, turn) -> None:
+        if turn.status == "done":  # what went wrong in this conversation before is past
+            self.banner.clear_scope("conversation")
         if turn.finished is not None and turn.finished.devices is not None:
             self.telemetry_panel.show_device_plan(turn.finished.devices)  # where this answer's phases ran, and why
 
     def _conversation_changed(self, conversation) -> None:
+        if (conversation.id if conversation else None) != self._shown_conversation:
+            self._shown_conversation = conversation.id if conversation else None
+            self.banner.clear_scope("conversation")  # its notices were about the conversation left
         self.setWindowTitle(f"{conversation.title} — Hearth" if conversation else "Hearth")
         self.conversation_panel.select(conversation.id if conversation else None)
 

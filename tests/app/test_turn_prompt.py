@@ -1,5 +1,6 @@
 """What the engine is asked to read: the branch without the empty answers that stopped turns left
-(a killed command's placeholder, marked interrupted at the next start), for every command that
+(a killed command's placeholder, marked interrupted at the next start) and without a question the
+engine refused (its answer failed before writing anything), for every command that
 builds a prompt from the store: a new answer, opening a conversation, reading a document."""
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def branch(store):
     return conversation.id, store.current_branch(conversation.id)
 
 
-WANTED = [("user", "first"), ("user", "second"), ("assistant", "half an ans"), ("user", "third"),
+WANTED = [("user", "first"), ("user", "second"), ("assistant", "half an ans"),  # "third" failed with nothing written
           ("user", "fourth"), ("assistant", ""), ("user", "fifth")]  # a finished empty answer is what the model said
 
 

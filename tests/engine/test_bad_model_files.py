@@ -38,14 +38,14 @@ def test_not_a_gguf(capsys, tmp_path):
     bogus = tmp_path / "notes.gguf"
     bogus.write_text("these are my notes, not a model\n" * 10)
     code, err = run_info(capsys, bogus)
-    assert code == 1 and "not a GGUF file" in err and "notes.gguf" in err
+    assert code == 1 and "not a GGUF model file" in err and "notes.gguf" in err
 
 
 def test_empty_file(capsys, tmp_path):
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")
     code, err = run_info(capsys, empty)
-    assert code == 1 and "empty.gguf" in err and "not a GGUF" in err
+    assert code == 1 and "empty.gguf" in err and "the file is empty" in err
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.99])

@@ -77,4 +77,4 @@ def test_kill_9_while_saving_leaves_every_snapshot_whole_or_absent(tmp_path, smo
         for part, size in record.part_bytes.items():
             assert len(store.read_part(record.id, part)) == size
     statuses = {m.status for m in ConversationStore(db).branch(ConversationStore(db).get(chat.conversation.id).leaf_id)}
-    assert statuses <= {"done", "generating", "interrupted", "error"}
+    assert statuses <= {"done", "generating", "stopped", "interrupted", "error"}

@@ -117,10 +117,13 @@ def test_wrong_magic(tmp_path, valid):
     data = valid.read_bytes()
     path = tmp_path / "renamed.gguf"
     path.write_bytes(b"GGML" + data[4:])
-    assert "not a GGUF file" in refused(path)
+    assert "not a GGUF model file" in refused(path)
     text = tmp_path / "notes.gguf"
     text.write_text("these are my notes, not a model" * 3)
-    assert "not a GGUF file (it starts with b'thes'" in refused(text)
+    assert "this file is not a GGUF model file: it starts with 'thes', not 'GGUF'" in refused(text)
+    archive = tmp_path / "model.zip.gguf"
+    archive.write_bytes(b"PK\x03\x04" + data[4:])
+    assert "it starts with the bytes 50 4b 03 04, not 'GGUF'" in refused(archive)
 
 
 @pytest.mark.parametrize("version", [1, 4])

@@ -50,7 +50,7 @@ def test_shift_enter_adds_a_line_and_enter_sends(start_app, tiny_settings, qtbot
     assert app.transcript()[0][1] == "first line\nsecond line"
 
 
-def test_escape_stops_the_answer_and_keeps_it_marked_interrupted(start_app, hybrid_tiny):
+def test_escape_stops_the_answer_and_keeps_it_marked_stopped_not_interrupted(start_app, hybrid_tiny):
     write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=LONG_ANSWER, draft="off")
     app = start_app()
     app.wait_loaded()
@@ -64,9 +64,9 @@ def test_escape_stops_the_answer_and_keeps_it_marked_interrupted(start_app, hybr
     assert turn.finished.finish_reason == "cancelled"
     assert turn.finished.timings.gen_n < LONG_ANSWER
     role, text, status = app.transcript()[1]
-    assert (role, status) == ("assistant", "interrupted") and text == turn.text and len(text) > 20
+    assert (role, status) == ("assistant", "stopped") and text == turn.text and len(text) > 20
     assert app.window.composer.send_button.text() == "Send"
-    assert app.window.chat_view.widgets[1].state.text() == "interrupted"
+    assert app.window.chat_view.widgets[1].state.text() == "stopped", "a stop the user asked for is not a crash"
 
 
 def _wait_until_writing(app, row: int) -> None:
@@ -93,7 +93,7 @@ def test_escape_anywhere_in_the_window_and_the_stop_button_stop_the_answer(start
     assert stop.text() == "Stop"
     app.qtbot.mouseClick(stop, Qt.MouseButton.LeftButton)
     assert app.wait_turn(2).finished.finish_reason == "cancelled"
-    assert [m[2] for m in app.transcript()] == ["done", "interrupted", "done", "interrupted"]
+    assert [m[2] for m in app.transcript()] == ["done", "stopped", "done", "stopped"]
 
     # With no answer being written, Esc belongs to the widgets again: in the composer it leaves an edit.
     app.qtbot.waitUntil(lambda: app.window.chat_view.complete, timeout=10_000)

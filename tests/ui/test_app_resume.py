@@ -105,7 +105,8 @@ def test_killing_the_worker_mid_answer_keeps_the_conversation_and_the_next_answe
                                 ("assistant", interrupted.text, "interrupted")]
     assert len(interrupted.text) > 20
     app.qtbot.waitUntil(lambda: app.window.chat_view.complete, timeout=10_000)
-    assert app.window.chat_view.widgets[3].state.text() == "interrupted"
+    said = app.window.chat_view.widgets[3].state.text()
+    assert said == f"interrupted: {interrupted.dead.message}" and "killed" in said, "a crash says what ended the answer"
 
     app.controller.settings = msgspec.structs.replace(app.controller.settings, max_tokens=12)
     after = app.send_and_wait("And then?")

@@ -93,7 +93,7 @@ def test_a_command_waits_while_the_window_answers_then_answers_after_it(start_ap
         m.content == "From the command line." for m in s.current_branch(conversation)))
     app.controller.stop()
     window_turn = app.wait_turn(2)
-    assert window_turn.answer.status == "interrupted" and window_turn.text
+    assert window_turn.answer.status == "stopped" and window_turn.text
     command.wait(timeout=300)
     assert command.returncode == 0, stderr.lines
 

@@ -50,7 +50,8 @@ def test_an_import_that_fails_says_why_in_the_models_dialog_not_behind_it(start_
     dialog.manager.import_file(str(bogus))
     app.qtbot.waitUntil(lambda: "notes.gguf" in dialog.status.text(), timeout=60_000)
     said = dialog.status.text()
-    assert said.startswith("Could not import notes.gguf: ") and "GGUF" in said
+    assert said.startswith("Could not import notes.gguf: ") and "not a GGUF model file: it starts with 'this'" in said
+    assert "b'" not in said, "in words, not Python's bytes notation"
     assert str(bogus) not in said, "the file is named once, by its name, not again by its path"
     assert dialog.status.font().bold(), "a failure stands out"
     assert "notes.gguf" not in app.window.banner.text(), "nothing on the main window behind the dialog"

@@ -2,6 +2,9 @@
 crash the app cannot get past by itself offers a few).
 
 A new notice replaces the old one, so a worker that dies shows one banner, not a pile of them.
+A notice raised by something done in a conversation (an answer that failed, a message refused) is
+shown with ``scope="conversation"`` and goes when the user leaves that conversation or an answer
+there succeeds (:meth:`Banner.clear_scope`); other notices stay until dismissed or replaced.
 An offer to act (Undo a delete) is the exception: a later notice without an action of its own
 shows above it instead of hiding it, so the offer stays until it is used, dismissed, replaced by
 another offer or withdrawn (:meth:`Banner.withdraw`, when what it would undo has happened).
@@ -28,6 +31,7 @@ class _Notice:
     kind: str
     text: str
     actions: tuple[Action, ...] = ()
+    scope: str = "app"  # "conversation": belongs to the conversation on screen
 
     @property
     def action(self) -> Callable[[], None] | None:
@@ -61,12 +65,16 @@ class Banner(QFrame):
         self.hide()
 
     def show_notice(self, kind: str, text: str, action_text: str | None = None,
-                    action: Callable[[], None] | None = None) -> None:
-        self.show_choices(kind, text, [(action_text or "", action)] if action is not None else [])
+                    action: Callable[[], None] | None = None, scope: str = "app") -> None:
+        self.show_choices(kind, text, [(action_text or "", action)] if action is not None else [], scope)
 
-    def show_choices(self, kind: str, text: str, actions: list[Action]) -> None:
+    def show_conversation_notice(self, kind: str, text: str) -> None:
+        """A notice about the conversation on screen: it goes when that is left (see :meth:`clear_scope`)."""
+        self.show_notice(kind, text, scope="conversation")
+
+    def show_choices(self, kind: str, text: str, actions: list[Action], scope: str = "app") -> None:
         """A notice with up to ``MAX_ACTIONS`` buttons; pressing one dismisses the notice and runs it."""
-        self._latest = _Notice(kind if kind in KINDS else "info", text, tuple(actions[:MAX_ACTIONS]))
+        self._latest = _Notice(kind if kind in KINDS else "info", text, tuple(actions[:MAX_ACTIONS]), scope)
         if actions:
             self._offer = self._latest
         self._render()
@@ -79,6 +87,16 @@ class Banner(QFrame):
             self.dismiss()
             return
         self._offer = None
+        self._render()
+
+    def clear_scope(self, scope: str) -> None:
+        """Take down the latest notice if it belongs to ``scope`` (an offer to act stays)."""
+        if self._latest is None or self._latest.scope != scope:
+            return
+        if self._offer is None or self._offer is self._latest:
+            self.dismiss()
+            return
+        self._latest = self._offer
         self._render()
 
     def text(self) -> str:

@@ -62,3 +62,28 @@ class PartChoice(QMessageBox):
         self.first.clicked.connect(lambda: self.part_chosen.emit("first"))
         self.last.clicked.connect(lambda: self.part_chosen.emit("last"))
         self.finished.connect(self.deleteLater)
+
+
+class LoadedBeforeChoice(QMessageBox):
+    """The same document is already in a conversation: open that one, or read it again into a new
+    one (named apart: ``report.txt (2)``). Cancel adds nothing."""
+
+    open_chosen = Signal()
+    again_chosen = Signal()
+    dropped = Signal()  # Cancel, Esc or the window closed: neither choice
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(QMessageBox.Icon.Question, "Already loaded", text, QMessageBox.StandardButton.Cancel, parent)
+        self.setObjectName("document_loaded_before")
+        self.open_it = self.addButton("Open that conversation", QMessageBox.ButtonRole.AcceptRole)
+        self.again = self.addButton("Read it again", QMessageBox.ButtonRole.AcceptRole)
+        self.open_it.setObjectName("document_open_loaded")
+        self.again.setObjectName("document_read_again")
+        self.setDefaultButton(self.open_it)
+        self.finished.connect(self._chosen)
+        self.finished.connect(self.deleteLater)
+
+    def _chosen(self) -> None:
+        clicked = self.clickedButton()
+        (self.open_chosen if clicked is self.open_it else self.again_chosen if clicked is self.again
+         else self.dropped).emit()

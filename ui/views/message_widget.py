@@ -33,7 +33,7 @@ RENDER_INTERVAL_MS = 60
 RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a streaming answer
 COLLAPSE_CHARS = 3000
 DOCUMENT_PREVIEW_CHARS = 600
-STATUS_TEXT = {"generating": "writing…", "interrupted": "interrupted", "error": "failed"}
+STATUS_TEXT = {"generating": "writing…", "stopped": "stopped", "interrupted": "interrupted", "error": "failed"}
 ANSWER_LABEL = "Assistant"  # an answer whose model was not recorded (written before, or by the command line)
 QUESTION_WIDTH = 0.78  # of the row: a question's bubble never spans it, so questions and answers read apart
 NO_LIMIT = 16_777_215  # Qt's QWIDGETSIZE_MAX
@@ -77,6 +77,7 @@ class MessageWidget(QWidget):
         self.state = QLabel()
         self.state.setObjectName("message_status")
         self.state.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.state.setWordWrap(True)
         header.addWidget(self.who, 1)
         header.addWidget(self.state)
         layout.addLayout(header)
@@ -134,7 +135,7 @@ class MessageWidget(QWidget):
         self.who.setText(_document_chip(document) if document else "You" if is_user else _answer_label(message))
         self._lay_out_as("document" if document else "question" if is_user else "answer")
         self.new_chat.setVisible(document is not None)
-        self.state.setText(STATUS_TEXT.get(message.status, ""))
+        self.state.setText(status_text(message))
         self.state.setVisible(message.status in STATUS_TEXT)
         self.version.setText(f"{row.version}/{row.versions}")
         for widget in (self.previous, self.version, self.next):
@@ -244,3 +245,11 @@ def _document_chip(document) -> str:
     if document.part != "all":
         details.append(f"{document.part} part only")
     return f"Document: {document.title} · " + " · ".join(details)
+
+
+def status_text(message) -> str:
+    """The word after an unfinished message's name: a stop the user asked for says "stopped"; an
+    answer cut short otherwise says by what (the engine's crash, the app closing), as recorded."""
+    text = STATUS_TEXT.get(message.status, "")
+    reason = (message.stats or {}).get("interrupted_by") if message.status == "interrupted" else None
+    return f"{text}: {reason}" if reason else text

@@ -8,9 +8,9 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QWidget
 
-from model_store.installed import InstalledModel
+from model_store.installed import EMBEDDED_NAME, InstalledModel
 
-DEFAULT_LABEL = "SmolLM2-135M-Instruct (embedded default)"
+DEFAULT_LABEL = f"{EMBEDDED_NAME} (embedded default)"
 OPEN_FILE = "__open_file__"
 MANAGE = "__manage__"
 
