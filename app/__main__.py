@@ -4,7 +4,7 @@ import sys
 
 if __name__ == "__main__":
     if sys.argv[1:]:
-        from app.cli import main
+        from app.cli.main import main
 
         sys.exit(main(sys.argv[1:]))
     from app.gui import main

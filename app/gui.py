@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from app.paths import user_paths
-from app.settings import data_dir, load_settings, save_settings, snapshot_budget_bytes
+from app.services.paths import user_paths
+from app.services.settings import data_dir, load_settings, save_settings, snapshot_budget_bytes
 from engine.process_client import ProcessClient
 from model_store.db import database_path
 from model_store.installed import models_folder

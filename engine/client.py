@@ -25,6 +25,7 @@ from pathlib import Path
 import msgspec
 
 from engine import protocol as p
+from model_store.db import StoreError, database_path, open_database
 
 
 # Signals that mean a crash inside native code (not a kill from outside), in words a user reads.
@@ -75,8 +76,17 @@ def checked(command: p.Command) -> p.Command:
 ClientEvent = p.Event | EngineDead
 _TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead,
              p.Calibrated)
-_ENDS_WITH_ITS_OWN_EVENT = (p.Generate, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
+_ENDS_WITH_ITS_OWN_EVENT = (*p.ANSWERS, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
 _ids = itertools.count(1)
+
+
+def prepare_database(data_dir: Path) -> None:
+    """Create or migrate the conversation database in ``data_dir``, as the app does before a worker
+    starts. A database that cannot be opened is left for the worker to report on its first use."""
+    try:
+        open_database(database_path(data_dir)).close()
+    except StoreError:
+        pass
 
 
 class CtrlC:
@@ -145,7 +155,10 @@ class EngineClient(ABC):
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None: ...
 
     def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
-        """Launch the engine and do the handshake; raises :class:`EngineError` if it refuses."""
+        """Bring the data folder's database up to date (the worker never migrates it), launch the
+        engine and do the handshake; raises :class:`EngineError` if it refuses."""
+        if self.data_dir is not None:
+            prepare_database(self.data_dir)
         self._launch()
         self.ready = None
         self.send(p.Hello(protocol_version=protocol_version, user_dir=str(self.data_dir or ""),

@@ -1,18 +1,21 @@
 """The engine core: the one owner of the loaded model, running one command at a time.
 
 It turns commands into events through an ``emit`` callable and knows nothing of pipes or threads
-(see :mod:`engine.serve`). Every ``Generate`` ends with exactly one ``Finished`` (preceded by an
-``Error`` when it failed); ``LoadModel`` ends with ``ModelLoaded`` or an ``Error``. Token deltas
+(see :mod:`engine.serve`). The commands are a closed set, dispatched with ``match`` (a new one that
+is not handled fails the type check). Every answer (``Complete``, ``Chat``, ``AnswerTurn``) ends
+with exactly one ``Finished`` (preceded by an ``Error`` when it failed); ``LoadModel`` ends with ``ModelLoaded`` or an ``Error``. Token deltas
 are coalesced so a fast model sends a few events per frame interval, not one per token; the first
 token goes out at once.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
+from typing import assert_never
 from pathlib import Path
+
+import msgspec
 
 from engine import protocol as p
 from engine.backends.base import ModelLoadError
@@ -30,11 +33,10 @@ from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
-from engine.speculative.setup import Drafting
-from engine.speculative.spec import parse_draft_spec
-from engine.state.seq_state import StateFormatError
+from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
-from engine.turns import TurnStart, Turns, open_turns
+from engine.turns import SnapshotCursor, TurnStart, open_turns, snapshot_report
+from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotCorrupt
 
@@ -68,12 +70,13 @@ class EngineCore:
         self.session: ModelSession | None = None
         self.live = LiveState()
         self.drafting: Drafting | None = None
-        self.data_dir: Path | None = None
+        self.store = WorkerStore(None)  # the conversation database (snapshots, file digests): one connection
         self.snapshot_budget = 4 * 1024**3
-        self._turns: Turns | None = None
+        self._turns: SnapshotCursor | None = None
 
     def configure(self, hello: p.Hello) -> None:
-        self.data_dir = Path(hello.user_dir) if hello.user_dir else None
+        self.store.close()
+        self.store = WorkerStore(Path(hello.user_dir) if hello.user_dir else None)
         self.snapshot_budget = hello.snapshot_budget_bytes
 
     def handle(self, command: p.Command) -> None:
@@ -83,23 +86,28 @@ class EngineCore:
             self.live.phase = "idle"
 
     def _dispatch(self, command: p.Command) -> None:
-        if isinstance(command, p.LoadModel):
-            self.load(command)
-        elif isinstance(command, p.UnloadModel):
-            self.unload()
-            self.emit(p.ModelUnloaded(request_id=command.request_id))
-        elif isinstance(command, p.Generate):
-            self.generate(command)
-        elif isinstance(command, p.OpenConversation):
-            self.open_conversation(command)
-        elif isinstance(command, p.MeasureText):
-            self.measure_text(command)
-        elif isinstance(command, p.ReadDocument):
-            read_document(self, command)
-        elif isinstance(command, p.Calibrate):
-            self.calibrate(command)
-        elif isinstance(command, p.Ping):
-            self.emit(p.Pong(request_id=command.request_id))
+        match command:
+            case p.LoadModel():
+                self.load(command)
+            case p.UnloadModel():
+                self.unload()
+                self.emit(p.ModelUnloaded(request_id=command.request_id))
+            case p.Complete() | p.Chat() | p.AnswerTurn():
+                self.answer(command)
+            case p.OpenConversation():
+                self.open_conversation(command)
+            case p.MeasureText():
+                self.measure_text(command)
+            case p.ReadDocument():
+                read_document(self, command)
+            case p.Calibrate():
+                self.calibrate(command)
+            case p.Ping():
+                self.emit(p.Pong(request_id=command.request_id))
+            case p.Hello() | p.Cancel() | p.SetTelemetry() | p.Shutdown():
+                pass  # the serving loop's own (engine.serve); they never reach the core
+            case _:
+                assert_never(command)
 
     def close(self) -> None:
         self.unload()
@@ -127,7 +135,7 @@ class EngineCore:
         self.refresh_state_sizes()
         self.calibration = stored_calibration(command.calibration)
         probed = self.probed()
-        self.npu, self.plan = prepare_npu(self.session, probed, command.device_policy, self.calibration, self.data_dir)
+        self.npu, self.plan = prepare_npu(self.session, probed, command.device_policy, self.calibration, self.store)
         self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan,
                                 found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
 
@@ -137,7 +145,7 @@ class EngineCore:
             self.emit(p.Error(code="no_model", message="load a model before calibrating", request_id=command.request_id))
             return
         lengths = calibration_lengths(command.lengths, self.session.n_ctx)
-        self.calibration, notes = run_calibration(self.session, self.probed(), self.data_dir, lengths,
+        self.calibration, notes = run_calibration(self.session, self.probed(), self.store, lengths,
                                                   command.include_emulator)
         if self.npu is not None:
             self.npu.calibration = self.calibration
@@ -147,6 +155,7 @@ class EngineCore:
 
     def unload(self) -> None:
         self._turns = None
+        self.store.close()
         self.plan = self.npu = None
         if self.drafting is not None:
             self.drafting.close()
@@ -158,7 +167,7 @@ class EngineCore:
 
     # -- generation ------------------------------------------------------------------------------
 
-    def generate(self, command: p.Generate) -> None:
+    def answer(self, command: p.Answer) -> None:
         rid = command.request_id
         if self.is_cancelled(rid):
             self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
@@ -176,7 +185,7 @@ class EngineCore:
             return
         finally:
             progress.close()
-        report = self._finish_turn(command, turn, run) if turn is not None else None
+        report = self._finish_turn(command, turn, run) if isinstance(command, p.AnswerTurn) else None
         self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
@@ -195,9 +204,7 @@ class EngineCore:
             self.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
             return
         self.refresh_state_sizes()
-        report = p.SnapshotReport(restored=turn.base is not None, restored_tokens=turn.restored_tokens,
-                                  prefilled_tokens=turn.replayed_tokens, notes=turn.notes,
-                                  snapshot_id=turn.base.id if turn.base else None)
+        report = msgspec.structs.replace(snapshot_report(turn), snapshot_id=turn.base.id if turn.base else None)
         self.emit(p.ConversationOpened(request_id=rid, snapshot=report))
 
     def measure_text(self, command: p.MeasureText) -> None:
@@ -212,14 +219,12 @@ class EngineCore:
         self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
 
     def _make_generation(
-        self, command: p.Generate
+        self, command: p.Answer
     ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
-        make_source, draft_stats = self.drafting.plan(parse_draft_spec(command.draft), command.draft_max,
-                                                      command.draft_auto_off)
-        s = command.sampling
-        sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
+        make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
+        sampling = SamplingParams.from_spec(command.sampling)
         settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
         prefill = self.npu.request(len(tokens), self._prefill_ran)
@@ -237,44 +242,36 @@ class EngineCore:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
         self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
-    def _prompt(self, command: p.Generate) -> tuple[TurnStart | None, list[int]]:
+    def _prompt(self, command: p.Answer) -> tuple[TurnStart | None, list[int]]:
+        """Where the request starts (a snapshot, for a conversation's turn) and the tokens it reads."""
         model = self.session.model
-        if command.conversation_id is not None and command.prompt is None:
-            turn = self.conversation_turns().begin(command.messages)
-            return turn, turn.new_tokens
-        self._forget_live()
-        if command.prompt is not None:
-            return None, raw_prompt_tokens(model, command.prompt)
-        return None, chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
+        match command:
+            case p.AnswerTurn():
+                turn = self.conversation_turns().begin(command.messages)
+                return turn, turn.new_tokens
+            case p.Complete():
+                self._forget_live()
+                return None, raw_prompt_tokens(model, command.prompt)
+            case p.Chat():
+                self._forget_live()
+                return None, chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
+            case _:
+                assert_never(command)
 
-    def conversation_turns(self) -> Turns:
-        if self.data_dir is None:
-            raise ValueError("the engine was started without a data folder, so it cannot keep conversations")
+    def conversation_turns(self) -> SnapshotCursor:
         if self._turns is None:
-            self._turns = open_turns(self.data_dir, self.session)
+            self._turns = open_turns(self.store, self.session)
         return self._turns
 
     def _forget_live(self) -> None:
         if self._turns is not None:
             self._turns.forget_live()
 
-    def _finish_turn(self, command: p.Generate, turn: TurnStart, run: Generation) -> p.SnapshotReport:
-        report = p.SnapshotReport(restored=turn.base is not None, restored_tokens=turn.restored_tokens,
-                                  prefilled_tokens=len(turn.new_tokens) + turn.replayed_tokens, notes=list(turn.notes))
-        if command.save_snapshot_as is None:
-            self._forget_live()
-            return report
-        try:
-            record = self._turns.finish(turn, run, command.conversation_id, command.save_snapshot_as)
-        except (StateFormatError, StoreError, sqlite3.Error) as exc:
-            self._forget_live()
-            report.notes.append(f"this turn's snapshot could not be saved ({exc}); the answer is kept")
-            return report
-        if record is not None:
-            report.snapshot_id = record.id
-            report.saved_bytes = sum(record.part_bytes.values())
-            self._turns.keeper.store.evict(self.snapshot_budget)
-        return report
+    def _finish_turn(self, command: p.AnswerTurn, turn: TurnStart, run: Generation) -> p.SnapshotReport:
+        record, notes = self._turns.save_end(
+            lambda: self._turns.finish(turn, run, command.conversation_id, command.answer_id),
+            self.snapshot_budget, "this turn's snapshot")
+        return snapshot_report(turn, record, [f"{note}; the answer is kept" for note in notes])
 
     def progress_reporter(self, rid: str) -> PrefillProgress:
         """Progress events for request ``rid``'s prefill (close it when the prefill is over)."""
@@ -325,7 +322,7 @@ class EngineCore:
             return
         total = session.context.state_size(0)
         facts = session.facts
-        fixed = session.context.state_size(0, STATE_PARTIAL_ONLY) if facts.is_hybrid or facts.is_recurrent else 0
+        fixed = session.context.state_size(0, STATE_PARTIAL_ONLY) if facts.has_recurrent_state else 0
         self.live.state_fixed_bytes, self.live.state_kv_bytes = fixed, max(0, total - fixed)
 
 

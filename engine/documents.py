@@ -8,20 +8,18 @@ branch, starts from that snapshot and reads only its own tokens. A cancelled rea
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from engine import protocol as p
 from engine.chat_template import ChatTemplateError
 from engine.generation import prefill
+from engine.progress import PrefillProgress
 from engine.records import Timings
 from engine.session import ModelSession
-from engine.state.seq_state import StateFormatError
+from engine.turns import SnapshotCursor, snapshot_report
 from model_store.db import StoreError
-
-if TYPE_CHECKING:
-    from engine.core import EngineCore
 
 ANSWER_ROOM = 1024  # tokens a document leaves free for the questions and answers after it
 TEMPLATE_ROOM = 64  # the chat template's tokens around the document
@@ -43,7 +41,22 @@ def measure_text(session: ModelSession, command: p.MeasureText) -> p.TextMeasure
                           kept_text=text, kept_tokens=len(kept))
 
 
-def read_document(core: "EngineCore", command: p.ReadDocument) -> None:
+class ReadingHost(Protocol):
+    """What reading a document needs from the engine (:class:`engine.core.EngineCore` is one)."""
+
+    session: ModelSession | None
+    snapshot_budget: int
+    emit: Callable[[p.Event], None]
+    is_cancelled: Callable[[str], bool]
+
+    def conversation_turns(self) -> SnapshotCursor: ...
+
+    def progress_reporter(self, rid: str) -> PrefillProgress: ...
+
+    def refresh_state_sizes(self) -> None: ...
+
+
+def read_document(core: ReadingHost, command: p.ReadDocument) -> None:
     """Read the branch ending with the document and save its snapshot; always ends with DocumentRead."""
     rid = command.request_id
 
@@ -78,15 +91,9 @@ def read_document(core: "EngineCore", command: p.ReadDocument) -> None:
     if chunks is None:
         turns.forget_live()  # half a document: nothing is saved, the next turn starts from a snapshot
         return end("cancelled", timings=timings)
-    report = p.SnapshotReport(restored=start.base is not None, restored_tokens=start.restored_tokens,
-                              prefilled_tokens=len(start.new_tokens) + start.replayed_tokens, notes=list(start.notes))
-    try:
-        record = turns.finish_reading(start, chunks, command.conversation_id, command.messages[-1].id)
-    except (StateFormatError, StoreError, sqlite3.Error) as exc:
-        turns.forget_live()
-        report.notes.append(f"the document's snapshot could not be saved ({exc}); questions will re-read it")
-    else:
-        report.snapshot_id, report.saved_bytes = record.id, sum(record.part_bytes.values())
-        turns.keeper.store.evict(core.snapshot_budget)
+    record, notes = turns.save_end(
+        lambda: turns.finish_reading(start, chunks, command.conversation_id, command.messages[-1].id),
+        core.snapshot_budget, "the document's snapshot")
     core.refresh_state_sizes()
-    end("stop", len(start.new_tokens), timings, report)
+    end("stop", len(start.new_tokens), timings,
+        snapshot_report(start, record, [f"{note}; questions will re-read it" for note in notes]))

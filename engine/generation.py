@@ -1,12 +1,12 @@
 """One generation: chunked prefill of the prompt, then the decode loop, as a stream of text deltas.
 
 The loop owns nothing but the request: the :class:`~engine.session.ModelSession` holds the model,
-the context and the tokens already in it. Cancellation is checked between prefill chunks and
-between decode steps, so it takes effect within one step. Who reads the prompt is a parameter
-(``prefiller``, by default :func:`prefill` on the CPU): the NPU path (:mod:`engine.npu.service`)
-plugs in there and hands the state to the same context, so decoding never knows. Timings follow
-llama.cpp's names (``prompt_n``/``prompt_ms`` for reading, ``gen_n``/``gen_ms`` for writing) and
-are raw numbers.
+the context and the tokens already in it. Cancellation is checked between decode steps and while
+a prefill chunk is computed (llama.cpp's abort callback), so it takes effect within one step. Who
+reads the prompt is a parameter (``prefiller``, by default :func:`prefill` on the CPU): the NPU
+path (:mod:`engine.npu.service`) plugs in there and hands the state to the same context, so
+decoding never knows. Timings follow llama.cpp's names (``prompt_n``/``prompt_ms`` for reading,
+``gen_n``/``gen_ms`` for writing) and are raw numbers.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from engine import protocol as p
+from engine.backends.llama_cpp import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
 from engine.session import ModelSession
-from engine.speculative.decoder import PlainSource
+from engine.speculative.token_sources import PlainSource
 from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
 ChunkCallback = Callable[[int, int, int], None]  # (processed so far, chunk length, total) as a chunk starts
-CHUNK_SECONDS = 0.8  # a prefill chunk should take about this long at most
-MIN_CHUNK = 16
 CancelCheck = Callable[[], bool]
 
 
@@ -39,7 +39,7 @@ class Prefiller(Protocol):
 @dataclass(frozen=True)
 class GenerationSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    max_tokens: int = 512
+    max_tokens: int = p.DEFAULTS.max_tokens
     stop: tuple[str, ...] = ()
 
     def validate(self) -> "GenerationSettings":
@@ -243,30 +243,33 @@ class _TextOut:
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
             cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None:
-    """Read ``tokens`` in chunks, reporting progress after each; the chunk lengths, or None if cancelled.
+    """Read ``tokens`` in chunks of the batch size, reporting progress after each; the chunk
+    lengths, or None if cancelled.
 
-    Chunks start at the batch size and shrink when one takes longer than :data:`CHUNK_SECONDS`
-    (attention over a long context makes each token dearer), so progress and cancel come about
-    once a second however long the input; smaller chunks cost some speed at long contexts
-    (tests/bench/bench_documents.py). The lengths are recorded with a snapshot and its replay
-    feeds the same chunks.
+    Every chunk is one full batch (the last one the remainder): a ``llama_decode`` call costs a
+    fixed overhead (and, with threads sharing busy cores, a wait at each of ggml's per-node
+    barriers), so small chunks read far slower per token. Cancel needs no small chunks: it is
+    polled inside each chunk too, through llama.cpp's abort callback, and an aborted chunk leaves
+    nothing counted (:meth:`~engine.session.ModelSession.feed`). Progress between chunks is
+    estimated by :mod:`engine.progress`. The chunking depends on the lengths alone, so reading
+    the same tokens twice gives the same state; the lengths are recorded with a snapshot, whose
+    replay feeds the same chunks.
     """
     if reset:
         session.reset()
     chunks: list[int] = []
-    size, done = session.n_batch, 0
+    done = 0
     while done < len(tokens):
         if cancelled():
             return None
-        chunk = tokens[done : done + size]
+        chunk = tokens[done : done + session.n_batch]
         if on_chunk_start is not None:
             on_chunk_start(done, len(chunk), len(tokens))
-        started = time.perf_counter()
-        session.feed(chunk)
-        seconds = time.perf_counter() - started
+        try:
+            session.feed(chunk, abort=cancelled)
+        except DecodeAborted:
+            return None
         chunks.append(len(chunk))
         done += len(chunk)
         on_progress(done, len(tokens))
-        if seconds > 0:
-            size = int(min(session.n_batch, max(MIN_CHUNK, len(chunk) * CHUNK_SECONDS / seconds)))
     return chunks

@@ -11,6 +11,7 @@ answer again; large data (state snapshots) never crosses the pipe, only ids and 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Union
 
 import msgspec
@@ -18,9 +19,8 @@ import msgspec
 from engine.backends.base import ModelFacts
 from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
-from engine.sampling import SamplingError, SamplingParams
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -29,7 +29,7 @@ UNAVAILABLE: Unavailable = "unavailable"
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it
 # sends (check_command). A value llama.cpp cannot take is refused in words, never passed on to abort
-# the worker. Sampling settings are checked by engine.sampling (SamplingParams.validate).
+# the worker. Sampling settings are checked by sampling_problem.
 
 MAX_TOKENS = 2**31 - 1  # llama.cpp's positions are int32: no context, answer or document is longer
 # A verify batch (draft + 1 token) must stay under the CPU builds' exact-rows bound (16, see
@@ -56,18 +56,49 @@ class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omi
 
 class Hello(_Message, tag="hello"):
     protocol_version: int
-    app_version: str = ""
     user_dir: str = ""  # the app's data folder: the worker opens the conversation database there
     snapshot_budget_bytes: Annotated[int, msgspec.Meta(ge=0, le=MAX_STORED_BYTES)] = 4 * 1024**3
     cpu_variant: str = "auto"  # which CPU build of llama.cpp: "auto", "safe" or a build's name (engine.backends.cpu_check)
 
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """How the next token is drawn; these defaults are the only ones (see :data:`DEFAULTS`).
+    ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy."""
+
     temperature: float = 0.7
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
+
+
+def sampling_problem(name: str, value: object) -> str | None:
+    """What is wrong with a sampling setting's value, in words; None if it can be used. (The one
+    place for these rules: the protocol, the settings form and the sampler all ask here.)"""
+    if name == "temperature" and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        return f"temperature must be 0 (greedy) or positive, got {value}"
+    if name == "top_k" and value < 0:
+        return f"top-k must be 0 (off) or a positive count, got {value}"
+    if name == "top_p" and not 0 < value <= 1:
+        return f"top-p must be in (0, 1], got {value}"
+    if name == "min_p" and not 0 <= value < 1:
+        return f"min-p must be in [0, 1), got {value}"
+    if name == "seed" and value is not None and not 0 <= value < 2**63:
+        return f"seed must be a non-negative integer below 2**63, got {value}"
+    return None
+
+
+class RequestDefaults(msgspec.Struct, frozen=True):
+    """What a request asks for when nobody says otherwise: the CLI's flags, the first settings and
+    the protocol's own fields all start from :data:`DEFAULTS`, so they cannot drift apart."""
+
+    sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
+    max_tokens: int = 1024
+    draft: Literal["auto", "off", "lookup", "mtp"] = "auto"  # drafting never changes the output
+    draft_max: int = 4
+
+
+DEFAULTS = RequestDefaults()
 
 
 class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
@@ -96,23 +127,55 @@ class UnloadModel(_Message, tag="unload_model"):
     request_id: str
 
 
-class Generate(_Message, tag="generate"):
+class DraftSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Which drafter may propose tokens (it never changes the output): ``auto``, ``off``,
+    ``lookup`` (prompt lookup), ``mtp`` (the model's own MTP head) or ``model`` (a small draft
+    model at ``path``). Users write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that."""
+
+    kind: Literal["auto", "off", "lookup", "mtp", "model"] = "auto"
+    path: str | None = None  # the draft model's file, for kind "model"
+
+
+class _Answering(_Message, kw_only=True):
+    """What every task that writes an answer takes: how to sample, when to stop, how to draft."""
+
     request_id: str
-    messages: list[ChatTurn] = []  # chat mode: rendered with the model's template
-    prompt: str | None = None  # raw mode: fed as plain text
     sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
-    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)] = 512
+    max_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)] = DEFAULTS.max_tokens
     stop: list[str] = []
-    draft: str = "off"  # auto | off | lookup | mtp | model:PATH
-    draft_max: DraftLength = 4
+    draft: DraftSpec = msgspec.field(default_factory=lambda: DraftSpec(DEFAULTS.draft))
+    draft_max: DraftLength = DEFAULTS.draft_max
     draft_auto_off: bool = True  # let measured speed switch a losing drafter off
-    conversation_id: str | None = None  # continue from the conversation's snapshots
-    save_snapshot_as: str | None = None  # the assistant message id to snapshot the turn end under
+
+
+class Complete(_Answering, tag="complete", kw_only=True):
+    """Continue ``prompt`` as plain text: no chat template, no conversation, nothing kept."""
+
+    prompt: str
+
+
+class Chat(_Answering, tag="chat", kw_only=True):
+    """Answer the last of ``messages``, rendered with the model's chat template; nothing kept."""
+
+    messages: list[ChatTurn]
+
+
+class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
+    """Answer the last message of a conversation's branch: start from the deepest snapshot on it,
+    read only what follows, and snapshot the turn's end under ``answer_id``."""
+
+    conversation_id: str
+    answer_id: str  # the stored (empty) answer this request writes
+    messages: list[ChatTurn]  # the branch, each message with its id
+
+
+Answer = Union[Complete, Chat, AnswerTurn]  # every request that ends with Finished
+ANSWERS = Answer.__args__
 
 
 class OpenConversation(_Message, tag="open_conversation"):
     """Restore the conversation's newest snapshot now (while the user reads and types), so the
-    next ``Generate`` only reads the new message."""
+    next ``AnswerTurn`` only reads the new message."""
 
     request_id: str
     conversation_id: str
@@ -164,8 +227,8 @@ class Shutdown(_Message, tag="shutdown"):
 
 
 Command = Union[
-    Hello, LoadModel, UnloadModel, Generate, OpenConversation, MeasureText, ReadDocument, Calibrate, Cancel,
-    SetTelemetry, Ping, Shutdown,
+    Hello, LoadModel, UnloadModel, Complete, Chat, AnswerTurn, OpenConversation, MeasureText, ReadDocument,
+    Calibrate, Cancel, SetTelemetry, Ping, Shutdown,
 ]
 
 # ------------------------------------------------------------------------------------------ events
@@ -344,14 +407,13 @@ class Telemetry(_Message, tag="telemetry"):
 
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
-    "busy", "generation_failed", "unknown_request", "internal", "cpu_unsupported",
+    "generation_failed", "internal", "cpu_unsupported",
 ]
 
 
 class Error(_Message, tag="error"):
     code: ErrorCode
     message: str
-    recoverable: bool = True
     request_id: str | None = None
 
 
@@ -380,8 +442,8 @@ def decode_command(payload: bytes) -> Command:
         command = _command_decoder.decode(payload)
     except msgspec.ValidationError as exc:
         raise (out_of_range(exc, payload, _COMMANDS) or exc) from None
-    if isinstance(command, Generate):
-        _check_sampling(command)
+    if isinstance(command, ANSWERS):
+        _check_answer(command)
     return command
 
 
@@ -391,15 +453,19 @@ def check_command(command: Command) -> Command:
     return decode_command(encode(command))
 
 
-def _check_sampling(command: Generate) -> None:
+def _check_answer(command: Answer) -> None:
+    """What a type cannot say: each sampling value's range, and a draft model's path."""
+    kind = command.__struct_config__.tag
     spec = command.sampling
     for name in spec.__struct_fields__:
         value = getattr(spec, name)
-        try:
-            SamplingParams(**{name: value}).validate()
-        except SamplingError as exc:
-            raise InvalidCommand(str(exc), kind="generate", field=f"sampling.{name}", value=value, allowed=None,
-                                 request_id=command.request_id) from None
+        if (problem := sampling_problem(name, value)) is not None:
+            raise InvalidCommand(problem, kind=kind, field=f"sampling.{name}", value=value, allowed=None,
+                                 request_id=command.request_id)
+    if command.draft.kind == "model" and not command.draft.path:
+        raise InvalidCommand("a draft model needs the path of its .gguf file (model:PATH)", kind=kind,
+                             field="draft.path", value=command.draft.path, allowed=None,
+                             request_id=command.request_id)
 
 
 def decode_event(payload: bytes) -> Event:

@@ -14,32 +14,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import protocol as p
+
 
 class SamplingError(ValueError):
     """Sampling settings that cannot be used; the message says which and what is allowed."""
 
 
+_DEFAULT = p.SamplingSpec()  # the defaults are the protocol's (engine.protocol.DEFAULTS)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    """User-facing sampling settings. ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off."""
+    """The sampler's settings (:class:`engine.protocol.SamplingSpec`'s, checked)."""
 
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    seed: int | None = None
+    temperature: float = _DEFAULT.temperature
+    top_k: int = _DEFAULT.top_k
+    top_p: float = _DEFAULT.top_p
+    min_p: float = _DEFAULT.min_p
+    seed: int | None = _DEFAULT.seed
 
-    def validate(self) -> "SamplingParams":
-        if not np.isfinite(self.temperature) or self.temperature < 0:
-            raise SamplingError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
-        if self.top_k < 0:
-            raise SamplingError(f"top-k must be 0 (off) or a positive count, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise SamplingError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not 0 <= self.min_p < 1:
-            raise SamplingError(f"min-p must be in [0, 1), got {self.min_p}")
-        if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise SamplingError(f"seed must be a non-negative integer below 2**63, got {self.seed}")
+    @classmethod
+    def from_spec(cls, spec: p.SamplingSpec) -> SamplingParams:
+        return cls(temperature=spec.temperature, top_k=spec.top_k, top_p=spec.top_p, min_p=spec.min_p, seed=spec.seed)
+
+    def validate(self) -> SamplingParams:
+        for name in p.SamplingSpec.__struct_fields__:
+            if (problem := p.sampling_problem(name, getattr(self, name))) is not None:
+                raise SamplingError(problem)
         return self
 
     @property

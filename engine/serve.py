@@ -93,11 +93,11 @@ class WorkerLoop:
 
     def _greet(self, command: p.Command) -> None:
         if not isinstance(command, p.Hello):
-            self.emit(p.Error(code="bad_message", message="the first message must be Hello", recoverable=True))
+            self.emit(p.Error(code="bad_message", message="the first message must be Hello"))
             return
         if command.protocol_version != p.PROTOCOL_VERSION:
             self.emit(p.Error(
-                code="protocol_mismatch", recoverable=False,
+                code="protocol_mismatch",
                 message=f"the app speaks protocol {command.protocol_version} but this worker speaks "
                         f"{p.PROTOCOL_VERSION}; reinstall Hearth so both parts come from one version",
             ))
@@ -106,14 +106,14 @@ class WorkerLoop:
         self._greeted = True
         self.core.configure(command)
         try:  # before anything touches llama.cpp: this machine's CPU build, checked by its canary
-            init_backend(self.core.data_dir, command.cpu_variant)
+            init_backend(self.core.store.data_dir, command.cpu_variant)
         except CpuBackendError as exc:
-            self.emit(p.Error(code="cpu_unsupported", message=str(exc), recoverable=False))
+            self.emit(p.Error(code="cpu_unsupported", message=str(exc)))
             self.stop(abort=True)
             return
         # The process's device probe starts now (its disk cache lives in the data folder);
         # LoadModel waits for it, the handshake does not.
-        self.emit(make_ready(start_probe(self.core.data_dir)))
+        self.emit(make_ready(start_probe(self.core.store.data_dir)))
 
     def report_bad_input(self, code: p.ErrorCode, message: str) -> None:
         self.emit(p.Error(code=code, message=message))
@@ -131,7 +131,7 @@ class WorkerLoop:
                 command = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(command, p.Generate):
+            if isinstance(command, p.ANSWERS):
                 self.emit(p.Finished(request_id=command.request_id, finish_reason="cancelled", timings=p.Timings()))
 
     # -- the loop --------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class WorkerLoop:
             print(f"hearth worker: internal error: {exc!r}", file=sys.stderr)
             rid = getattr(command, "request_id", None)
             self.emit(p.Error(code="internal", message=f"internal error: {exc!r}", request_id=rid))
-            if isinstance(command, p.Generate):
+            if isinstance(command, p.ANSWERS):
                 self.emit(p.Finished(request_id=command.request_id, finish_reason="error", timings=p.Timings()))
         finally:
             rid = getattr(command, "request_id", None)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 
 import numpy as np
+import psutil
 
 from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError, default_threads
-from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.backends.llama_cpp import DecodeAborted, LlamaContext, LlamaModel
 from engine.context_memory import CONTEXT_STEP, check_context_fits
 from engine.model_files import check_model_file, resolve_model_ref
 from engine.prompts import check_chat_template
 from engine.protocol import DEFAULT_CONTEXT
 from model_store.gguf_meta import Value
-
 
 
 class ModelSession:
@@ -47,12 +49,39 @@ class ModelSession:
         self.context.clear()
         self.tokens.clear()
 
-    def feed(self, tokens: list[int]) -> None:
-        """Decode ``tokens`` after those already in the context; logits are kept for the last one."""
+    @property
+    def has_recurrent_state(self) -> bool:
+        return self.facts.has_recurrent_state
+
+    def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None) -> None:
+        """Decode ``tokens`` after those already in the context; logits are kept for the last one.
+
+        ``abort`` is polled while each batch is computed; when it turns true the batch stops and
+        :class:`~engine.backends.llama_cpp.DecodeAborted` is raised, with the aborted batch counted
+        nowhere (see :meth:`_drop_unfinished`).
+        """
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
-            self.context.decode(chunk, self.n_past)
+            try:
+                self.context.decode(chunk, self.n_past, abort=abort)
+            except DecodeAborted:
+                self._drop_unfinished()
+                raise
             self.tokens.extend(chunk)
+
+    def _drop_unfinished(self) -> None:
+        """Make the context hold exactly ``tokens`` again after an aborted decode.
+
+        The attention KV of the aborted batch is removed (llama.cpp removes only its unfinished
+        micro-batch). A recurrent state cannot be trimmed: the abort may have come after some layers
+        wrote their new state and before others did, so the whole sequence is cleared and the
+        session holds nothing. Either way nothing reads on from the live state after a cancelled
+        read (engine.turns forgets it); this keeps ``n_past`` true to what the context holds.
+        """
+        if self.has_recurrent_state:
+            self.reset()
+        else:
+            self.context.seq_rm(0, self.n_past, -1)
 
     def last_logits(self) -> np.ndarray:
         return self.context.logits(-1)
@@ -85,13 +114,77 @@ def open_session(
     threads = n_threads or default_threads()
     facts = model.facts()
     # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
-    rollback = draft_max if (facts.is_recurrent or facts.is_hybrid) and facts.supports_rollback else 0
+    rollback = draft_max if facts.has_recurrent_state and facts.supports_rollback else 0
     settings = ContextSettings(n_ctx=n_ctx, n_threads=threads, n_rs_seq=rollback)
     try:
-        return ModelSession(model, settings, facts)
+        session = ModelSession(model, settings, facts)
     except Exception:
         model.close()
         raise
+    if not n_threads:  # the count was not asked for: leave the cores other programs keep busy to them
+        session.context.thread_budget = ThreadBudget(threads)
+    return session
+
+
+def _usable_cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(psutil.cpu_count() or 1))
+
+
+def _busy_cpu_seconds(cores: list[int]) -> float:
+    """Seconds the given cores spent on anything but idling (other virtual machines' steal included)."""
+    per_core = psutil.cpu_times(percpu=True)
+    total = 0.0
+    for core in cores:
+        if core < len(per_core):
+            t = per_core[core]
+            total += sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) \
+                - getattr(t, "guest_nice", 0.0)  # guest time is counted in user time already
+    return total
+
+
+def _own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+class ThreadBudget:
+    """Threads for the next decode: at most ``n_max``, and no more than the cores other programs leave free.
+
+    ggml's threads meet at a spinning barrier after every graph node, so a decode with more threads
+    than free cores waits at each node for a thread the system has put aside: on two cores shared
+    with one busy program, SmolLM2-135M wrote 1.1 tok/s with two threads and 11.6 with one
+    (tests/bench/bench_contention.py). What others use is the busy time of the cores this process
+    may run on, less this process's own, over windows of at least :attr:`WINDOW_S`; it is rounded
+    to whole cores. The count changes the speed only: ggml gives each thread whole rows, so the
+    numbers are the same (tests/engine/test_prefill_chunks.py).
+    """
+
+    WINDOW_S = 0.5
+
+    def __init__(self, n_max: int, *, clock: Callable[[], float] = time.monotonic,
+                 busy_seconds: Callable[[], float] | None = None,
+                 own_seconds: Callable[[], float] = _own_cpu_seconds, n_cores: int | None = None) -> None:
+        cores = _usable_cores()
+        self.n_max, self.n_cores = n_max, n_cores or len(cores)
+        self.clock, self.own_seconds = clock, own_seconds
+        self.busy_seconds = busy_seconds or (lambda: _busy_cpu_seconds(cores))
+        self.threads = n_max
+        self._since = self._sample()
+
+    def _sample(self) -> tuple[float, float, float]:
+        return self.clock(), self.busy_seconds(), self.own_seconds()
+
+    def __call__(self) -> int:
+        then = self._since
+        if self.clock() - then[0] < self.WINDOW_S:
+            return self.threads
+        now = self._since = self._sample()
+        others = max(0.0, (now[1] - then[1]) - (now[2] - then[2])) / (now[0] - then[0])
+        self.threads = max(1, min(self.n_max, int(self.n_cores - others + 0.5)))
+        return self.threads
 
 
 def context_length(requested: int | None, metadata: dict[str, Value]) -> int:

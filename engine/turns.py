@@ -9,6 +9,8 @@ without the restart, and produces exactly the same answer.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,10 +19,11 @@ from engine.chat_template import ChatMessage
 from engine.generation import Generation
 from engine.prompts import render_for, rendered_tokens
 from engine.session import ModelSession
-from engine.state.snapshots import Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
-from model_store.db import database_path, open_database
-from model_store.file_hashes import file_sha256
-from model_store.snapshots import SnapshotRecord, SnapshotStore
+from engine.state.seq_state import StateFormatError
+from engine.state.snapshot_keeper import Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
+from engine.worker_store import WorkerStore
+from model_store.db import StoreError
+from model_store.snapshots import SnapshotRecord
 
 
 @dataclass
@@ -34,7 +37,19 @@ class TurnStart:
     notes: list[str] = field(default_factory=list)
 
 
-class Turns:
+def snapshot_report(start: TurnStart, saved: SnapshotRecord | None = None, notes: Iterable[str] = ()) -> p.SnapshotReport:
+    """What a turn did with snapshots: what it stood on, what it read, what it saved (the one place
+    this report is built, for an answer, a document read and an opened conversation alike)."""
+    return p.SnapshotReport(restored=start.base is not None, restored_tokens=start.restored_tokens,
+                            prefilled_tokens=len(start.new_tokens) + start.replayed_tokens,
+                            notes=[*start.notes, *notes], snapshot_id=saved.id if saved is not None else None,
+                            saved_bytes=sum(saved.part_bytes.values()) if saved is not None else 0)
+
+
+class SnapshotCursor:
+    """Where the live sequence stands among a conversation's snapshots: it moves the state onto the
+    deepest usable snapshot of a branch (restoring or reusing it), and saves the state at a turn's end."""
+
     def __init__(self, keeper: SnapshotKeeper, session: ModelSession) -> None:
         self.keeper = keeper
         self.session = session
@@ -57,7 +72,7 @@ class Turns:
         snapshot = self._deepest_snapshot(messages, target.text, notes)
         if snapshot is not None:
             try:
-                restored, replayed = self._stand_on(snapshot, notes)
+                restored, replayed = self._move_to(snapshot, notes)
             except SnapshotUnusable as exc:
                 notes.append(f"the saved state was refused ({exc}); the conversation was read again")
             else:
@@ -77,7 +92,7 @@ class Turns:
         if snapshot is None:
             return TurnStart(None, [], "", "", notes=notes)
         try:
-            restored, replayed = self._stand_on(snapshot, notes)
+            restored, replayed = self._move_to(snapshot, notes)
         except SnapshotUnusable as exc:
             notes.append(f"the saved state was refused ({exc}); it will be read again")
             return TurnStart(None, [], "", "", notes=notes)
@@ -97,7 +112,7 @@ class Turns:
                 return None
         return None
 
-    def _stand_on(self, snapshot: SnapshotRecord, notes: list[str]) -> tuple[int, int]:
+    def _move_to(self, snapshot: SnapshotRecord, notes: list[str]) -> tuple[int, int]:
         """(tokens restored without reading, tokens replayed) to make the state equal ``snapshot``."""
         if self.live is not None and self.live.id == snapshot.id and self.session.n_past == snapshot.n_tokens:
             return snapshot.n_tokens, 0
@@ -128,6 +143,20 @@ class Turns:
         self.live = None
         return self._save(start, chunks, [], start.text_before + start.new_text, conversation_id, message_id)
 
+    def save_end(self, save: Callable[[], SnapshotRecord | None], budget_bytes: int,
+                 what: str) -> tuple[SnapshotRecord | None, list[str]]:
+        """Run ``save`` (:meth:`finish` or :meth:`finish_reading`), then keep the store within
+        ``budget_bytes``. A save that fails is a note (``what`` names it), never a failed turn: the
+        answer or the reading stands, and the next turn reads again what the snapshot would have held."""
+        try:
+            record = save()
+        except (StateFormatError, StoreError, sqlite3.Error) as exc:
+            self.forget_live()
+            return None, [f"{what} could not be saved ({exc})"]
+        if record is not None:
+            self.keeper.store.evict(budget_bytes)
+        return record, []
+
     def _save(self, start: TurnStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,
               message_id: str) -> SnapshotRecord:
         record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
@@ -136,9 +165,7 @@ class Turns:
         return record
 
 
-def open_turns(data_dir: Path, session: ModelSession) -> Turns:
-    """Turns for ``session`` backed by the conversation database in ``data_dir``."""
-    db = open_database(database_path(data_dir))
-    store = SnapshotStore(db)
-    fingerprint = model_fingerprint(file_sha256(db, Path(session.facts.path)), session.context.settings)
-    return Turns(SnapshotKeeper(store, session, fingerprint), session)
+def open_turns(store: WorkerStore, session: ModelSession) -> SnapshotCursor:
+    """The snapshot cursor for ``session``, on the worker's connection to the conversation database."""
+    fingerprint = model_fingerprint(store.file_digest(Path(session.facts.path)), session.context.settings)
+    return SnapshotCursor(SnapshotKeeper(store.snapshots(), session, fingerprint), session)

@@ -64,12 +64,15 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
     loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
 
 
+ANSWER_KINDS = {cls.__struct_config__.tag for cls in p.ANSWERS}
+
+
 def refuse(loop: WorkerLoop, invalid: p.InvalidCommand) -> None:
     """Answer a command with a value out of range as its request's failure; the worker goes on serving.
-    A Generate ends with its Finished, as every Generate does."""
+    An answer's request ends with its Finished, as every answer does."""
     rid = invalid.request_id
     loop.emit(p.Error(code="bad_request", message=str(invalid), request_id=rid))
-    if invalid.kind == "generate" and rid is not None:
+    if invalid.kind in ANSWER_KINDS and rid is not None:
         loop.emit(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
 
 

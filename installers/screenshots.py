@@ -101,8 +101,8 @@ def take_screenshots(out: Path) -> None:
     from PySide6.QtWidgets import QApplication
 
     from app.gui import app_parts
-    from app.paths import user_paths
-    from app.settings import Settings, save_settings
+    from app.services.paths import user_paths
+    from app.services.settings import Settings, save_settings
     from ui.app import build_window
 
     save_settings(msgspec.structs.replace(Settings(), temperature=0.2, seed=7, max_tokens=400),

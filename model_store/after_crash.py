@@ -5,7 +5,7 @@ them tidy the same way, and only what no live writer (:mod:`model_store.writer_l
 working on:
 
 * an answer left ``generating`` by a process that was killed becomes ``interrupted``, keeping any
-  text it had (prompts leave out such an answer when it is empty: :func:`app.turn.prompt_turns`);
+  text it had (prompts leave out such an answer when it is empty: :func:`app.services.turn.prompt_turns`);
 * a conversation left without any message because its first message was never stored is deleted:
   at once when its writer is known to be gone, else once it is :data:`EMPTY_GRACE_S` old, since a
   program using the store may create a conversation and add its first message a moment later. One

@@ -39,6 +39,7 @@ import sqlite_utils
 from model_store.db_health import (  # the health functions are part of this module's interface
     as_read_only, check_for_damage, damage_of, database_file, problem_of, read_only_problem, remember, write_refused,
 )
+from model_store.migrations import migrate, pending_migrations
 from model_store.private_files import make_private_folder, repair, touch_private
 from model_store.storage_problems import (  # StoreError and its kinds: store modules import them from here
     DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, StoreError, storage_problem,
@@ -71,7 +72,7 @@ def database_path(data_dir: Path) -> Path:
     return Path(data_dir) / DATABASE_NAME
 
 
-def open_database(path: Path, *, read_only_ok: bool = False) -> sqlite_utils.Database:
+def open_database(path: Path, *, read_only_ok: bool = False, migrate: bool = True) -> sqlite_utils.Database:
     """Open (creating it if needed) the database at ``path`` and bring its schema up to date.
 
     Creates the parent folders, sets the connection's pragmas (WAL, foreign keys, a 10 s busy
@@ -82,6 +83,8 @@ def open_database(path: Path, *, read_only_ok: bool = False) -> sqlite_utils.Dat
         path: The database file, usually ``database_path(data_dir)``.
         read_only_ok: When the file or its folder cannot be written, open it for reading instead
             of failing (:func:`read_only_problem` then says why; every write is refused with it).
+        migrate: Apply pending migrations (the app). False (the worker): a file whose schema is
+            behind is refused with :class:`StoreError` instead, and nothing is written to it.
 
     Returns:
         An open ``sqlite_utils.Database``; the caller closes it.
@@ -93,7 +96,7 @@ def open_database(path: Path, *, read_only_ok: bool = False) -> sqlite_utils.Dat
     """
     path = Path(path)
     try:
-        return _open_for_writing(path)
+        return _open_for_writing(path, migrate)
     except (DatabaseReadOnly, DatabaseUnreachable) as problem:
         read_only = as_read_only(path, problem)
         if read_only is None:
@@ -105,9 +108,7 @@ def open_database(path: Path, *, read_only_ok: bool = False) -> sqlite_utils.Dat
         raise DatabaseUnreachable(path, exc.strerror or str(exc)) from exc
 
 
-def _open_for_writing(path: Path) -> sqlite_utils.Database:
-    from model_store.migrations import migrate  # migrations imports this module
-
+def _open_for_writing(path: Path, migrate_schema: bool) -> sqlite_utils.Database:
     path = Path(path)
     why_not = write_refused(path)
     if why_not is not None:  # SQLite would open it and fail only at the first write
@@ -123,7 +124,11 @@ def _open_for_writing(path: Path) -> sqlite_utils.Database:
     try:
         _configure(db)
         check_for_damage(db)  # before migrate: a damaged file is never written to
-        migrate(db)
+        if migrate_schema:
+            migrate(db, write_transaction)
+        elif pending := pending_migrations(db):
+            raise StoreError(f"the conversation database {path} is older than this engine ({len(pending)} "
+                             "update(s) pending); start Hearth or any hearth command once to update it")
     except sqlite3.DatabaseError as exc:
         db.close()
         problem = storage_problem(exc, path)

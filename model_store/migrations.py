@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import sqlite_utils
 
-from model_store.db import write_transaction
 
+Transaction = Callable[[sqlite_utils.Database], AbstractContextManager]
 MIGRATIONS_TABLE = "_migrations"
 
 MigrationFn = Callable[[sqlite_utils.Database], None]
@@ -61,11 +62,19 @@ def applied_migrations(db: sqlite_utils.Database) -> list[str]:
     return [name for (name,) in rows]
 
 
-def migrate(db: sqlite_utils.Database, *, upto: str | None = None) -> list[str]:
+def pending_migrations(db: sqlite_utils.Database) -> list[str]:
+    """The names of the migrations ``db`` still lacks (empty when its schema is current)."""
+    done = set(applied_migrations(db))
+    return [m.name for m in MIGRATIONS if m.name not in done]
+
+
+def migrate(db: sqlite_utils.Database, transaction: Transaction, *, upto: str | None = None) -> list[str]:
     """Apply the migrations ``db`` is missing, in registration order.
 
     Args:
         db: The database.
+        transaction: How to run one write transaction on it (:func:`model_store.db.write_transaction`;
+            passed in, so the schema's history does not depend on the connection code that opens it).
         upto: Stop after the migration with this name (tests use it to build old schemas).
 
     Returns:
@@ -77,7 +86,7 @@ def migrate(db: sqlite_utils.Database, *, upto: str | None = None) -> list[str]:
     for m in wanted:
         if m.name in done:
             continue
-        with write_transaction(db):
+        with transaction(db):
             # Another process may have applied it since we looked; we now hold the write lock.
             if m.name in _names_locked(db):
                 continue
@@ -242,4 +251,23 @@ def m006_writer_locks(db: sqlite_utils.Database) -> None:
             taken_at REAL NOT NULL,
             heartbeat_at REAL NOT NULL
         )"""
+    )
+
+
+NO_TURN_MESSAGE = "no such message in that conversation"
+NO_PARENT_SNAPSHOT = "no such parent snapshot"
+
+
+@migration
+def m007_snapshot_references(db: sqlite_utils.Database) -> None:
+    """A snapshot refers to a message of its own conversation and to a parent snapshot that exists,
+    checked by the database itself: whoever saves one (the worker) never reads the messages table."""
+    db.execute(
+        f"""CREATE TRIGGER snapshots_refer_to_their_turn BEFORE INSERT ON snapshots
+        BEGIN
+            SELECT RAISE(ABORT, '{NO_TURN_MESSAGE}') WHERE NOT EXISTS (
+                SELECT 1 FROM messages WHERE id = NEW.message_id AND conversation_id = NEW.conversation_id);
+            SELECT RAISE(ABORT, '{NO_PARENT_SNAPSHOT}') WHERE NEW.parent_id IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM snapshots WHERE id = NEW.parent_id);
+        END"""
     )

@@ -158,11 +158,25 @@ def _copy_table(source: sqlite3.Connection, target: sqlite_utils.Database, table
 
 
 def _insert(target: sqlite_utils.Database, insert: str, rows: list[tuple]) -> int:
+    """Insert ``rows``; the count inserted. A row the schema refuses (a snapshot whose message was
+    lost, refused by m007's trigger) is left out, and the others still go in."""
     if not rows:
         return 0
-    with write_transaction(target):
-        target.conn.executemany(insert, rows)
-    return len(rows)
+    try:
+        with write_transaction(target):
+            target.conn.executemany(insert, rows)
+        return len(rows)
+    except sqlite3.IntegrityError:
+        return sum(_insert_one(target, insert, row) for row in rows)
+
+
+def _insert_one(target: sqlite_utils.Database, insert: str, row: tuple) -> int:
+    try:
+        with write_transaction(target):
+            target.execute(insert, row)
+        return 1
+    except sqlite3.IntegrityError:
+        return 0
 
 
 class _RowWalk:

@@ -27,6 +27,7 @@ kept whole: it is the one that resumes the conversation.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -35,8 +36,9 @@ from typing import Any
 
 import sqlite_utils
 
-from model_store.part_checksum import ChecksumStream, part_checksum
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
+from model_store.migrations import NO_PARENT_SNAPSHOT
+from model_store.part_checksum import ChecksumStream, part_checksum
 
 CHUNK_BYTES = 1 << 20
 
@@ -144,12 +146,11 @@ class SnapshotStore:
             {name: view.nbytes for name, view in views.items()}, now, now,
         )
         with write_transaction(self.db):
-            self._check_references(record)
             row = _row(record)
-            self.db.execute(
-                f"INSERT INTO snapshots ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})",
-                row,
-            )
+            try:  # the schema checks the references (m007_snapshot_references)
+                self.db.execute(f"INSERT INTO snapshots ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})", row)
+            except sqlite3.IntegrityError as exc:
+                raise _dangling(record, exc) from None
             for name, view in views.items():
                 self.db.conn.executemany(
                     "INSERT INTO snapshot_parts (snapshot_id, part, seq, data) VALUES (?, ?, ?, ?)",
@@ -345,20 +346,6 @@ class SnapshotStore:
                     evicted.append(snapshot_id)
         return evicted
 
-    def _check_references(self, record: SnapshotRecord) -> None:
-        found = self.db.execute(
-            "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
-            [record.message_id, record.conversation_id],
-        ).fetchone()
-        if found is None:
-            raise StoreError(
-                f"cannot save a snapshot: no message {record.message_id} "
-                f"in conversation {record.conversation_id}"
-            )
-        if record.parent_id is not None and self.get(record.parent_id) is None:
-            raise StoreError(f"cannot save a snapshot: no parent snapshot {record.parent_id}")
-
-
 def _verified_stream(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]], sink: PartSink) -> None:
     size = record.part_bytes[part]
     checksum = ChecksumStream(record.checksums.get(part, ""))
@@ -395,3 +382,10 @@ def _record(row: tuple) -> SnapshotRecord:
     for name in ("layout", "checksums", "part_bytes"):
         values[name] = from_json(values[name])
     return SnapshotRecord(**values)
+
+
+def _dangling(record: SnapshotRecord, refused: sqlite3.IntegrityError) -> StoreError:
+    """The reference the database refused, in words."""
+    if NO_PARENT_SNAPSHOT in str(refused):
+        return StoreError(f"cannot save a snapshot: no parent snapshot {record.parent_id}")
+    return StoreError(f"cannot save a snapshot: no message {record.message_id} in conversation {record.conversation_id}")

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import protocol as p
+from engine.speculative.draft_choice import parse_draft_spec
 from engine.backends.base import ContextSettings, default_threads
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_cpp import LlamaContext, LlamaModel, init_backend
@@ -67,8 +68,8 @@ def batch_exact(path: Path, repack: bool | None = None) -> bool:
 
 
 def greedy(client: InprocClient, text: str, draft: str) -> p.Finished:
-    command = p.Generate(request_id=new_request_id("exact"), prompt=text, max_tokens=ANSWER_TOKENS,
-                         sampling=p.SamplingSpec(temperature=0.0, seed=1), draft=draft, draft_max=4,
+    command = p.Complete(request_id=new_request_id("exact"), prompt=text, max_tokens=ANSWER_TOKENS,
+                         sampling=p.SamplingSpec(temperature=0.0, seed=1), draft=parse_draft_spec(draft), draft_max=4,
                          draft_auto_off=False)
     events = list(client.stream(command))
     errors = [e.message for e in events if isinstance(e, p.Error)]

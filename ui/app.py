@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
-from app.settings import Settings
+from app.services.settings import Settings
 from engine.client import EngineClient
 from ui.bridge import EngineBridge
 from ui.controller import ChatController

@@ -74,7 +74,7 @@ class EngineBridge(QObject):
             return False
         if isinstance(command, p.LoadModel):
             self._pending_load = command.request_id
-        elif isinstance(command, (p.Generate, p.ReadDocument)):
+        elif isinstance(command, (*p.ANSWERS, p.ReadDocument)):
             self._pending_reads.add(command.request_id)
         try:
             self.client.send(command)

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from app.db_commands import recovery_text
-from app.settings import Settings, sampling_spec
-from app.turn import (
+from app.services.db_recovery import recovery_text
+from app.services.settings import Settings, sampling_spec
+from app.services.turn import (
     PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration, start_turn,
 )
 from engine import protocol as p
@@ -225,6 +225,9 @@ class ChatController(QObject):
         self.conversation = conversation
         self.set_editing(None)
         self.messages.set_rows(rows)
+        for turn in self._turns.values():  # an answer streaming here shows what it has written, not what is stored
+            if turn.n_deltas:
+                self.messages.update_message(replace(turn.answer, content=turn.text, stats=_live_stats(turn)))
         self.conversation_changed.emit(conversation)
 
     def rename(self, conversation_id: str, title: str) -> None:
@@ -328,7 +331,7 @@ class ChatController(QObject):
         """The drafting setting, except that MTP on a model without an MTP head falls back to auto
         (the setting is global, models are not): said once per model instead of failing answers."""
         draft = self.settings.draft
-        if draft == "mtp" and self.loaded is not None and self.loaded.facts.n_layer_mtp == 0:
+        if draft == "mtp" and self.loaded is not None and not self.loaded.facts.has_mtp:
             if self._mtp_note_for != self.model_ref:
                 self._mtp_note_for = self.model_ref
                 self.notice.emit("info", "This model has no MTP head, so drafting uses prompt lookup (auto).")
@@ -365,15 +368,14 @@ class ChatController(QObject):
         if isinstance(event, p.PromptProgress):
             self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
             return
-        if isinstance(event, p.TokenDelta) and not turn.pieces:
+        if isinstance(event, p.TokenDelta) and not turn.n_deltas:
             self.status.emit("")
         if isinstance(event, p.Error):
             self.conversation_notice.emit("error", event.message)
         if turn.feed(event):
             self._end_turn(turn)
-        elif isinstance(event, p.TokenDelta):
-            live = {"draft_spans": turn.draft_spans, "model": turn.model}
-            self.messages.update_message(replace(turn.answer, content=turn.text, stats=live))
+        elif isinstance(event, p.TokenDelta):  # only the delta: the answer is not copied per token
+            self.messages.append_text(turn.answer.id, event.text, _live_stats(turn))
 
     def _end_turn(self, turn: PendingTurn) -> None:
         self._turns.pop(turn.command.request_id, None)
@@ -460,6 +462,11 @@ class ChatController(QObject):
 
 
 WINDOW = Writer("a Hearth window")  # never waits for another writer: the GUI thread must not block
+
+
+def _live_stats(turn: PendingTurn) -> dict:
+    """What a streaming answer shows of its statistics: which text came from drafts, and the model."""
+    return {"draft_spans": turn.draft_spans, "model": turn.model}
 
 
 def _model_label(ref: str) -> str:

@@ -7,7 +7,7 @@ measured against what the open conversation leaves (its messages are counted fir
 that does not fit is never cut silently: a dialog says by how much and offers its first or its
 last part (or a model with a longer context). Cancel stops the load at any step (extraction
 included); a read that is cancelled or fails takes the document back out
-(:func:`app.documents.keep_if_read`), and the window shows the conversation it showed before.
+(:func:`app.services.documents.keep_if_read`), and the window shows the conversation it showed before.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
 
-from app.documents import (
+from app.services.documents import (
     DocumentTooLong, LoadedBefore, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read,
-    loaded_before, read_command, reading_speed, release_document, room_after, store_document,
+    copy_document, loaded_before, read_command, reading_speed, release_document, room_after, store_document,
 )
 from engine import protocol as p
 from engine.client import EngineDead
@@ -30,7 +30,6 @@ from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
-from model_store.snapshots import SnapshotStore
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
 from ui.models.messages import MessageRow, load_transcript
@@ -354,14 +353,5 @@ def _as_it_is_now(store: ConversationStore, conversation: Conversation | None) -
 
 
 def _copy_document(store: ConversationStore, message_id: str):
-    """A new conversation with the document's message, its record and (when it stands alone) its snapshot."""
-    documents = DocumentStore(store.db)
-    source = documents.for_message(message_id)
-    message = store.message(message_id)
-    conversation = store.create(source.title if source else "Document", model=store.get(message.conversation_id).model)
-    copy = store.add_message(conversation.id, "user", message.content, parent_id=None)
-    record = documents.copy_to(source, conversation.id, copy.id) if source is not None else None
-    copied = SnapshotStore(store.db).copy_root(message_id, conversation.id, copy.id)
-    command = read_command(store, conversation.id, copy.id)
-    stored = StoredDocument(conversation, copy, record, before=None)
-    return stored, (None if copied else command), load_transcript(store, conversation.id)
+    stored, command = copy_document(store, message_id)
+    return stored, command, load_transcript(store, stored.conversation.id)

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from app.settings import Settings, SettingsError
+from app.services.settings import Settings, SettingsError
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
 from ui.formatting import model_name

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.model_listing import listing_json
-from app.model_refs import app_catalogue
+from app.services.model_listing import listing_json
+from app.services.model_refs import app_catalogue
 from model_store.installed import ModelLibrary
 from ui.cli_job import CliJob
 from ui.store_thread import StoreThread
 
 
 class ModelManager(QObject):
-    listing_changed = Signal(dict)  # see app.model_listing.listing_json
+    listing_changed = Signal(dict)  # see app.services.model_listing.listing_json
     installed_changed = Signal(list)  # [InstalledModel], for the model picker
     download_progress = Signal(str, dict)  # ref, the pull's progress line
     download_ended = Signal(str, bool, str)  # ref, installed?, what happened

@@ -60,3 +60,26 @@ class ModelFacts(msgspec.Struct, frozen=True):
     supports_rollback: bool
     has_chat_template: bool
     backend_version: str
+
+    # -- what the model can do, read everywhere from here (never recomputed from is_recurrent/is_hybrid) --
+
+    @property
+    def has_recurrent_state(self) -> bool:
+        """A fixed-size recurrent state (SSM, Gated DeltaNet, short convolutions) besides or instead of attention."""
+        return self.is_recurrent or self.is_hybrid
+
+    @property
+    def has_attention_kv(self) -> bool:
+        """An attention KV cache that grows with every token (every model but a purely recurrent one)."""
+        return self.is_hybrid or not self.is_recurrent
+
+    @property
+    def can_roll_back(self) -> bool:
+        """Whether rejected draft tokens can be taken back out of the state (a KV cache always can;
+        a recurrent state only through llama.cpp's rollback planes)."""
+        return self.supports_rollback or not self.has_recurrent_state
+
+    @property
+    def has_mtp(self) -> bool:
+        """A multi-token-prediction head that can draft for the model itself."""
+        return self.n_layer_mtp > 0

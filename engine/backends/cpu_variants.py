@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 

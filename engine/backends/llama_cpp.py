@@ -14,7 +14,8 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -102,6 +103,19 @@ def _init_backend() -> _LlamaLog:
 
 
 _DECODE_FAULT = False  # test-only: the first decode dies (engine.backends.faults)
+
+
+class DecodeAborted(Exception):
+    """A decode stopped by its abort check (llama_decode returned 2) before it finished.
+
+    What the context's memory holds afterwards is the caller's to put right: llama.cpp drops the
+    attention KV of the unfinished micro-batch, but micro-batches finished before it stay, and a
+    recurrent state may be half-updated (some layers written, others not). See
+    :meth:`engine.session.ModelSession.feed`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("decoding was aborted")
 
 
 def quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None = None) -> Path:
@@ -341,6 +355,10 @@ class LlamaContext:
         # Called after every successful decode with (tokens, start position, sequence): an MTP head
         # follows the target this way, reading the hidden states of exactly what was decoded.
         self.after_decode: Callable[[list[int] | np.ndarray, int, int], None] | None = None
+        self._abort = _AbortCheck(handle)
+        self.n_threads = settings.n_threads  # what the next decode uses
+        # Asked before every decode for the threads to use (engine.session.ThreadBudget); None: the settings'.
+        self.thread_budget: Callable[[], int] | None = None
 
     def close(self) -> None:
         if self.handle:
@@ -356,8 +374,13 @@ class LlamaContext:
             self._batch.seq_id[i][0] = seq_id
         self._batch_seq_rows = max(self._batch_seq_rows, n)
 
-    def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0) -> None:
-        """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row."""
+    def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
+               abort: Callable[[], bool] | None = None) -> None:
+        """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row.
+
+        ``abort`` is polled while the batch is computed (between graph nodes, many times a
+        second); when it returns true the decode stops and raises :class:`DecodeAborted`.
+        """
         n = len(tokens)
         if not 0 < n <= self.settings.n_batch:
             raise ValueError(f"a batch holds 1..{self.settings.n_batch} tokens, got {n}")
@@ -370,11 +393,25 @@ class LlamaContext:
         self._batch.n_tokens = n
         if _DECODE_FAULT:
             crash_if_injected("decode", cpu_check.active().variant)
-        status = llama_cpp.llama_decode(self.handle, self._batch)
+        if self.thread_budget is not None:
+            self.use_threads(self.thread_budget())
+        if abort is None:
+            status = llama_cpp.llama_decode(self.handle, self._batch)
+        else:
+            with self._abort.polling(abort):
+                status = llama_cpp.llama_decode(self.handle, self._batch)
+        if status == 2 and abort is not None:
+            raise DecodeAborted()
         if status != 0:
             raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))
         if self.after_decode is not None:
             self.after_decode(tokens, start_pos, seq_id)
+
+    def use_threads(self, n: int) -> None:
+        """Decode with ``n`` threads from now on (the results do not depend on it, only the speed)."""
+        if n != self.n_threads:
+            llama_cpp.llama_set_n_threads(self.handle, n, n)
+            self.n_threads = n
 
     def logits(self, row: int = -1) -> np.ndarray:
         """Logits of an output row of the last decode (a view: copy it to keep it past the next decode)."""
@@ -411,6 +448,38 @@ class LlamaContext:
         array_type = ctypes.c_uint8 * size
         buf = array_type.from_buffer_copy(blob) if isinstance(blob, bytes) else array_type.from_buffer(blob)
         return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, size, seq_id, flags) > 0
+
+
+class _AbortCheck:
+    """llama.cpp's abort callback for one context, installed only while an abortable decode runs.
+
+    ggml calls it from the decoding thread after every graph node; each call takes the GIL, so it
+    is not left installed for the one-token decodes of generation, which stop between steps anyway.
+    The ctypes callback object lives as long as this object (llama.cpp keeps only its address).
+    """
+
+    def __init__(self, handle: llama_cpp.llama_context_p) -> None:
+        self._handle = handle
+        self._check: Callable[[], bool] | None = None
+        self._callback = llama_cpp.ggml_abort_callback(self._poll)
+        self._none = llama_cpp.ggml_abort_callback()  # a null function pointer: no callback
+
+    def _poll(self, _data: ctypes.c_void_p) -> bool:
+        try:
+            return bool(self._check is not None and self._check())
+        except Exception:  # an exception cannot cross into C: stop the decode, say why in the log
+            log.exception("the abort check of a decode failed; the decode is aborted")
+            return True
+
+    @contextmanager
+    def polling(self, check: Callable[[], bool]) -> Iterator[None]:
+        self._check = check
+        llama_cpp.llama_set_abort_callback(self._handle, self._callback, None)
+        try:
+            yield
+        finally:
+            llama_cpp.llama_set_abort_callback(self._handle, self._none, None)
+            self._check = None
 
 
 def _decode_failure(status: int, end_pos: int, n_ctx: int) -> str:

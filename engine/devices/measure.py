@@ -11,7 +11,6 @@ for it because it reads about fifty tokens a second.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from engine.devices.info import ProbedDevices
 from engine.generation import prefill as cpu_prefill
 from engine.npu.service import prepare_npu
 from engine.session import ModelSession
+from engine.worker_store import WorkerStore
 
 EMULATOR_MAX_LENGTH = 256
 WARM_UP_TOKENS = 32
@@ -31,14 +31,14 @@ def calibration_lengths(requested: list[int], n_ctx: int) -> list[int]:
     return sorted({n for n in wanted if 2 <= n <= n_ctx - 8})
 
 
-def run_calibration(session: ModelSession, probed: ProbedDevices, data_dir: Path | None, lengths: list[int],
+def run_calibration(session: ModelSession, probed: ProbedDevices, store: WorkerStore, lengths: list[int],
                     include_emulator: bool) -> tuple[Calibration, list[str]]:
     """Measure CPU and NPU prefill speed; returns the calibration and notes on devices left out."""
     notes: list[str] = []
     prefillers = {"cpu": _cpu_read}
     kind = probed.qnn.kind
     if kind == "npu" or (kind == "npu-emulator" and include_emulator):
-        npu, plan = prepare_npu(session, probed, "npu", None, data_dir)
+        npu, plan = prepare_npu(session, probed, "npu", None, store)
         if npu.prefiller is not None:
             prefillers[kind] = npu.prefiller.prefill
         else:

@@ -7,7 +7,7 @@ The flow, one module each:
 * :mod:`~engine.npu.qwen35_graph` builds the prefill graph for a fixed chunk length from
   :mod:`~engine.npu.deltanet_layer` (with the chunked DeltaNet core of :mod:`~engine.npu.gdn_chunk`)
   and :mod:`~engine.npu.attention_layer`, using only the HTP-safe ops of :mod:`~engine.npu.onnx_ops`
-  (its static shape, :class:`~engine.npu.spec.PrefillSpec`, lives apart so running needs no ``onnx``);
+  (its static shape, :class:`~engine.npu.graph_shape.PrefillSpec`, lives apart so running needs no ``onnx``);
 * :mod:`~engine.npu.prefill` runs it chunk by chunk, carrying the state on the host;
 * :mod:`~engine.npu.handoff` turns that state into llama.cpp's sequence-state blob (and back), so
   decoding continues on the CPU;

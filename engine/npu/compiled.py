@@ -32,7 +32,7 @@ from engine.backends import qnn
 CONTEXT_FILE = "prefill.onnx"  # QNN writes the binary beside it as prefill_qnn.bin
 KEY_FILE = "key.json"
 # The modules whose code decides the graph's contents; editing any of them invalidates the cache.
-EXPORTER_MODULES = ("spec.py", "gguf_weights.py", "onnx_ops.py", "gdn_chunk.py", "deltanet_layer.py",
+EXPORTER_MODULES = ("graph_shape.py", "gguf_weights.py", "onnx_ops.py", "gdn_chunk.py", "deltanet_layer.py",
                     "attention_layer.py", "qwen35_graph.py")
 
 

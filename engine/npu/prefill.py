@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.npu.spec import PrefillSpec
+from engine.npu.graph_shape import PrefillSpec
 
 Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 _NEW_ROWS = {"past_k": "k_new", "past_v": "v_new"}

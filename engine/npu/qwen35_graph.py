@@ -34,7 +34,7 @@ from engine.npu.attention_layer import MASK_NEG, AttentionIO, attention_layer, r
 from engine.npu.deltanet_layer import DeltaNetIO, conv_select_offsets, deltanet_layer
 from engine.npu.gguf_weights import Qwen35Config, load_model
 from engine.npu.onnx_ops import GraphBuilder
-from engine.npu.spec import PrefillSpec
+from engine.npu.graph_shape import PrefillSpec
 
 __all__ = ["PrefillSpec", "build_graph", "export_prefill"]
 

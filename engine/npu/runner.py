@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from engine.npu.handoff import kv_layout, state_from_blob, state_to_blob
 from engine.npu.prefill import PrefillState, Runner, prefill_steps
-from engine.npu.spec import PrefillSpec
+from engine.npu.graph_shape import PrefillSpec
 from engine.session import ModelSession
 from engine.state.seq_state import StateFormatError
 

@@ -33,8 +33,9 @@ from engine.devices.router import NPU_EXPORTABLE, ModelCaps, model_caps, plan_de
 from engine.generation import prefill as cpu_prefill
 from engine.npu import compiled
 from engine.npu.runner import NpuPrefiller, NpuPrefillFailed
-from engine.npu.spec import PrefillSpec
+from engine.npu.graph_shape import PrefillSpec
 from engine.session import ModelSession
+from engine.worker_store import WorkerStore
 
 # Tokens per graph run. On the emulator 16, 32 and 64 read at about the same speed (42–52 tok/s
 # at 512 positions, tests/bench/bench_npu.py) and 32 keeps progress and cancel within a fraction of
@@ -92,7 +93,7 @@ class NpuPrefill:
 
 
 def prepare_npu(session: ModelSession, probed: ProbedDevices, policy: str, calibration: Calibration | None,
-                data_dir: Path | None) -> tuple[NpuPrefill, p.DevicePlan]:
+                store: WorkerStore) -> tuple[NpuPrefill, p.DevicePlan]:
     """The model's NPU prefill and its device plan. Raises ``ValueError`` on an unknown policy."""
     caps, spec = _caps(session)
     plan = plan_devices(caps, probed, policy, None, calibration)
@@ -100,7 +101,7 @@ def prepare_npu(session: ModelSession, probed: ProbedDevices, policy: str, calib
     if plan.prefill.device == "cpu":
         return npu, plan
     try:
-        npu.prefiller, npu.report = _build(session, spec, data_dir)
+        npu.prefiller, npu.report = _build(session, spec, store)
     except Exception as exc:  # anything (QNN, onnx, disk, database): the model still loads, on the CPU
         print(f"hearth: the NPU prefill graph could not be prepared: {exc!r}", file=sys.stderr)
         npu.caps = ModelCaps(caps.architecture, False, f"the NPU graph could not be prepared ({exc})")
@@ -124,9 +125,10 @@ def _caps(session: ModelSession) -> tuple[ModelCaps, PrefillSpec | None]:
     return model_caps(facts.arch), PrefillSpec(config, CHUNK, session.n_ctx)
 
 
-def _build(session: ModelSession, spec: PrefillSpec, data_dir: Path | None) -> tuple[NpuPrefiller, p.NpuGraphReport]:
+def _build(session: ModelSession, spec: PrefillSpec, store: WorkerStore) -> tuple[NpuPrefiller, p.NpuGraphReport]:
     path = Path(session.facts.path)
-    key = compiled.current_key(_file_sha256(path, data_dir), spec.chunk, spec.max_ctx) if data_dir else None
+    data_dir = store.data_dir
+    key = compiled.current_key(store.file_digest(path), spec.chunk, spec.max_ctx) if data_dir else None
     graph = compiled.prepare(key, data_dir / CACHE_DIR if data_dir else None, lambda: _export(path, spec))
     report = p.NpuGraphReport(cached=graph.cached, prepare_ms=round(graph.seconds * 1000, 1), chunk=spec.chunk,
                               max_ctx=spec.max_ctx, cache_dir=str(graph.folder or ""))
@@ -138,15 +140,3 @@ def _export(path: Path, spec: PrefillSpec) -> bytes:
 
     _, model = export_prefill(path, spec.chunk, spec.max_ctx)
     return model
-
-
-def _file_sha256(path: Path, data_dir: Path) -> str:
-    """The model file's digest, from the data folder's cache of file hashes (a big file is hashed once)."""
-    from model_store.db import database_path, open_database
-    from model_store.file_hashes import file_sha256
-
-    db = open_database(database_path(data_dir))
-    try:
-        return file_sha256(db, path)
-    finally:
-        db.close()

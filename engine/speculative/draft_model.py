@@ -52,7 +52,7 @@ class DraftModel(Proposer):
             raise
         self.path = path
         self.sampling, self.rng, self.p_min = sampling, rng, p_min
-        self.recurrent = self.model.facts().is_recurrent or self.model.facts().is_hybrid
+        self.recurrent = self.model.facts().has_recurrent_state
         self.tokens: list[int] = []  # what sequence 0 holds
         self._warm_up()
 

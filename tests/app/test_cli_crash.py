@@ -9,30 +9,24 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from engine.backends.faults import FAULT_ENV
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.cpu_builds import auto_build
+from tests.helpers.cli import (
+    HEARTH, as_in_a_terminal, installed_hearth, read_until, wait_for_the_model_in_its_worker,
+)
 
-HEARTH = Path(sys.executable).with_name("hearth")
 CRASHES = [  # the switch, the signal, its words in the message, what the command was doing
     pytest.param("load:*:SIGILL", "SIGILL", "illegal instruction", "while loading the embedded model", id="load-SIGILL"),
     pytest.param("decode:*:SIGSEGV", "SIGSEGV", "invalid memory access", "while writing the answer",
                  id="decode-SIGSEGV"),
 ]
-
-
-def hearth(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """The installed command, with this test's HEARTH_HOME (and the session's CPU check)."""
-    return subprocess.run([str(HEARTH), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env}, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +61,10 @@ def assert_one_crash_object(result: subprocess.CompletedProcess, signal_name: st
 
 
 def test_generate_prints_the_answer_it_streams(hearth_home):
-    streamed = hearth("generate", "--max-tokens", "8", "--temperature", "0", "Hello")
+    streamed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "Hello")
     assert streamed.returncode == 0, streamed.stderr
     assert "Traceback" not in streamed.stderr
-    printed = hearth("generate", "--max-tokens", "8", "--temperature", "0", "--json", "Hello")
+    printed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "--json", "Hello")
     assert printed.returncode == 0, printed.stderr
     answer = json.loads(printed.stdout)
     assert answer["text"].strip() and len(answer["token_ids"]) == 8
@@ -83,7 +77,7 @@ def test_generate_prints_the_answer_it_streams(hearth_home):
 @pytest.mark.parametrize("fault, signal_name, words, doing", CRASHES)
 def test_a_crash_in_generate_is_one_line_naming_the_build_and_the_doctor(fault, signal_name, words, doing,
                                                                          hearth_home, build_in_use):
-    result = hearth("generate", "--max-tokens", "8", "Hello", **{FAULT_ENV: fault})
+    result = installed_hearth("generate", "--max-tokens", "8", "Hello", **{FAULT_ENV: fault})
     line = assert_one_crash_line(result, words, build_in_use)
     assert f"({words}, {signal_name})" in line and doing in line
     assert result.stdout.strip() == ""
@@ -91,7 +85,7 @@ def test_a_crash_in_generate_is_one_line_naming_the_build_and_the_doctor(fault, 
 
 @pytest.mark.parametrize("fault, signal_name, words, doing", CRASHES)
 def test_a_crash_in_generate_json_is_one_error_object(fault, signal_name, words, doing, hearth_home, build_in_use):
-    result = hearth("generate", "--max-tokens", "8", "--json", "Hello", **{FAULT_ENV: fault})
+    result = installed_hearth("generate", "--max-tokens", "8", "--json", "Hello", **{FAULT_ENV: fault})
     error = assert_one_crash_object(result, signal_name, words)
     assert f"with the CPU build {build_in_use}" in error["message"] and doing in error["message"]
 
@@ -107,14 +101,14 @@ def stored_branch(conversation_id: str, hearth_home: Path) -> list:
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_a_crash_in_send_says_so_and_keeps_the_users_message(as_json, hearth_home, build_in_use):
     message = "Where do otters sleep at night?"
-    result = hearth("send", "--new", "T", "--max-tokens", "8", *(["--json"] if as_json else []), message,
+    result = installed_hearth("send", "--new", "T", "--max-tokens", "8", *(["--json"] if as_json else []), message,
                     **{FAULT_ENV: "decode:*:SIGSEGV"})
     if as_json:
         assert_one_crash_object(result, "SIGSEGV", "invalid memory access")
     else:
         assert_one_crash_line(result, "invalid memory access", build_in_use)
 
-    listed = hearth("conversations", "--search", "otters", "--json", timeout=60)
+    listed = installed_hearth("conversations", "--search", "otters", "--json", timeout=60)
     assert listed.returncode == 0, listed.stderr
     (conversation,) = json.loads(listed.stdout)
     assert conversation["title"] == "T"
@@ -128,33 +122,22 @@ def test_the_safe_build_the_crash_line_suggests_does_run(hearth_home, build_in_u
     """A crash only the build in use has (an instruction this CPU does not really run): the line's
     advice, HEARTH_CPU_VARIANT=safe, gives an answer."""
     fault = {FAULT_ENV: f"load:{build_in_use}:SIGILL"}
-    crashed = hearth("generate", "--max-tokens", "4", "Hello", **fault)
+    crashed = installed_hearth("generate", "--max-tokens", "4", "Hello", **fault)
     assert "HEARTH_CPU_VARIANT=safe" in assert_one_crash_line(crashed, "illegal instruction", build_in_use)
-    safe = hearth("generate", "--max-tokens", "4", "--temperature", "0", "--json", "Hello",
+    safe = installed_hearth("generate", "--max-tokens", "4", "--temperature", "0", "--json", "Hello",
                   HEARTH_CPU_VARIANT="safe", **fault)
     assert safe.returncode == 0, safe.stderr
     assert len(json.loads(safe.stdout)["token_ids"]) == 4
 
 
 def test_an_unknown_cpu_build_is_one_line_listing_the_builds(hearth_home):
-    result = hearth("generate", "Hello", HEARTH_CPU_VARIANT="turbo9000", timeout=120)
+    result = installed_hearth("generate", "Hello", HEARTH_CPU_VARIANT="turbo9000", timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
     assert "no CPU build named 'turbo9000'" in line and "sse42" in line and "auto or safe" in line
 
 
 # -- Ctrl+C ---------------------------------------------------------------------------------------
-
-
-def read_until(stream, enough: int, timeout: float) -> bytes:
-    """At least ``enough`` bytes of ``stream`` (a pipe), within ``timeout`` seconds."""
-    seen, deadline = b"", time.monotonic() + timeout
-    while len(seen) < enough:
-        assert time.monotonic() < deadline, f"only {seen!r} within {timeout} s"
-        chunk = stream.read1(4096)
-        assert chunk, f"the output ended early: {seen!r}"
-        seen += chunk
-    return seen
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["streaming", "json"])
@@ -168,9 +151,9 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
         preexec_fn=as_in_a_terminal)
     try:
-        if as_json:  # nothing is printed until the end: wait for the worker, then for it to be answering
-            wait_for_worker(answering.pid, timeout=120)
-            time.sleep(4)
+        if as_json:  # nothing is printed until the end: wait for the model, then for the answer to be under way
+            wait_for_the_model_in_its_worker(answering.pid, timeout=300)
+            time.sleep(6)
             seen = b""
         else:
             seen = read_until(answering.stdout, 40, timeout=300)
@@ -188,18 +171,3 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         assert reply["finish_reason"] == "cancelled" and reply["text"], reply
     else:
         assert len(seen + out) >= 40 and (seen + out).endswith(b"\n")
-
-
-def as_in_a_terminal() -> None:
-    """Ctrl+C as a terminal delivers it: a job started in the background by a non-interactive shell
-    (as CI may be) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def wait_for_worker(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any("engine.worker" in " ".join(c.cmdline()) for c in psutil.Process(pid).children()):
-            return
-        time.sleep(0.1)
-    raise AssertionError("the command never started its worker")

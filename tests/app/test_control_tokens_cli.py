@@ -15,7 +15,7 @@ from engine.chat_template import ChatMessage
 from engine.prompts import render_for, rendered_tokens
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
-from tests.engine.test_control_tokens import hostile_text, model  # noqa: F401 (the model fixture)
+from tests.helpers.control_tokens import hostile_text, model  # noqa: F401 (the model fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

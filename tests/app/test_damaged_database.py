@@ -11,7 +11,7 @@ import pytest
 
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
-from tests.app.hearth_cli import error_line, hearth
+from tests.helpers.cli import error_line, hearth
 from tests.store.damaged import make_damaged_database
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.store.test_extract import pdf_of_pages
+from tests.helpers.pdf import pdf_of_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 

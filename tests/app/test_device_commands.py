@@ -3,8 +3,8 @@ measured prefill speeds stored in the settings, and the engine receiving them at
 
 import json
 
-from app.cli import main
-from app.settings import current_settings
+from app.cli.main import main
+from app.services.settings import current_settings
 from engine.devices.calibration import Calibration
 
 

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from app.settings import app_data_dir
+from app.services.settings import app_data_dir
 from model_store.db import database_path, open_database
 from model_store.documents import DocumentStore
 

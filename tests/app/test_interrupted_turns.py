@@ -12,7 +12,7 @@ import time
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
-from tests.app.hearth_cli import hearth, start_hearth
+from tests.helpers.cli import hearth, start_hearth
 
 EMPTY_ANSWER = "<|im_start|>assistant\n<|im_end|>"  # an empty assistant turn in the models' ChatML prompts
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 
 def run(capsys, *argv):

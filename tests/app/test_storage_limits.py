@@ -22,7 +22,7 @@ import pytest
 
 from model_store.conversations import ConversationStore
 from model_store.db import MAX_PAGES_ENV, database_path, open_database
-from tests.app.hearth_cli import error_line, hearth
+from tests.helpers.cli import error_line, hearth
 
 NO_OVERRIDE = ("setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.documents import read_command
-from app.turn import TurnOptions, generate_command, open_conversation_command
+from app.services.documents import read_command
+from app.services.turn import TurnOptions, generate_command, open_conversation_command
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 

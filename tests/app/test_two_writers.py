@@ -22,7 +22,7 @@ from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
 from model_store.writer_lock import process_started, take_writer_lock
-from tests.app.hearth_cli import error_line, hearth, start_hearth
+from tests.helpers.cli import error_line, hearth, start_hearth
 
 ROUNDS = 4
 # Long enough that one answer is still being written when the other command has loaded its model.

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import llama_cpp  # noqa: E402
 
-from app.documents import check_fit, fit_command, read_command, store_document  # noqa: E402
-from app.turn import send_turn  # noqa: E402
+from app.services.documents import check_fit, fit_command, read_command, store_document  # noqa: E402
+from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import init_backend  # noqa: E402

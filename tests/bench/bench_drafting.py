@@ -24,8 +24,8 @@ from engine.generation import Generation, GenerationSettings  # noqa: E402
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
 from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
-from engine.speculative.setup import Drafting  # noqa: E402
-from engine.speculative.spec import DraftRefused, parse_draft_spec  # noqa: E402
+from engine.speculative.drafting import Drafting  # noqa: E402
+from engine.speculative.draft_choice import DraftRefused, parse_draft_spec  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 DOCUMENT = (

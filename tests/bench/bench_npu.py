@@ -31,7 +31,7 @@ from engine.npu.gguf_weights import check_model  # noqa: E402
 from engine.npu.handoff import state_from_blob  # noqa: E402
 from engine.npu.prefill import PrefillState, prefill  # noqa: E402
 from engine.npu.qwen35_graph import export_prefill  # noqa: E402
-from engine.npu.spec import PrefillSpec  # noqa: E402
+from engine.npu.graph_shape import PrefillSpec  # noqa: E402
 from engine.prompts import raw_prompt_tokens  # noqa: E402
 from engine.session import open_session  # noqa: E402
 from model_store.file_hashes import hash_file  # noqa: E402

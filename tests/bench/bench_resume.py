@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.turn import open_conversation, send_turn  # noqa: E402
+from app.services.turn import open_conversation, send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.client import EngineClient  # noqa: E402
 from engine.inproc_client import InprocClient  # noqa: E402

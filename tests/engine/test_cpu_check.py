@@ -251,7 +251,7 @@ def start_worker(hearth_home: Path, **env: str) -> tuple[ProcessClient, p.Ready]
 
 def generate_a_few_tokens(client: ProcessClient, model: Path) -> p.Finished:
     client.load_model(str(model), timeout=300)
-    command = p.Generate(request_id=new_request_id("cpu"), prompt="The capital of France is", max_tokens=4,
+    command = p.Complete(request_id=new_request_id("cpu"), prompt="The capital of France is", max_tokens=4,
                          sampling=p.SamplingSpec(temperature=0))
     events = list(client.stream(command, timeout=300))
     (finished,) = [e for e in events if isinstance(e, p.Finished)]

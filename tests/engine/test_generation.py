@@ -1,10 +1,7 @@
 """The generation loop on real models: varied output, sampling reproducibility, limits, cancel."""
 
-import json
-
 import pytest
 
-from app.cli import main
 from engine.chat_template import ChatMessage
 from engine.generation import Generation, GenerationSettings
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
@@ -92,22 +89,6 @@ def test_chat_prompt_uses_the_models_template(tiny_session):
     tokens = chat_prompt_tokens(tiny_session.model, [ChatMessage("user", "hi")])
     im_start = tiny_session.model.tokenize("<|im_start|>", add_special=False, parse_special=True)
     assert len(im_start) == 1 and tokens.count(im_start[0]) == 2
-
-
-def test_generate_cli_streams_text_and_json_has_the_documented_keys(capsys, hybrid_tiny):
-    assert main(["generate", "--model", str(hybrid_tiny), "--max-tokens", "8", "--seed", "1", "--json", "hi"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"text", "token_ids", "finish_reason", "timings", "draft", "devices"}
-    assert set(out["devices"]) == {"prefill", "decode", "prefill_reason", "decode_reason"}
-    assert set(out["timings"]) == {"prompt_n", "prompt_ms", "gen_n", "gen_ms", "ttft_ms"}
-    assert set(out["draft"]) == {"kind", "rounds", "drafted", "accepted", "mean_accepted_len", "auto_off", "reason"}
-    assert main(["generate", "--model", str(hybrid_tiny), "--max-tokens", "8", "--seed", "1", "hi"]) == 0
-    assert capsys.readouterr().out.rstrip("\n") == out["text"]
-
-
-def test_invalid_sampling_flag_is_a_clear_error(capsys, hybrid_tiny):
-    assert main(["generate", "--model", str(hybrid_tiny), "--top-p", "0", "hi"]) == 1
-    assert "top-p" in capsys.readouterr().err
 
 
 def test_end_of_generation_token_stops_and_is_not_emitted(smollm2):

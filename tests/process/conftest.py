@@ -13,9 +13,11 @@ def worker(hearth_home):
     client.close(mode="abort", timeout=5)
 
 
-def generate(prompt="The quick brown fox", max_tokens=16, **kw) -> p.Generate:
+def generate(prompt="The quick brown fox", max_tokens=16, **kw) -> p.Complete:
+    """Continue ``prompt`` greedily as plain text, without drafting unless asked."""
     sampling = kw.pop("sampling", p.SamplingSpec(temperature=0))
-    return p.Generate(request_id=new_request_id("t"), prompt=prompt, max_tokens=max_tokens, sampling=sampling, **kw)
+    kw.setdefault("draft", p.DraftSpec("off"))
+    return p.Complete(request_id=new_request_id("t"), prompt=prompt, max_tokens=max_tokens, sampling=sampling, **kw)
 
 
 def collect(client, command, timeout=120) -> list:

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from app.documents import (
+from app.services.documents import (
     DocumentTooLong, check_fit, fit_command, history_command, keep_if_read, read_command, room_after, store_document,
 )
-from app.turn import send_turn
+from app.services.turn import send_turn
 from engine import protocol as p
 from engine.inproc_client import InprocClient
 from model_store.conversations import ConversationStore
@@ -217,17 +217,14 @@ def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
     assert answer.finished.finish_reason in ("stop", "length") and answer.finished.snapshot.restored
 
 
-def test_slow_chunks_shrink_and_a_replay_feeds_the_same_chunks(libraries, monkeypatch):
-    import engine.generation
-
-    monkeypatch.setattr(engine.generation, "CHUNK_SECONDS", 1e-6)  # every chunk is "too slow": shrink at once
+def test_chunks_are_the_batch_size_and_a_replay_feeds_the_same_chunks(libraries):
     lib = libraries("chunks")
     client = lib.engine()
     stored, events = lib.load(client, document(300))
     progress = [e.processed for e in events if isinstance(e, p.PromptProgress) and not e.estimated]
     record = SnapshotStore(lib.store.db).for_message(stored.message.id)[0]
     chunks = record.layout["prefill_chunks"]
-    assert chunks[0] == 512 and set(chunks[1:-1]) == {engine.generation.MIN_CHUNK}  # the last may be a remainder
+    assert len(chunks) > 1 and set(chunks[:-1]) == {512} and 0 < chunks[-1] <= 512  # the last is the remainder
     assert [sum(chunks[: i + 1]) for i in range(len(chunks))] == progress
     live = lib.ask(client, stored.conversation.id, "Which word?", stored.message.id)
     client.close(mode="abort")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.turn import send_turn
+from app.services.turn import send_turn
 from engine import protocol as p
 from engine.backends.qnn import cpu_session, run
 from engine.npu.qwen35_graph import export_prefill

@@ -2,44 +2,10 @@
 
 import pytest
 
-from app.turn import open_conversation, send_turn
-from engine import protocol as p
-from engine.process_client import ProcessClient
-from model_store.conversations import ConversationStore
-from model_store.db import database_path, open_database
+from app.services.turn import open_conversation
+from tests.helpers.snapshot_chat import GREEDY, USER_MESSAGES, Chat
 
 pytestmark = pytest.mark.process
-
-USER_MESSAGES = ["Hello! Who are you?", "Tell me about rivers.", "Why is the sky blue?",
-                 "Name three fruits.", "Thanks, and goodbye."]
-GREEDY = p.SamplingSpec(temperature=0)
-
-
-class Chat:
-    """A conversation in its own data folder, driven through a real worker process."""
-
-    def __init__(self, data_dir, model: str):
-        self.data_dir, self.model = data_dir, model
-        self.store = ConversationStore(open_database(database_path(data_dir)))
-        self.conversation = self.store.create("test", model=model)
-        self.client = None
-
-    def start_worker(self, snapshot_budget_bytes=None):
-        self.client = ProcessClient(data_dir=self.data_dir)
-        if snapshot_budget_bytes is not None:
-            self.client.snapshot_budget_bytes = snapshot_budget_bytes
-        self.client.start()
-        self.client.load_model(self.model)
-
-    def stop_worker(self):
-        self.client.close()
-        self.client = None
-
-    def say(self, text, reply_to=None, max_tokens=24):
-        result = send_turn(self.store, self.client, self.conversation.id, text, reply_to=reply_to,
-                           sampling=GREEDY, max_tokens=max_tokens)
-        assert not result.errors and result.finished is not None, result.errors
-        return result
 
 
 @pytest.fixture(params=["hybrid_tiny", "smollm2"])
@@ -103,7 +69,7 @@ def test_edit_at_an_earlier_turn_restores_that_turn(tmp_path, model):
 
 
 def test_regenerate_restores_the_turn_before_and_keeps_both_answers(tmp_path, hybrid_tiny):
-    from app.turn import regenerate_turn
+    from app.services.turn import regenerate_turn
 
     chat = Chat(tmp_path, str(hybrid_tiny))
     chat.start_worker()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.process.test_snapshot_exactness import USER_MESSAGES, Chat
+from tests.helpers.snapshot_chat import USER_MESSAGES, Chat
 
 pytestmark = pytest.mark.process
 

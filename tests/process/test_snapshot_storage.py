@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from app.turn import send_turn
+from app.services.turn import send_turn
 from engine import protocol as p
 from engine.client import EngineError
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
-from tests.process.test_snapshot_exactness import USER_MESSAGES, Chat
+from tests.helpers.snapshot_chat import USER_MESSAGES, Chat
 
 pytestmark = pytest.mark.process
 
@@ -44,10 +44,23 @@ def test_stored_bytes_grow_with_tokens_not_turns_times_tokens(request, tmp_path,
 KILL_ROUNDS = 20
 
 
+def wait_for_a_snapshot(data_dir, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        db = open_database(database_path(data_dir))
+        try:
+            if db.execute("select count(*) from snapshots").fetchone()[0]:
+                return
+        finally:
+            db.close()
+        time.sleep(0.1)
+    raise AssertionError(f"no turn ended within {timeout} s")
+
+
 def test_kill_9_while_saving_leaves_every_snapshot_whole_or_absent(tmp_path, smollm2):
     chat = Chat(tmp_path, str(smollm2))
     rng = random.Random(1234)
-    for _ in range(KILL_ROUNDS):
+    for round_ in range(KILL_ROUNDS):
         chat.start_worker()
         stop = threading.Event()
 
@@ -62,6 +75,8 @@ def test_kill_9_while_saving_leaves_every_snapshot_whole_or_absent(tmp_path, smo
 
         talker = threading.Thread(target=talk, daemon=True)
         talker.start()
+        if round_ == 0:  # one whole turn first, however busy the machine: the check below needs a snapshot
+            wait_for_a_snapshot(tmp_path, timeout=300)
         time.sleep(rng.uniform(0.05, 1.2))
         os.kill(chat.client.pid, signal.SIGKILL)
         stop.set()

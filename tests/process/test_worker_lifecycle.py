@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineDead, EngineError
+from engine.client import EngineDead, EngineError, new_request_id
 from engine.inproc_client import InprocClient
 from engine.process_client import ProcessClient
 from tests.process.conftest import collect, finished, generate, text_of, wait_for
@@ -69,12 +69,12 @@ def test_two_requests_reuse_the_loaded_model(worker, hybrid_tiny):
 def test_request_errors_end_only_that_request(worker, hybrid_tiny, tmp_path):
     events = collect(worker, generate())
     errors = [e for e in events if isinstance(e, p.Error)]
-    assert errors[0].code == "no_model" and errors[0].recoverable
+    assert errors[0].code == "no_model"
     assert finished(events).finish_reason == "error"
     with pytest.raises(EngineError, match="no such file"):
         worker.load_model(str(tmp_path / "missing.gguf"))
     worker.load_model(str(hybrid_tiny))
-    bad_template = collect(worker, generate(prompt=None, messages=[p.ChatTurn("robot", "hi")]))
+    bad_template = collect(worker, p.Chat(request_id=new_request_id("t"), messages=[p.ChatTurn("robot", "hi")]))
     assert any(isinstance(e, p.Error) and "role" in e.message for e in bad_template)
     assert finished(collect(worker, generate())).finish_reason == "length"
 

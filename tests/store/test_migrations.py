@@ -9,10 +9,11 @@ import pytest
 import sqlite_utils
 
 from model_store.conversations import ConversationStore
-from model_store.db import StoreError, open_database
+from model_store.db import StoreError, open_database, write_transaction
 from model_store.migrations import MIGRATIONS, applied_migrations, migrate
 
-ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks"]
+ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
+       "m007_snapshot_references"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 
@@ -51,7 +52,7 @@ def test_schema_cascades_and_indexes(db):
 
 
 def test_migrating_twice_applies_nothing(db, db_path):
-    assert migrate(db) == []
+    assert migrate(db, write_transaction) == []
     db.close()
     again = open_database(db_path)
     try:
@@ -64,7 +65,7 @@ def test_migrating_twice_applies_nothing(db, db_path):
 def test_old_schema_is_brought_up_to_date(db_path):
     db_path.parent.mkdir(parents=True)
     old = sqlite_utils.Database(db_path)
-    assert migrate(old, upto="m001_conversations") == ["m001_conversations"]
+    assert migrate(old, write_transaction, upto="m001_conversations") == ["m001_conversations"]
     assert set(old.table_names()) == {"_migrations", "conversations", "messages"}
     conv = ConversationStore(old).create("from an old version")
     old.close()
@@ -80,7 +81,7 @@ def test_old_schema_is_brought_up_to_date(db_path):
 
 def test_unknown_upto_is_refused(db):
     with pytest.raises(ValueError, match="m999"):
-        migrate(db, upto="m999")
+        migrate(db, write_transaction, upto="m999")
 
 
 @pytest.mark.parametrize("content", [os.urandom(8192), b"not a database, just text\n" * 10])
@@ -114,3 +115,17 @@ def test_concurrent_first_opens_apply_each_migration_once(db_path):
         t.join()
     assert errors == []
     assert results == [ALL] * 4
+
+
+def test_the_worker_refuses_a_database_whose_schema_is_behind_and_writes_nothing(tmp_path):
+    path = tmp_path / "hearth.db"
+    old = sqlite_utils.Database(path)
+    migrate(old, write_transaction, upto="m006_writer_locks")
+    old.close()
+    with pytest.raises(StoreError, match="older than this engine"):
+        open_database(path, migrate=False)
+    check = sqlite_utils.Database(path)
+    assert "m007_snapshot_references" not in applied_migrations(check), "the worker never migrates"
+    check.close()
+    open_database(path).close()  # the app brings it up to date
+    open_database(path, migrate=False).close()

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument, QTextFormat
 from PySide6.QtWidgets import QApplication
 
-from tests.ui.conftest import LONG_ANSWER, write_settings
+from tests.helpers.gui import LONG_ANSWER, write_settings
 
 
 def test_a_message_streams_token_by_token_then_is_stored(start_app, hybrid_tiny):

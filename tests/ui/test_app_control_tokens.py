@@ -7,8 +7,8 @@ import re
 from engine.backends.llama_cpp import LlamaModel, init_backend
 from engine.chat_template import ChatMessage
 from engine.prompts import render_for, rendered_tokens
-from tests.engine.test_control_tokens import hostile_text
-from tests.ui.conftest import write_settings
+from tests.helpers.control_tokens import hostile_text
+from tests.helpers.gui import write_settings
 
 
 def test_typed_and_attached_control_token_text_is_read_as_plain_text(start_app, hybrid_tiny, tmp_path):

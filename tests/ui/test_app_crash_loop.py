@@ -14,7 +14,7 @@ from engine import protocol as p
 from engine.client import EngineDead
 from engine.process_client import ProcessClient
 from tests.cpu_builds import auto_build, safe_build
-from tests.ui.conftest import write_settings
+from tests.helpers.gui import write_settings
 from ui.bridge import EngineBridge
 from ui.models.messages import load_transcript
 
@@ -196,7 +196,7 @@ def test_only_a_token_or_an_exact_prompt_count_shows_that_the_worker_decoded(qtb
     so a crash after one is still a crash before the worker ever decoded."""
     bridge = EngineBridge(ProcessClient)  # never started: only its bookkeeping is used
     bridge.early_deaths = 1
-    bridge._pending_reads.add("read1")  # as send() does for a Generate
+    bridge._pending_reads.add("read1")  # as send() does for an answer
     bridge._track(p.PromptProgress(request_id="read1", processed=0, total=900, elapsed_ms=500.0, estimated=True))
     assert bridge._early_death() == "reading the input" and bridge.early_deaths == 1
     bridge._track(p.PromptProgress(request_id="read1", processed=512, total=900, elapsed_ms=900.0))

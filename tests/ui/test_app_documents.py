@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import random
 import re
-from pathlib import Path
 
 from PySide6.QtCore import Qt
 
 from model_store.documents import DocumentStore
 from model_store.extract import READ_CHUNK_BYTES, DocumentError
-from tests.ui.conftest import write_settings
-
-WORDS = "river stone light house garden winter market letter window music paper forest bridge candle".split()
-
-
-def write_document(path: Path, n_words: int) -> Path:
-    rng = random.Random(n_words)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(10)) + "." for _ in range(n_words // 10)]
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+from tests.helpers.documents import write_document
+from tests.helpers.gui import stored, write_settings
 
 
 def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp_path):
@@ -61,14 +51,6 @@ def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp
     assert first.finished.snapshot.restored and first.finished.snapshot.prefilled_tokens < 40
     assert second.finished.snapshot.restored and second.finished.snapshot.prefilled_tokens < 40
     assert [r.message.role for r in app.controller.messages.rows()][-4:] == ["user", "assistant", "user", "assistant"]
-
-
-def stored(app, read):
-    """What ``read(store)`` returns, run on the app's store thread after the work queued before it."""
-    results = []
-    app.controller.store.submit(read, results.append)
-    app.qtbot.waitUntil(lambda: bool(results), timeout=30_000)
-    return results[0]
 
 
 def test_cancelling_a_read_leaves_the_conversation_as_it_was(start_app, hybrid_tiny, tmp_path):

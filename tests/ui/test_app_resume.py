@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from PySide6.QtCore import Qt
 
-from tests.ui.conftest import LONG_ANSWER, write_settings
+from tests.helpers.gui import LONG_ANSWER, write_settings
 
 
 def _open_in_list(app, title: str) -> None:

@@ -17,13 +17,13 @@ import time
 import msgspec
 from PySide6.QtCore import Qt
 
-from app.paths import user_paths
+from app.services.paths import user_paths
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
-from tests.app.hearth_cli import start_hearth
+from tests.helpers.cli import start_hearth
+from tests.helpers.gui import LONG_ANSWER
 from tests.store.damaged import make_damaged_database
-from tests.ui.conftest import LONG_ANSWER
 
 
 def stored(fn):
@@ -74,7 +74,7 @@ def _ids(store, conversation_id):
 
 
 def test_a_command_waits_while_the_window_answers_then_answers_after_it(start_app, hybrid_tiny):
-    from tests.ui.conftest import write_settings
+    from tests.helpers.gui import write_settings
 
     write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
     app = start_app()

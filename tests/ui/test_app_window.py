@@ -8,9 +8,9 @@ import msgspec
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QDoubleSpinBox
 
-from app.paths import user_paths
-from app.settings import load_settings
-from tests.ui.conftest import write_settings
+from app.services.paths import user_paths
+from app.services.settings import load_settings
+from tests.helpers.gui import write_settings
 
 
 def test_first_run_opens_a_chat_on_the_embedded_default_model(start_app, monkeypatch):

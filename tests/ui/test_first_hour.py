@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QTreeView
 from model_store.catalogue import load_catalogue
 from model_store.documents import DocumentStore
 from model_store.installed import EMBEDDED_NAME
-from tests.ui.conftest import LONG_ANSWER, write_settings
-from tests.ui.test_app_documents import stored, write_document
+from tests.helpers.documents import write_document
+from tests.helpers.gui import LONG_ANSWER, stored, write_settings
 from ui.views.chat_view import COLUMN_CHARS
 
 

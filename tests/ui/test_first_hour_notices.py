@@ -7,8 +7,8 @@ from PySide6.QtCore import Qt
 
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
-from tests.ui.conftest import write_settings
-from tests.ui.test_app_documents import stored, write_document
+from tests.helpers.documents import write_document
+from tests.helpers.gui import stored
 from ui.views.document_progress import LoadedBeforeChoice
 
 TOO_LONG = "lighthouse keeper " * 30_000  # more tokens than the tiny model's context holds

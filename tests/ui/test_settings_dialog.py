@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import NO_NPU_MESSAGE, Settings
+from app.services.settings import NO_NPU_MESSAGE, Settings
 from ui.views.settings_dialog import SEED_MESSAGE, SettingsDialog
 
 INPUT_NAMES = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.doctor_report import report_lines
+from app.services.doctor_report import report_lines
 
 REPORT_TIMEOUT_MS = 180_000  # the child starts an engine worker of its own and probes the NPU
 

@@ -1,4 +1,5 @@
 import pytest
+from jinja2.exceptions import SecurityError
 
 from engine.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateError, render_chat
 
@@ -25,8 +26,10 @@ def test_template_raise_exception_is_reported():
 
 def test_sandbox_blocks_python_internals():
     template = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
-    with pytest.raises(ChatTemplateError):
+    with pytest.raises(ChatTemplateError, match=r"SecurityError: access to attribute '__class__' of 'list' object "
+                                                r"is unsafe") as refused:
         render_chat(template, [ChatMessage("user", "x")])
+    assert isinstance(refused.value.__cause__, SecurityError), "the sandbox refused it, not some later failure"
 
 
 def test_unknown_role_and_empty_conversation_are_refused():

@@ -9,7 +9,7 @@ import importlib.util
 import msgspec
 import pytest
 
-from app.settings import DRAFT_MAX_RANGE
+from app.services.settings import DRAFT_MAX_RANGE
 from engine import protocol as p
 from tests.conftest import ROOT
 
@@ -31,11 +31,11 @@ def refusal(command: p.Command) -> p.InvalidCommand:
      "n_threads must be between 0 and 512; got 513"),
     (p.LoadModel(request_id="l", model="m", device_policy="gpu"), "device_policy",
      "device_policy must be one of 'auto', 'cpu', 'npu'; got 'gpu'"),
-    (p.Generate(request_id="l", draft_max=0), "draft_max", "draft_max must be between 1 and 14; got 0"),
-    (p.Generate(request_id="l", max_tokens=0), "max_tokens", "max_tokens must be between 1 and 2147483647; got 0"),
-    (p.Generate(request_id="l", sampling=p.SamplingSpec(top_p=0.0)), "sampling.top_p",
+    (p.Chat(request_id="l", messages=[], draft_max=0), "draft_max", "draft_max must be between 1 and 14; got 0"),
+    (p.Complete(request_id="l", prompt="", max_tokens=0), "max_tokens", "max_tokens must be between 1 and 2147483647; got 0"),
+    (p.AnswerTurn(request_id="l", conversation_id="c", answer_id="a", messages=[], sampling=p.SamplingSpec(top_p=0.0)), "sampling.top_p",
      "top-p must be in (0, 1], got 0.0"),
-    (p.Generate(request_id="l", sampling=p.SamplingSpec(seed=2**63)), "sampling.seed",
+    (p.Complete(request_id="l", prompt="", sampling=p.SamplingSpec(seed=2**63)), "sampling.seed",
      "seed must be a non-negative integer below 2**63, got 9223372036854775808"),
     (p.MeasureText(request_id="l", text="t", budget_tokens=-1), "budget_tokens",
      "budget_tokens must be between 0 and 2147483647; got -1"),
@@ -77,10 +77,10 @@ def test_a_malformed_message_is_not_called_out_of_range(message):
 
 
 @pytest.mark.parametrize("command", [
-    p.Hello(protocol_version=p.PROTOCOL_VERSION), p.LoadModel(request_id="l", model="m"), p.Generate(request_id="g"),
+    p.Hello(protocol_version=p.PROTOCOL_VERSION), p.LoadModel(request_id="l", model="m"), p.Complete(request_id="g", prompt=""),
     p.MeasureText(request_id="m", text="t"), p.Calibrate(request_id="c"), p.SetTelemetry(interval_ms=1000),
     p.LoadModel(request_id="l", model="m", n_ctx=p.MAX_TOKENS, n_threads=p.MAX_THREADS, draft_max=p.MAX_DRAFT),
-    p.Generate(request_id="g", max_tokens=p.MAX_TOKENS, draft_max=p.MAX_DRAFT),
+    p.Chat(request_id="g", messages=[], max_tokens=p.MAX_TOKENS, draft_max=p.MAX_DRAFT),
     p.Calibrate(request_id="c", lengths=[p.MIN_CALIBRATION_LENGTH, p.MAX_TOKENS]),
 ])
 def test_defaults_and_bounds_are_accepted(command):

@@ -1,4 +1,4 @@
-"""app.settings: validation rules, repairing loads, atomic saves, on real files in tmp_path."""
+"""app.services.settings: validation rules, repairing loads, atomic saves, on real files in tmp_path."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from app.paths import UserPaths
-from app.settings import (
+from app.services.paths import UserPaths
+from app.services.settings import (
     NO_NPU_MESSAGE,
     Settings,
     SettingsError,

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from engine.protocol import UNAVAILABLE
-from engine.telemetry.system import SystemReadings, SystemSampler
+from engine.telemetry.system import THROTTLE_RATIO, SystemReadings, SystemSampler
 
 Temp = namedtuple("Temp", "label current high critical")
 Freq = namedtuple("Freq", "current min max")
@@ -76,9 +76,24 @@ def test_this_machine_readings_are_real(capsys):
         assert readings.cpu_freq_max_mhz == UNAVAILABLE
     else:
         assert readings.cpu_freq_max_mhz > 0
-    assert readings.cpu_freq_mhz == UNAVAILABLE or readings.cpu_freq_mhz > 0
-    assert readings.throttled in (True, False, UNAVAILABLE)
+    assert (readings.cpu_freq_mhz == UNAVAILABLE) == (freq is None or not freq.current > 0)
+    assert_throttled_as_this_machine_says(readings)
     assert capsys.readouterr() == ("", "")
+
+
+def assert_throttled_as_this_machine_says(readings: SystemReadings) -> None:
+    """The flag follows from the readings it was decided with and an independent look at the sensors:
+    unavailable with neither a frequency ratio nor a temperature (a VM reports max=0 and has no
+    sensor), the frequency's verdict when that is the only signal, and with a temperature a bool that
+    is True whenever the frequency says so (the sensor's own "high" threshold is not in the readings)."""
+    ratio_known = readings.cpu_freq_mhz != UNAVAILABLE and readings.cpu_freq_max_mhz != UNAVAILABLE
+    by_frequency = ratio_known and readings.cpu_freq_mhz / readings.cpu_freq_max_mhz < THROTTLE_RATIO
+    if _machine_has_cpu_temperature():
+        assert isinstance(readings.throttled, bool) and (readings.throttled or not by_frequency)
+    elif ratio_known:
+        assert readings.throttled is by_frequency
+    else:
+        assert readings.throttled == UNAVAILABLE, "neither signal is known here: the flag must not be guessed"
 
 
 def test_given_process_is_the_one_measured():

@@ -3,8 +3,9 @@ in a centred column no wider than :data:`COLUMN_CHARS` characters (a comfortable
 wide window), on the palette's text background. An empty conversation shows the welcome
 (:class:`~ui.views.welcome.Welcome`).
 
-The view follows the model's signals (reset, rows inserted, data changed) and keeps the newest
-text in sight while an answer streams, unless the user has scrolled up to read. A long transcript
+The view follows the model's signals (reset, rows inserted, data changed, text appended: a
+streaming answer's delta goes to its widget alone) and keeps the newest text in sight while an
+answer streams, unless the user has scrolled up to read. A long transcript
 is built a few messages at a time (:data:`BUILD_SLICE_MS` per turn of the event loop), so opening
 it never freezes the window.
 """
@@ -17,7 +18,7 @@ from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 
-from ui.models.messages import MessageListModel
+from ui.models.messages import APPENDED_ROLES, MessageListModel
 from ui.views.message_widget import MessageWidget
 from ui.views.welcome import Welcome
 
@@ -63,6 +64,7 @@ class ChatView(QScrollArea):
         model.modelReset.connect(self._rebuild)
         model.rowsInserted.connect(self._inserted)
         model.dataChanged.connect(self._changed)
+        model.textAppended.connect(self._appended)
         self._rebuild()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -92,9 +94,19 @@ class ChatView(QScrollArea):
         self._build_more()
 
     def _changed(self, top: QModelIndex, bottom: QModelIndex, roles=()) -> None:
+        if roles == APPENDED_ROLES:  # text appended: its widget has it already (_appended)
+            return
         follow = self._at_end()
         for row in range(top.row(), min(bottom.row() + 1, len(self.widgets))):
             self.widgets[row].set_row(self.model.row(row))
+        if follow:
+            self._scroll_to_end()
+
+    def _appended(self, row: int, text: str, stats: dict | None) -> None:
+        if row >= len(self.widgets):  # not built yet: it is built from the model's row, text and all
+            return
+        follow = self._at_end()
+        self.widgets[row].append_text(text, stats)
         if follow:
             self._scroll_to_end()
 

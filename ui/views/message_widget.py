@@ -10,19 +10,25 @@ dark themes both work (:class:`~ui.views.bubble.Bubble`).
 Laying out text costs GUI time in proportion to its length, so two rules keep the window
 responsive (``tests/bench/bench_ui_latency.py`` measures it): while an answer streams it is
 re-rendered at most every :data:`RENDER_INTERVAL_MS`, or less often when a render takes long
-(the interval stays :data:`RENDER_BUDGET`× the last render's cost); and a finished message longer
-than :data:`COLLAPSE_CHARS` shows its beginning with a "Show all" button.
+(the interval stays :data:`RENDER_BUDGET`× the last render's cost, counting the layout and paint
+it causes, which for a long answer cost several times the Markdown); and a finished message
+longer than :data:`COLLAPSE_CHARS` shows its beginning with a "Show all" button.
+
+A streaming answer grows by :meth:`MessageWidget.append_text`, which only keeps the new text and
+schedules that render: the cost of a delta does not grow with the answer. The text (and the hover
+statistics) catch up at the render; the stored answer replaces it all at the end (:meth:`~MessageWidget.set_row`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
-from app.documents import document_message
+from app.services.documents import document_message
 from ui.formatting import message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.models.messages import MessageRow
@@ -47,12 +53,17 @@ class MessageWidget(QWidget):
 
     def __init__(self, row: MessageRow, highlight_drafts: bool = False, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.row = row
+        self._shown_row = row
+        self._tail: list[str] = []  # text appended since the row was last built (see the row property)
+        self._tail_stats: dict | None = None
         self.highlight_drafts = highlight_drafts
         self.setObjectName("message")
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_text)
+        self._render_started = 0.0
+        self._settled = QTimer(self, singleShot=True, interval=0)  # after the layout and paint a render queued
+        self._settled.timeout.connect(self._pace_renders)
         self._build()
         self.set_row(row)
 
@@ -127,8 +138,22 @@ class MessageWidget(QWidget):
 
     # -- content ---------------------------------------------------------------------------------
 
+    @property
+    def row(self) -> MessageRow:
+        """The row shown, with the text appended to it so far (rendered or not yet)."""
+        if self._tail or self._tail_stats is not None:
+            message = self._shown_row.message
+            stats = self._tail_stats if self._tail_stats is not None else message.stats
+            self._shown_row = replace(self._shown_row, message=replace(
+                message, content=message.content + "".join(self._tail), stats=stats))
+            self._tail.clear()
+            self._tail_stats = None
+        return self._shown_row
+
     def set_row(self, row: MessageRow) -> None:
-        self.row = row
+        self._shown_row = row
+        self._tail.clear()
+        self._tail_stats = None
         message = row.message
         is_user = message.role == "user"
         document = row.document
@@ -144,14 +169,26 @@ class MessageWidget(QWidget):
         self.next.setEnabled(row.version < row.versions)
         self.edit.setVisible(is_user and document is None)
         self.regenerate.setVisible(not is_user and message.status != "generating")
-        self.setToolTip("" if is_user else message_stats_tooltip(message.stats))
-        self.body.setAccessibleName(f"{self.who.text()}: {message.content[:200]}")
+        self._describe(message)
         if message.status == "generating":
             if not self._render_timer.isActive():
                 self._render_timer.start()
         else:
             self._render_timer.stop()
             self._render_text()
+
+    def append_text(self, text: str, stats: dict | None = None) -> None:
+        """Add streamed text (and the answer's live ``stats``) to the message; shown at the next render."""
+        self._tail.append(text)
+        if stats is not None:
+            self._tail_stats = stats
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def _describe(self, message) -> None:
+        """The hover statistics and the name a screen reader says."""
+        self.setToolTip("" if message.role == "user" else message_stats_tooltip(message.stats))
+        self.body.setAccessibleName(f"{self.who.text()}: {message.content[:200]}")
 
     @property
     def kind(self) -> str:
@@ -187,7 +224,10 @@ class MessageWidget(QWidget):
 
     def _render_text(self) -> None:
         started = time.perf_counter()
+        streamed = bool(self._tail) or self._tail_stats is not None
         message = self.row.message
+        if streamed:
+            self._describe(message)
         text, hidden = self._visible_text()
         spans = message.stats.get("draft_spans") if self.highlight_drafts else None
         if text:
@@ -196,7 +236,14 @@ class MessageWidget(QWidget):
             self.body.setText("<i>…</i>" if message.status == "generating" else "")
         self.show_all.setText(f"Show all ({hidden:,} more characters)")
         self.show_all.setVisible(hidden > 0)
-        cost_ms = (time.perf_counter() - started) * 1000
+        if message.status == "generating":
+            self._render_started = started
+            self._settled.start()
+
+    def _pace_renders(self) -> None:
+        """Space a streaming answer's renders by what the last one cost, with the layout and paint it
+        queued (handled before this zero timer fires)."""
+        cost_ms = (time.perf_counter() - self._render_started) * 1000
         self._render_timer.setInterval(max(RENDER_INTERVAL_MS, int(RENDER_BUDGET * cost_ms)))
 
     def _visible_text(self) -> tuple[str, int]:

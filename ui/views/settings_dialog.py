@@ -1,9 +1,9 @@
-"""The Settings dialog: a grouped form that edits a copy of :class:`app.settings.Settings`.
+"""The Settings dialog: a grouped form that edits a copy of :class:`app.services.settings.Settings`.
 
 Design:
 
 * The dialog holds no rules of its own. On OK it builds a :class:`Settings` from the form
-  (:meth:`SettingsDialog.form_settings`) and asks :func:`app.settings.validate_settings`; the only
+  (:meth:`SettingsDialog.form_settings`) and asks :func:`app.services.settings.validate_settings`; the only
   check done here is the seed text, which cannot be put in a ``Settings`` when it is not a number.
 * Each input widget's ``objectName`` is its Settings field name, and each has a hidden
   ``error_<field>`` label under it that shows that field's message. While any message is shown
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import (
+from app.services.settings import (
     DRAFT_MAX_RANGE,
     MAX_TOKENS_RANGE,
     SNAPSHOT_BUDGET_GIB_RANGE,

@@ -1,0 +1,285 @@
+"""What each ``hearth`` sub-command does. They all go through an :class:`EngineClient`, the same
+path the GUI uses, with the engine in a worker process as in the GUI: a crash inside llama.cpp
+(an instruction this CPU does not run, say) then ends that process, not the command, and the
+command says what happened and what to do instead of dying with a bare signal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from app.services.model_refs import ModelRefError, model_display_name, resolve_model_ref
+from app.services.settings import app_data_dir, current_settings
+from app.cli.terminal_text import visible
+from engine import protocol as p
+from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
+from engine.command_check import shown
+from engine.deaths import engine_dead
+from engine.process_client import ProcessClient
+from engine.speculative.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
+from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
+
+
+class UserError(Exception):
+    """Something the user can fix; printed as one line, exit status 1. ``details`` (a ``kind`` and
+    more) is what ``--json`` prints as the ``error`` object."""
+
+    def __init__(self, message: str, **details: str) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def model_label(path: str) -> str:
+    return f"the embedded model {EMBEDDED_NAME}" if path == EMBEDDED_ID else Path(path).name
+
+
+def crash_error(dead: EngineDead, doing: str) -> UserError:
+    """An engine death as the one line a user reads, and the JSON ``error`` object scripts read."""
+    if not dead.crashed:
+        return UserError(f"{dead.message} while {doing}", kind="engine_died", signal=dead.signal)
+    safer = "" if dead.cpu_variant in ("", "built-in") else \
+        " (or try again with HEARTH_CPU_VARIANT=safe, the safest CPU build)"
+    message = (f"{dead.message} while {doing}. Run `hearth doctor` to check this machine{safer}; "
+               "if it keeps happening, report what the doctor prints")
+    return UserError(message, kind="engine_crashed", signal=dead.signal)
+
+
+# Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
+FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "lengths": "--lengths",
+         "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed"}
+
+
+def invalid_value(invalid: p.InvalidCommand) -> UserError:
+    """A value outside its field's range as one line naming the flag that set it
+    (``--draft-max must be between 1 and 14; got 1000``); ``--json`` adds the field and the range."""
+    name = invalid.field.split("[", 1)[0].rsplit(".", 1)[-1]
+    flag = FLAGS.get(name)
+    if flag is None or invalid.allowed is None:
+        message = str(invalid)
+    else:
+        subject = f"each {flag} value" if "[" in invalid.field else flag
+        message = f"{subject} must be {invalid.allowed}; got {shown(invalid.value)}"
+    return UserError(message, kind="invalid_value", field=invalid.field, allowed=invalid.allowed or "")
+
+
+def check_options(command: p.Command) -> None:
+    """Refuse a command's out-of-range values before any engine starts (the engine would refuse them)."""
+    try:
+        checked(command)
+    except InvalidRequest as exc:
+        raise invalid_value(exc.invalid) from None
+
+
+@contextmanager
+def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFAULTS.draft_max,
+               device_policy: str = "auto") -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    data_dir = data_dir or app_data_dir()  # also where the device probe and compiled NPU graphs are cached
+    try:
+        path = resolve_model_ref(model, data_dir)
+    except ModelRefError as exc:
+        raise UserError(str(exc)) from exc
+    client = ProcessClient(data_dir=data_dir)
+    try:
+        client.start()
+        client.send(p.SetTelemetry(interval_ms=0))
+        loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
+                                   calibration=current_settings().device_calibration)
+    except InvalidRequest as exc:
+        client.close(mode="abort")
+        raise invalid_value(exc.invalid) from None
+    except EngineError as exc:
+        client.close(mode="abort")
+        if exc.dead is not None:
+            raise crash_error(exc.dead, f"loading {model_label(path)}") from exc
+        raise UserError(str(exc), kind=exc.code) from exc
+    try:
+        yield client, loaded
+        dead = death_of(client)
+        if dead is not None:  # the command saw the request end, but not why (send, doc load)
+            raise crash_error(dead, f"running {model_label(path)}")
+    finally:
+        client.close(mode="abort")
+
+
+def death_of(client: ProcessClient) -> EngineDead | None:
+    """How the worker died, if a signal ended it while the command used it."""
+    process = client.process
+    code = process.poll() if process is not None else None
+    if code is None or code >= 0:
+        return None
+    cpu = client.ready.cpu if client.ready is not None else None
+    return engine_dead(code, cpu.variant if cpu is not None else "")
+
+
+def require_text(text: str, what: str) -> None:
+    """Refuse an empty or whitespace-only message before anything starts (the window does the same)."""
+    if not text.strip():
+        raise UserError(f"the {what} is empty; write something for the model to answer", kind="empty_message")
+
+
+def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
+    spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                          seed=args.seed)
+    check_options(p.Chat(request_id="cli-check", messages=[], sampling=spec, max_tokens=args.max_tokens))
+    return spec
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    finished: p.Finished | None = None
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl+C stopped it
+
+
+def run_request(client: EngineClient, command: p.Answer, *, echo: bool) -> Reply:
+    """Stream one generation; Ctrl+C cancels it and still waits for its end (see :meth:`EngineClient.follow`)."""
+    reply = Reply()
+    reply.interrupted = client.follow(command, lambda event: take_event(reply, event, command.request_id, echo))
+    return reply
+
+
+def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
+    if isinstance(event, EngineDead):
+        raise crash_error(event, "writing the answer")
+    if getattr(event, "request_id", None) != request_id:
+        return
+    if isinstance(event, p.TokenDelta):
+        reply.text += event.text
+        if echo:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+    elif isinstance(event, p.Error):
+        reply.errors.append(event.message)
+    elif isinstance(event, p.Finished):
+        reply.finished = event
+
+
+def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | None = None) -> p.Complete | p.Chat:
+    """``--raw``: the prompt as plain text; otherwise the conversation so far (the prompt alone by default)."""
+    drafting = draft_options(args)
+    options = dict(sampling=sampling_from_args(args), max_tokens=args.max_tokens,
+                   draft=parse_draft_spec(drafting["draft"]), draft_max=drafting["draft_max"])
+    if messages is None:
+        require_text(args.prompt, "prompt")
+    if getattr(args, "raw", False):
+        return p.Complete(request_id=new_request_id("cli"), prompt=args.prompt, **options)
+    return p.Chat(request_id=new_request_id("cli"), messages=messages or [p.ChatTurn("user", args.prompt)], **options)
+
+
+def draft_options(args: argparse.Namespace) -> dict:
+    """``--draft`` (as text, an installed model's id resolved to its path) and ``--draft-max``."""
+    check_options(p.Chat(request_id="cli-check", messages=[], draft_max=args.draft_max))
+    draft = args.draft
+    try:
+        parse_draft_spec(draft)  # refused here, before a conversation is made for the message
+    except DraftRefused as exc:
+        raise UserError(f"--draft: {exc}", kind="invalid_value", field="draft", allowed=SPEC_HELP) from None
+    if draft.startswith("model:"):  # an installed model's id works here as in --model
+        try:
+            draft = "model:" + resolve_model_ref(draft.removeprefix("model:"), app_data_dir())
+        except ModelRefError as exc:
+            raise UserError(f"--draft {args.draft}: {exc}") from exc
+    return {"draft": draft, "draft_max": args.draft_max}
+
+
+def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan) -> dict:
+    """The keys of ``generate --json``; ``send --json`` adds its own to the same ones."""
+    return {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
+            "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
+            "devices": devices_json(ran)}
+
+
+def draft_json(stats: p.DraftStats | None) -> dict:
+    stats = stats or p.DraftStats()
+    return {"kind": stats.kind, "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
+            "mean_accepted_len": round(stats.mean_accepted_len, 4), "auto_off": stats.auto_off,
+            "reason": stats.reason}
+
+
+def devices_json(plan: p.DevicePlan) -> dict:
+    """The ``devices`` key of ``generate --json`` and ``send --json``."""
+    return {"prefill": plan.prefill.device, "decode": plan.decode.device,
+            "prefill_reason": plan.prefill.reason, "decode_reason": plan.decode.reason}
+
+
+def ran_devices(finished: p.Finished, loaded: p.ModelLoaded) -> p.DevicePlan:
+    """The devices that ran the request (the load-time plan if the engine did not say)."""
+    return finished.devices or loaded.devices
+
+
+def warn_about_devices(args: argparse.Namespace, plan: p.DevicePlan) -> None:
+    """``--prefill-device npu`` that is not honoured as asked is said, once, on stderr."""
+    if args.prefill_device == "npu" and plan.prefill.device != "npu":
+        print(f"hearth: warning: prefill runs on {plan.prefill.device}: {plan.prefill.reason}", file=sys.stderr)
+
+
+def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.DevicePlan) -> None:
+    """A forced NPU prefill that fell back to the CPU during the request is said on stderr."""
+    if args.prefill_device == "npu" and ran.prefill.device != plan.prefill.device:
+        print(f"hearth: warning: prefill ran on {ran.prefill.device}: {ran.prefill.reason}", file=sys.stderr)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    command = _generate_command(args)
+    with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device) as (client, loaded):
+        warn_about_devices(args, loaded.devices)
+        reply = run_request(client, command, echo=not args.json)
+    if reply.errors:
+        raise UserError("; ".join(reply.errors))
+    finished = reply.finished
+    ran = ran_devices(finished, loaded)
+    warn_about_fallback(args, loaded.devices, ran)
+    if args.json:
+        print(json.dumps(generation_json(reply.text, finished, ran), ensure_ascii=False))
+    else:
+        print()
+    return 130 if reply.interrupted else 0  # the shell's code for a command stopped by Ctrl+C
+
+
+def run_info(args: argparse.Namespace) -> int:
+    with engine_for(args.model) as (_client, loaded):
+        facts = msgspec.to_builtins(loaded.facts)
+    if args.json:
+        print(json.dumps(facts, ensure_ascii=False))
+    else:
+        width = max(len(key) for key in facts)
+        for key, value in facts.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    sampling_from_args(args)
+    draft_options(args)
+    messages: list[p.ChatTurn] = []
+    with engine_for(args.model, device_policy=args.prefill_device) as (client, loaded):
+        name = visible(model_display_name(args.model, app_data_dir()))
+        print(f"Chatting with {name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
+        while (line := _read_line()) is not None:
+            if not line:
+                continue
+            messages.append(p.ChatTurn("user", line))
+            reply = run_request(client, _generate_command(args, messages), echo=True)
+            print(" [stopped]" if reply.finished and reply.finished.finish_reason == "cancelled" else "")
+            for error in reply.errors:
+                print(f"hearth: {error}", file=sys.stderr)
+            messages.append(p.ChatTurn("assistant", reply.text))
+    return 0
+
+
+def _read_line() -> str | None:
+    try:
+        line = input("> ").strip()
+    except EOFError:
+        print()
+        return None
+    return None if line in ("/exit", "/quit") else line
+

@@ -1,0 +1,99 @@
+"""``hearth send`` and ``hearth conversations``: persisted conversations from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from app.cli.commands import (
+    UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args,
+    warn_about_devices, warn_about_fallback,
+)
+from app.services.model_refs import model_display_name
+from app.services.settings import app_data_dir
+from app.cli.store_access import command_writer, open_conversations, store_errors
+from app.cli.terminal_text import visible
+from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
+from engine import protocol as p
+from model_store.conversations import Conversation
+from model_store.db import read_only_problem
+
+SEND_WHO = "a `hearth send` command"
+
+
+def _title_from(message: str) -> str:
+    return (message.strip().splitlines() or ["New chat"])[0][:60]
+
+
+def _echo(event) -> None:
+    if isinstance(event, p.TokenDelta):
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+
+
+def run_send(args: argparse.Namespace) -> int:
+    """Send one message; a new conversation (``--new``) is created with it, atomically. Another
+    window or command answering in the conversation is waited for (see :mod:`app.cli.store_access`).
+    Ctrl+C stops the answer: what was written is stored (marked stopped) with its snapshot, so the
+    next message continues from it; exit status 130."""
+    require_text(args.message, "message")
+    options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args))
+    store = open_conversations()
+    with store_errors(store):
+        conversation = store.get(args.conversation) if args.conversation else None
+        if args.reply_to and (conversation is None or store.message(args.reply_to).conversation_id != conversation.id):
+            raise UserError(f"message {args.reply_to} belongs to another conversation")
+        model = args.model or (conversation.model if conversation else None) or "default"
+        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max,
+                        device_policy=args.prefill_device) as (client, loaded):
+            warn_about_devices(args, loaded.devices)
+            conversation, turn = start_turn(
+                store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
+                title=args.new or _title_from(args.message), model=args.model or "default", reply_to=args.reply_to)
+            turn.model = model_display_name(model, app_data_dir())  # the window names the answer's model
+            result = run_answer(store, client, turn, on_event=None if args.json else _echo)
+    if result.errors or result.finished is None:
+        raise UserError("; ".join(result.errors) or "the engine stopped before answering")
+    finished = result.finished
+    ran = ran_devices(finished, loaded)
+    warn_about_fallback(args, loaded.devices, ran)
+    if args.json:
+        print(json.dumps(send_json(result, conversation, ran), ensure_ascii=False))
+    else:
+        print()
+    return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
+
+
+def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan) -> dict:
+    """The object ``send --json`` prints: ``generate --json``'s keys and the stored turn's."""
+    snapshot = result.finished.snapshot or p.SnapshotReport()
+    return {
+        **generation_json(result.answer.content, result.finished, ran),
+        "conversation_id": conversation.id,
+        "message_id": result.answer.id,
+        "status": result.answer.status,
+        "snapshot": {"restored": snapshot.restored, "restored_tokens": snapshot.restored_tokens,
+                     "prefilled_tokens": snapshot.prefilled_tokens, "saved_bytes": snapshot.saved_bytes},
+    }
+
+
+def run_conversations(args: argparse.Namespace) -> int:
+    store = open_conversations(read_only_ok=True)
+    read_only = read_only_problem(store.db)
+    if read_only is not None:
+        print(f"hearth: warning: {read_only}", file=sys.stderr)
+    with store_errors(store):
+        conversations = store.list(args.search)
+    if args.json:
+        print(json.dumps([_as_dict(c) for c in conversations], ensure_ascii=False))
+        return 0
+    for c in conversations:
+        print(f"{c.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  {visible(c.title)}")
+    return 0
+
+
+def _as_dict(c: Conversation) -> dict:
+    return {"id": c.id, "title": c.title, "model": c.model, "created_at": c.created_at,
+            "updated_at": c.updated_at, "leaf_id": c.leaf_id}

@@ -1,0 +1,185 @@
+"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load, models and devices.
+
+Scripts outside the repository depend on the flags and JSON keys here; change them only by adding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+
+from engine.protocol import DEFAULTS
+
+
+def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "default") -> None:
+    parser.add_argument("--model", default=default,
+                        help="'default' (the embedded SmolLM2-135M-Instruct), an installed model's id "
+                             "(`hearth models list`) or a path to a .gguf file")
+
+
+def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    sampling = DEFAULTS.sampling
+    parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens,
+                        help=f"stop after this many tokens (default {DEFAULTS.max_tokens})")
+    parser.add_argument("--temperature", type=float, default=sampling.temperature,
+                        help=f"0 = greedy (default {sampling.temperature})")
+    parser.add_argument("--top-k", type=int, default=sampling.top_k, help=f"0 = off (default {sampling.top_k})")
+    parser.add_argument("--top-p", type=float, default=sampling.top_p, help=f"1 = off (default {sampling.top_p})")
+    parser.add_argument("--min-p", type=float, default=sampling.min_p, help=f"0 = off (default {sampling.min_p})")
+    parser.add_argument("--seed", type=int, default=sampling.seed, help="fixed seed for reproducible sampling")
+    parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
+                        help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft}); "
+                             "never changes the output")
+    parser.add_argument("--draft-max", type=int, default=DEFAULTS.draft_max, metavar="N",
+                        help=f"longest draft (default {DEFAULTS.draft_max})")
+    parser.add_argument("--prefill-device", choices=("auto", "cpu", "npu"), default="auto",
+                        help="where the input is read: auto (the NPU for long inputs when one is present), "
+                             "cpu, or npu (the emulator where there is no NPU; slow)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hearth", description="A private, offline local assistant.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    generate = sub.add_parser("generate", help="write a reply to one prompt")
+    _add_model_flag(generate)
+    generate.add_argument("--raw", action="store_true", help="feed PROMPT as plain text, without the chat template")
+    _add_sampling_flags(generate)
+    generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    generate.add_argument("prompt", metavar="PROMPT")
+    generate.set_defaults(run="app.cli.commands:run_generate")
+
+    info = sub.add_parser("info", help="describe a model")
+    _add_model_flag(info)
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(run="app.cli.commands:run_info")
+
+    chat = sub.add_parser("chat", help="chat in the terminal")
+    _add_model_flag(chat)
+    _add_sampling_flags(chat)
+    chat.set_defaults(run="app.cli.commands:run_chat")
+
+    send = sub.add_parser("send", help="send one message in a saved conversation")
+    which = send.add_mutually_exclusive_group()
+    which.add_argument("--conversation", metavar="ID", help="continue this conversation")
+    which.add_argument("--new", metavar="TITLE", help="start a new conversation with this title")
+    send.add_argument("--reply-to", metavar="MESSAGE_ID",
+                      help="answer from this message instead of the newest one (edit or regenerate)")
+    _add_model_flag(send, default=None)
+    _add_sampling_flags(send)
+    send.add_argument("--json", action="store_true")
+    send.add_argument("message", metavar="MESSAGE")
+    send.set_defaults(run="app.cli.conversation_commands:run_send")
+
+    doc = sub.add_parser("doc", help="documents")
+    doc_sub = doc.add_subparsers(dest="doc_command", required=True)
+    load = doc_sub.add_parser("load", help="read a document into a new conversation (ask with `hearth send`)")
+    _add_model_flag(load)
+    load.add_argument("--part", choices=("all", "first", "last"), default="all",
+                      help="read all of it (default; refused if it does not fit), or only its first or last part")
+    load.add_argument("--again", action="store_true",
+                      help="read it into a new conversation even if the same text is already loaded in one")
+    load.add_argument("--json", action="store_true")
+    load.add_argument("file", metavar="FILE")
+    load.set_defaults(run="app.cli.document_commands:run_doc_load")
+
+    _add_models_commands(sub)
+    _add_devices_commands(sub)
+
+    check = sub.add_parser("doctor", help="check this machine and Hearth's installation; a report to paste "
+                                          "into a bug report (exit status 1 when something is broken)")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(run="app.cli.doctor:run_doctor")
+
+    conversations = sub.add_parser("conversations", help="list saved conversations")
+    conversations.add_argument("--search", default=None, help="only those whose title or messages match")
+    conversations.add_argument("--json", action="store_true")
+    conversations.set_defaults(run="app.cli.conversation_commands:run_conversations")
+    _add_db_commands(sub)
+    return parser
+
+
+def _add_db_commands(sub) -> None:
+    db = sub.add_parser("db", help="the conversation database")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    recover = db_sub.add_parser("recover", help="copy what can still be read out of a damaged database into a new "
+                                                "one; the damaged file is kept aside (close Hearth first)")
+    recover.add_argument("--json", action="store_true")
+    recover.set_defaults(run="app.cli.db_commands:run_recover")
+
+
+def _add_models_commands(sub) -> None:
+    models = sub.add_parser("models", help="the model catalogue, downloads and imports")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    listing = models_sub.add_parser("list", help="the catalogue with memory-fit advice, and the installed models")
+    listing.add_argument("--context", type=int, default=None, metavar="TOKENS",
+                         help="context length the memory advice assumes (default 8192, capped per model)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run="app.cli.model_commands:run_list")
+    pull = models_sub.add_parser("pull", help="download a catalogue model into the Hugging Face cache")
+    pull.add_argument("ref", metavar="ID[:QUANT]", help="a catalogue id, optionally with a quantization")
+    pull.add_argument("--json", action="store_true", help="JSON lines: progress, then installed or error")
+    pull.set_defaults(run="app.cli.model_commands:run_pull")
+    imported = models_sub.add_parser("import", help="check a local GGUF file and add it to the installed models")
+    imported.add_argument("path", metavar="PATH")
+    imported.add_argument("--json", action="store_true")
+    imported.set_defaults(run="app.cli.model_commands:run_import")
+    remove = models_sub.add_parser("rm", help="remove an installed model (a download's file is deleted)")
+    remove.add_argument("id", metavar="ID")
+    remove.add_argument("--keep-file", action="store_true", help="only unregister; keep a downloaded file")
+    remove.set_defaults(run="app.cli.model_commands:run_rm")
+    search = models_sub.add_parser("search", help="search Hugging Face for GGUF repositories (needs a connection)")
+    search.add_argument("query", metavar="WORDS")
+    search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run="app.cli.model_commands:run_search")
+
+
+def _add_devices_commands(sub) -> None:
+    devices = sub.add_parser("devices", help="the devices that can run models here, and their calibration")
+    devices.add_argument("--json", action="store_true")
+    devices.set_defaults(run="app.cli.device_commands:run_devices")
+    devices_sub = devices.add_subparsers(dest="devices_command")
+    calibrate = devices_sub.add_parser("calibrate", help="measure prefill speed per device and store it")
+    _add_model_flag(calibrate, default=None)
+    calibrate.add_argument("--lengths", default="", metavar="N,N,...", help="input lengths to time")
+    calibrate.add_argument("--include-emulator", action="store_true",
+                           help="also time the NPU emulator (slow; never chosen automatically)")
+    calibrate.add_argument("--json", action="store_true")
+    calibrate.set_defaults(run="app.cli.device_commands:run_calibrate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # --help and bad flags end here, before the engine stack is imported
+    run = _command(args.run)
+    from app.cli.commands import UserError, invalid_value
+    from engine.client import InvalidRequest
+    try:
+        return run(args)
+    except InvalidRequest as exc:  # a value out of range, refused as the command sent it
+        return _report(args, invalid_value(exc.invalid))
+    except UserError as exc:
+        return _report(args, exc)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _command(where: str) -> Callable[[argparse.Namespace], int]:
+    """The function a sub-command runs, named ``module:function``; imported only once it is chosen."""
+    module, _, function = where.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _report(args: argparse.Namespace, error) -> int:
+    """One line on stderr (and the ``error`` object with ``--json``); exit status 1."""
+    print(f"hearth: error: {error}", file=sys.stderr)
+    if getattr(args, "json", False) and error.details:
+        print(json.dumps({"error": {**error.details, "message": str(error)}}, ensure_ascii=False))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

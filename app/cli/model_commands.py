@@ -1,0 +1,184 @@
+"""``hearth models list|pull|import|rm|search``: the catalogue, downloads, local imports, hub search.
+
+Downloads go through :mod:`model_store.downloads` (the real huggingface_hub client, into the shared
+Hugging Face cache); a verified file is then registered in the installed-models registry under
+``<catalogue id>-<quant>``, which ``--model`` accepts everywhere. The GUI runs ``pull --json`` in a
+child process and reads its JSON lines (one ``progress`` object at most ten times a second, then
+``installed`` or ``error``), so the window never loads the hub client and a cancelled or crashed
+download cannot take it down; SIGTERM cancels a pull and keeps the partial file for the next try.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from app.cli.commands import UserError
+from app.services.model_listing import FIT_LABELS, listing_json
+from app.services.model_refs import app_catalogue, open_library
+from app.services.paths import user_paths
+from app.services.settings import app_data_dir
+from app.cli.terminal_text import visible, visible_strings
+from model_store.catalogue import CatalogueError, save_cached_metadata
+from model_store.catalogue_schema import CatalogueFile
+from model_store.db import StoreError
+from model_store.download_errors import DownloadError, format_bytes
+from model_store.downloads import (
+    ChecksumMismatch, DownloadCancelled, DownloadProgress, HubOffline, NotEnoughSpace, UnsafeFilename,
+    delete_cached_file, download_file,
+)
+from model_store.gguf_check import ImportRefused, check_gguf
+from model_store.hub_search import search_gguf_repos
+
+ERROR_KINDS = ((DownloadCancelled, "cancelled"), (HubOffline, "offline"), (NotEnoughSpace, "no_space"),
+               (ChecksumMismatch, "checksum"), (UnsafeFilename, "unsafe_name"))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    paths = user_paths().ensure()
+    try:
+        catalogue = app_catalogue(paths.cache)
+        library = open_library(app_data_dir())
+    except (CatalogueError, StoreError) as exc:
+        raise UserError(str(exc)) from exc
+    listing = listing_json(catalogue, library.list(), args.context)
+    if args.json:
+        print(json.dumps(listing, ensure_ascii=False))
+    else:
+        print_listing(visible_strings(listing))  # names and paths come from files and the catalogue
+    return 0
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    paths = user_paths().ensure()
+    try:
+        entry, file = app_catalogue(paths.cache).resolve(args.ref)
+        library = open_library(app_data_dir())
+    except (CatalogueError, StoreError) as exc:
+        raise UserError(str(exc)) from exc
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    report = _json_progress if args.json else _text_progress
+    try:
+        result = download_file(entry.repo_id, file.filename, revision=entry.revision, on_progress=report,
+                               cancel=cancel, expected_sha256=file.sha256)
+    except DownloadError as exc:
+        if args.json:
+            kind = next((name for cls, name in ERROR_KINDS if isinstance(exc, cls)), "failed")
+            _emit({"event": "error", "kind": kind, "message": str(exc)})
+        raise UserError(str(exc)) from exc
+    finally:
+        if not args.json:
+            print(file=sys.stderr)
+    save_cached_metadata(paths.cache, entry.id, [CatalogueFile(file.quant, file.filename, result.size_bytes,
+                                                               result.sha256)], revision=entry.revision)
+    installed = library.for_catalogue(entry.id, file.quant)
+    model = installed[0] if installed else library.add(
+        name=f"{entry.name} {file.quant}", path=result.path, size_bytes=result.size_bytes, source="download",
+        sha256=result.sha256, catalogue_id=entry.id, quant=file.quant, architecture=entry.architecture)
+    done = {"event": "installed", "id": model.id, "path": str(model.path), "size_bytes": result.size_bytes,
+            "sha256": result.sha256, "transferred_bytes": result.transferred_bytes}
+    if args.json:
+        _emit(done)
+    else:
+        print(f"installed {model.id} ({format_bytes(result.size_bytes)}); use it with --model {model.id}")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    try:
+        summary = check_gguf(args.path)
+        model = open_library(app_data_dir()).add(
+            name=summary.name or summary.path.stem, path=summary.path, size_bytes=summary.size_bytes,
+            source="import", architecture=summary.architecture)
+    except ImportRefused as exc:  # --json: {"error": {"kind": "refused", "reason": ..., "message": ...}}
+        raise UserError(str(exc), kind="refused", reason=exc.reason) from exc
+    except StoreError as exc:
+        raise UserError(str(exc)) from exc
+    if args.json:
+        print(json.dumps({"id": model.id, "name": model.name, "path": str(model.path),
+                          "architecture": summary.architecture, "size_bytes": summary.size_bytes,
+                          "parameter_count": summary.parameter_count, "context_length": summary.context_length}))
+    else:
+        print(f"imported {model.id} ({summary.architecture}, {format_bytes(summary.size_bytes)}); "
+              f"use it with --model {model.id}")
+    return 0
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    paths = user_paths().ensure()
+    try:
+        library = open_library(app_data_dir())
+        model = library.get(args.id)
+        freed = 0
+        if model.source == "download" and not args.keep_file:
+            entry, file = app_catalogue(paths.cache).resolve(f"{model.catalogue_id}:{model.quant}")
+            freed = delete_cached_file(entry.repo_id, file.filename, revision=entry.revision)
+        library.remove(model.id)
+    except (CatalogueError, StoreError) as exc:
+        raise UserError(str(exc)) from exc
+    if model.source == "download" and not args.keep_file:
+        print(f"removed {model.id}; {format_bytes(freed)} freed")
+    else:
+        print(f"removed {model.id} from Hearth's list; the file {visible(str(model.path))} was left where it is")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    try:
+        found = search_gguf_repos(args.query, limit=args.limit)
+    except DownloadError as exc:
+        raise UserError(str(exc)) from exc
+    if args.json:
+        print(json.dumps([{"repo_id": r.repo_id, "downloads": r.downloads, "likes": r.likes,
+                           "last_modified": r.last_modified} for r in found]))
+    else:
+        for repo in found:
+            print(f"{repo.repo_id:<60} {repo.downloads or 0:>10,} downloads")
+        if not found:
+            print(f"no GGUF repositories match {args.query!r}")
+    return 0
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _json_progress(progress: DownloadProgress) -> None:
+    _emit({"event": "progress", "filename": progress.filename, "downloaded_bytes": progress.downloaded_bytes,
+           "total_bytes": progress.total_bytes, "bytes_per_second": round(progress.bytes_per_second, 1),
+           "eta_seconds": None if progress.eta_seconds is None else round(progress.eta_seconds, 1)})
+
+
+def _text_progress(progress: DownloadProgress) -> None:
+    eta = "" if progress.eta_seconds is None else f", {progress.eta_seconds:,.0f} s left"
+    sys.stderr.write(f"\r{progress.filename}: {format_bytes(progress.downloaded_bytes)} of "
+                     f"{format_bytes(progress.total_bytes)}, {format_bytes(int(progress.bytes_per_second))}/s{eta}   ")
+    sys.stderr.flush()
+
+
+def print_listing(listing: dict) -> None:
+    print(f"Catalogue (fit for {format_bytes(listing['available_memory_bytes'])} of available memory):")
+    for entry in listing["catalogue"]:
+        print(f"  {entry['id']:<22} {entry['name']} [{entry['architecture']}] - {entry['description']}")
+        for v in entry["variants"]:
+            mark = "*" if v["recommended"] else " "
+            size = ("~" if v["size_estimated"] else "") + format_bytes(v["size_bytes"])
+            state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
+            print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {state}")
+    print("Installed:")
+    if listing.get("embedded"):
+        embedded = listing["embedded"]
+        print(f"  {embedded['id']:<28} {format_bytes(embedded['size_bytes']):>11}  {embedded['name']}, comes with "
+              "Hearth (cannot be removed)")
+    for model in listing["installed"] or []:
+        name = model["id"] or model["name"]
+        gone = "  (file missing)" if model["missing"] else ""
+        print(f"  {name:<28} {format_bytes(model['size_bytes']):>11}  {model['path']}{gone}")
+    if not listing["installed"]:
+        print("  nothing else yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF "
+              "you have")

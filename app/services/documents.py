@@ -1,0 +1,201 @@
+"""Loading a document into a conversation, the same for the CLI and the GUI.
+
+1. :func:`fit_command` asks the engine how many tokens the extracted text has (and, for
+   ``--part first|last``, for the part that fits); :func:`check_fit` turns a document that does
+   not fit into an error that says by how much and what to do — nothing is cut silently. In a
+   conversation that already holds messages, :func:`history_command` counts them first and
+   :func:`room_after` takes them out of the document's budget, so a document that fits an empty
+   context is not read into one that is half full;
+2. :func:`store_document` stores the text as a message of the conversation (a new one unless
+   given) and records the document;
+3. :func:`read_command` asks the engine to read it and snapshot the state under that message;
+4. :func:`keep_if_read` keeps the document only if it was read to the end: after a cancelled or
+   failed read it takes the message and its record back out, so the conversation is as it was
+   before (a conversation made for the document is deleted) and no later question reads a
+   document the user stopped.
+Questions are then ordinary turns after the document message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.services.turn import Writer, hold_conversation, prompt_turns
+from engine import protocol as p
+from engine.client import new_request_id
+from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.db import StoreError
+from model_store.documents import Document, DocumentStore
+from model_store.extract import ExtractedDocument
+from model_store.snapshots import SnapshotStore
+from model_store.writer_lock import WriterLock
+
+MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
+MESSAGE_TEMPLATE_TOKENS = 8  # what a chat template adds around one message (role markers, separators), rounded up
+
+
+class DocumentTooLong(ValueError):
+    """The document does not fit the model's context; the message says by how much and what to do.
+
+    ``summary`` is the first half (the numbers), for a caller that offers the choices its own way.
+    """
+
+    def __init__(self, summary: str, budget_tokens: int) -> None:
+        self.summary = summary
+        self.budget_tokens = budget_tokens
+        super().__init__(f"{summary}; use a model with a longer context, or read only the first or the last "
+                         f"{budget_tokens:,} tokens (--part first / --part last)")
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a conversation leaves for a document."""
+
+    held_tokens: int = 0  # already in the conversation, before the document
+    budget_tokens: int = 0  # for the document; 0: the engine's default (the context less room for questions)
+
+
+def document_message(title: str, text: str) -> str:
+    return f"Document: {title}\n\n{text}"
+
+
+def history_command(history: list[Message]) -> p.MeasureText | None:
+    """Ask the engine to count the messages a document will follow; None when there are none."""
+    if not history:
+        return None
+    text = "\n".join(message.content for message in history)[-MAX_MEASURE_CHARS:]
+    return p.MeasureText(request_id=new_request_id("measure"), text=text)
+
+
+def room_after(counted: p.TextMeasured, n_messages: int) -> Room:
+    """The room left once ``n_messages`` messages of ``counted`` tokens (and their template) are read."""
+    held = counted.tokens + n_messages * MESSAGE_TEMPLATE_TOKENS
+    return Room(held, max(1, counted.budget_tokens - held))  # 1, not 0: 0 would ask for the default
+
+
+def fit_command(text: str, part: str, room: Room = Room()) -> p.MeasureText:
+    """Ask the engine to count (and for first/last, cut) the text."""
+    if len(text) > MAX_MEASURE_CHARS:
+        text = text[:MAX_MEASURE_CHARS] if part != "last" else text[-MAX_MEASURE_CHARS:]
+    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part, budget_tokens=room.budget_tokens)
+
+
+def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, room: Room = Room()) -> str:
+    """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit."""
+    if part != "all":
+        return measured.kept_text
+    if measured.fits and len(document.text) <= MAX_MEASURE_CHARS:
+        return document.text
+    counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
+    after = f" after the {room.held_tokens:,} tokens already in this conversation" if room.held_tokens else ""
+    over = measured.tokens - measured.budget_tokens
+    raise DocumentTooLong(f"{document.title} has {counted} tokens but this model's context leaves room for "
+                          f"{measured.budget_tokens:,}{after} ({over:,} too many)", measured.budget_tokens)
+
+
+@dataclass
+class StoredDocument:
+    conversation: Conversation
+    message: Message
+    document: Document
+    before: Conversation | None  # the conversation before the document was added; None: made for it
+    writer: WriterLock | None = None  # held while the document is read (see keep_if_read)
+
+
+def store_document(store: ConversationStore, documents: DocumentStore, extracted: ExtractedDocument, text: str,
+                   tokens: int, part: str, *, model: str, source_path: str | None, writer: Writer | None = None,
+                   conversation_id: str | None = None, after: str | None = None) -> StoredDocument:
+    """Add the document as a message (after ``after``, else after the newest message; in a new
+    conversation named after it when ``conversation_id`` is None), as the conversation's one writer
+    until :func:`keep_if_read`; a new conversation is created in the same transaction."""
+
+    def fill(held_id: str) -> tuple[Conversation | None, Message, Document]:
+        before = store.get(held_id) if conversation_id else None
+        parent = after
+        if parent is None:
+            branch = store.current_branch(held_id)
+            parent = branch[-1].id if branch else None
+        message = store.add_message(held_id, "user", document_message(extracted.title, text), parent_id=parent)
+        document = documents.add(conversation_id=held_id, message_id=message.id, title=extracted.title,
+                                 kind=extracted.kind, text=text, source_path=source_path,
+                                 source_bytes=extracted.source_bytes, pages=extracted.pages, tokens=tokens, part=part)
+        return before, message, document
+
+    title = extracted.title if conversation_id else store.free_title(extracted.title)
+    conversation, (before, message, document), lock = hold_conversation(
+        store, conversation_id, writer, fill, title=title, model=model)
+    return StoredDocument(conversation, message, document, before, lock)
+
+
+@dataclass(frozen=True)
+class LoadedBefore:
+    """A document already read into a conversation with the same text: offered instead of a copy."""
+
+    document: Document
+    conversation: Conversation
+
+
+def loaded_before(store: ConversationStore, documents: DocumentStore, text: str, part: str,
+                  model: str) -> LoadedBefore | None:
+    """The newest conversation with ``model`` holding a document of exactly ``text`` (read as
+    ``part``), if any. (With another model it is read again: its snapshots are that model's.)"""
+    for document in documents.with_text(text, part):
+        try:
+            conversation = store.get(document.conversation_id)
+        except StoreError:  # deleted meanwhile
+            continue
+        if conversation.model == model:
+            return LoadedBefore(document, conversation)
+    return None
+
+
+def keep_if_read(store: ConversationStore, documents: DocumentStore, stored: StoredDocument,
+                 finish_reason: str | None) -> bool:
+    """Whether the document was read to the end; if not (cancelled, failed, never answered), take
+    it back out so the conversation is as it was before :func:`store_document`. Either way the
+    conversation is let go (:func:`release_document`)."""
+    try:
+        if finish_reason == "stop":
+            return True
+        if stored.before is None:
+            store.delete(stored.conversation.id)
+        else:
+            documents.remove(stored.document, leaf_id=stored.before.leaf_id, updated_at=stored.before.updated_at)
+        return False
+    finally:
+        release_document(store, stored)
+
+
+def release_document(store: ConversationStore, stored: StoredDocument) -> None:
+    """Let the next writer into the document's conversation (once; never raises)."""
+    if stored.writer is not None:
+        stored.writer.release(store.db)
+        stored.writer = None
+
+
+def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
+    """(tokens per second so far, seconds left) of a document being read."""
+    rate = event.processed / (event.elapsed_ms / 1000) if event.elapsed_ms else 0.0
+    return rate, (event.total - event.processed) / rate if rate else 0.0
+
+
+def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
+    history = store.branch(message_id)
+    return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
+                          messages=prompt_turns(history))
+
+
+def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocument, p.ReadDocument | None]:
+    """A new conversation holding the document of ``message_id``: its message, its record and
+    (when the document stands alone) its snapshot. Returns it with the command that reads it, or
+    None when the snapshot was copied and nothing needs reading."""
+    documents = DocumentStore(store.db)
+    source = documents.for_message(message_id)
+    message = store.message(message_id)
+    conversation = store.create(store.free_title(source.title if source else "Document"),
+                                model=store.get(message.conversation_id).model)
+    copy = store.add_message(conversation.id, "user", message.content, parent_id=None)
+    record = documents.copy_to(source, conversation.id, copy.id) if source is not None else None
+    copied = SnapshotStore(store.db).copy_root(message_id, conversation.id, copy.id)
+    stored = StoredDocument(conversation, copy, record, before=None)
+    return stored, (None if copied else read_command(store, conversation.id, copy.id))

@@ -1,0 +1,324 @@
+"""The user's persisted settings: one ``msgspec.Struct`` saved as JSON in ``<config dir>/settings.json``.
+
+Design:
+
+* Qt-free, so the CLI, the GUI and tests share one definition; the settings dialog only edits a
+  :class:`Settings` and asks :func:`validate_settings` what is wrong with it.
+* :func:`validate_settings` is the single place that knows the rules. It returns one user-facing
+  message per invalid field, so a form can show each next to its field. Sampling bounds are not
+  restated here: each sampling field is checked by :func:`engine.protocol.sampling_problem`.
+* Loading never fails. A missing file means defaults; a file that is not a JSON object is moved
+  aside to ``settings.json.broken`` (the user's bytes are kept) and defaults are used; a single
+  wrong-typed or invalid value is reset to its default. Every such repair is reported in
+  :attr:`LoadedSettings.problems`. Unknown keys are ignored, so an older Hearth can read a newer
+  file.
+* Saving refuses invalid settings and writes atomically (temporary file in the same folder, fsync,
+  ``os.replace``), so a failed save leaves the previous file as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from app.services.paths import UserPaths, user_paths
+from engine.devices.calibration import Calibration, CalibrationError
+from engine.protocol import DEFAULTS, MAX_DRAFT, SamplingSpec, sampling_problem
+from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from model_store.private_files import make_private_folder
+
+SCHEMA_VERSION = 1
+SETTINGS_FILE = "settings.json"
+BROKEN_SUFFIX = ".broken"
+
+MAX_TOKENS_RANGE = (1, 32768)
+DRAFT_MAX_RANGE = (1, MAX_DRAFT)  # the protocol's limit (engine.protocol.DraftLength)
+SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
+DEVICE_POLICIES = ("auto", "cpu", "npu")
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
+NO_NPU_MESSAGE = "No NPU was found on this machine; choose Auto or CPU."
+NEWER_SCHEMA_MESSAGE = (
+    "Your settings.json was written by a newer Hearth (schema {version}); settings this version does not "
+    "know were ignored and will be dropped when settings are next saved."
+)
+
+
+class Settings(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    model: str = "default"  # "default" (embedded SmolLM2) or a path to a .gguf
+    temperature: float = DEFAULTS.sampling.temperature  # every request default comes from engine.protocol.DEFAULTS
+    top_k: int = DEFAULTS.sampling.top_k
+    top_p: float = DEFAULTS.sampling.top_p
+    min_p: float = DEFAULTS.sampling.min_p
+    seed: int | None = DEFAULTS.sampling.seed  # None = a fresh random seed per answer
+    max_tokens: int = DEFAULTS.max_tokens
+    draft: str = DEFAULTS.draft  # auto | off | lookup | mtp | model:PATH
+    draft_max: int = DEFAULTS.draft_max
+    device_policy: str = "auto"  # auto | cpu | npu
+    snapshot_budget_gib: float = 4.0
+    data_folder: str = ""  # "" = the default per-user data folder
+    highlight_drafts: bool = False  # colour text that came from accepted drafts
+    device_calibration: dict | None = None  # measured prefill speeds (`hearth devices calibrate`); None: never
+
+
+class SettingsError(Exception):
+    """Settings could not be saved; the message says why and what to do."""
+
+
+@dataclass
+class LoadedSettings:
+    settings: Settings
+    problems: list[str] = field(default_factory=list)
+
+
+def settings_path(config_dir: Path) -> Path:
+    return Path(config_dir) / SETTINGS_FILE
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def _sentence(text: str) -> str:
+    """``"top-p must be ..."`` -> ``"Top-p must be ..."`` with a closing full stop."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def _sampling_message(name: str, value: Any) -> str | None:
+    """Check one sampling field (the protocol's rules)."""
+    problem = sampling_problem(name, value)
+    return None if problem is None else _sentence(problem)
+
+
+def _range_message(label: str, value: float, bounds: tuple[float, float], unit: str = "") -> str | None:
+    low, high = bounds
+    if not low <= value <= high:  # also catches NaN
+        return f"{label} must be between {low:g} and {high:g}{unit}, got {value:g}."
+    return None
+
+
+def _gguf_file_message(path_text: str, what: str) -> str | None:
+    path = Path(path_text)
+    if path.suffix.lower() != ".gguf":
+        return f"The {what} must be a .gguf file, but {path_text} is not; choose a file ending in .gguf."
+    if not path.is_file():
+        return f"The {what} {path_text} is not an existing file; choose an existing .gguf file."
+    return None
+
+
+def _draft_message(draft: str) -> str | None:
+    if draft == "model:":
+        return "Choose a draft model file (.gguf), or pick another drafting choice."
+    try:
+        spec = parse_draft_spec(draft)
+    except DraftRefused as error:
+        return _sentence(str(error))
+    return _gguf_file_message(spec.path, "draft model") if spec.kind == "model" and spec.path else None
+
+
+def _device_message(policy: str, npu_available: bool) -> str | None:
+    if policy not in DEVICE_POLICIES:
+        return f"Device must be Auto, CPU or NPU, got {policy!r}."
+    if policy == "npu" and not npu_available:
+        return NO_NPU_MESSAGE
+    return None
+
+
+def _calibration_message(data: dict | None) -> str | None:
+    try:
+        Calibration.from_dict(data) if data is not None else None
+    except CalibrationError as exc:
+        return str(exc)
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _data_folder_message(folder: str) -> str | None:
+    if folder == "":
+        return None
+    path = Path(folder)
+    if not path.is_absolute():
+        return f"The data folder {folder} is not a full path; choose the folder with Browse… instead."
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder; choose a different data folder."
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"Hearth cannot write to {existing}; choose a folder you are allowed to write to."
+    return None
+
+
+def _model_message(model: str) -> str | None:
+    return None if model == "default" else _gguf_file_message(model, "model file")
+
+
+def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, str]:
+    """Field name -> one clear message for each invalid field; empty when all are valid.
+
+    Assumes the fields have their declared types (``load_settings`` and the dialog ensure that).
+    """
+    messages: dict[str, str | None] = {name: _sampling_message(name, getattr(s, name)) for name in SAMPLING_FIELDS}
+    messages["max_tokens"] = _range_message("Max tokens", s.max_tokens, MAX_TOKENS_RANGE)
+    messages["draft"] = _draft_message(s.draft)
+    messages["draft_max"] = _range_message("Max draft length", s.draft_max, DRAFT_MAX_RANGE, " tokens")
+    messages["device_policy"] = _device_message(s.device_policy, npu_available)
+    messages["snapshot_budget_gib"] = _range_message(
+        "The snapshot budget", s.snapshot_budget_gib, SNAPSHOT_BUDGET_GIB_RANGE, " GiB"
+    )
+    messages["data_folder"] = _data_folder_message(s.data_folder)
+    messages["model"] = _model_message(s.model)
+    messages["device_calibration"] = _calibration_message(s.device_calibration)
+    return {name: message for name, message in messages.items() if message is not None}
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def _move_aside(path: Path) -> Path | None:
+    """Rename a bad settings file to ``settings.json.broken`` (or ``.broken.N`` if that is taken)."""
+    target = path.with_name(path.name + BROKEN_SUFFIX)
+    number = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}{BROKEN_SUFFIX}.{number}")
+        number += 1
+    try:
+        path.rename(target)
+    except OSError:
+        return None
+    return target
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    """The file's top-level JSON object; raises ``OSError`` or ``ValueError`` when there is none."""
+    try:
+        document = msgspec.json.decode(path.read_bytes())
+    except msgspec.DecodeError as error:
+        raise ValueError(f"it is not valid JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise ValueError("it does not contain a JSON object")
+    return document
+
+
+def _typed_fields(document: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """The known keys whose values have the right type; each wrong-typed one is reported."""
+    defaults = Settings()
+    kept: dict[str, Any] = {}
+    for name in Settings.__struct_fields__:
+        if name not in document:
+            continue
+        try:
+            msgspec.convert({name: document[name]}, Settings)
+        except msgspec.ValidationError:
+            problems.append(
+                f"The saved {name} setting {document[name]!r} has the wrong type, so it was reset to "
+                f"its default ({getattr(defaults, name)!r}); set it again in Settings if needed."
+            )
+            continue
+        kept[name] = document[name]
+    return kept
+
+
+def _reset_invalid(s: Settings, npu_available: bool, problems: list[str]) -> Settings:
+    defaults = Settings()
+    invalid = validate_settings(s, npu_available=npu_available)
+    for name, message in invalid.items():
+        problems.append(f"The saved {name} setting was reset to its default ({getattr(defaults, name)!r}): {message}")
+    return msgspec.structs.replace(s, **{name: getattr(defaults, name) for name in invalid})
+
+
+def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSettings:
+    """The saved settings, repaired where needed; never raises for a bad or missing file."""
+    path = settings_path(config_dir)
+    if not path.exists():
+        return LoadedSettings(Settings())
+    try:
+        document = _read_object(path)
+    except (OSError, ValueError) as error:
+        moved = _move_aside(path)
+        kept = f"your file was kept as {moved}" if moved else "saving settings will replace the file"
+        reason = getattr(error, "strerror", None) or str(error)
+        message = f"Could not read settings from {path}: {reason}. Default settings are in use and {kept}."
+        return LoadedSettings(Settings(), [message])
+    problems: list[str] = []
+    loaded = msgspec.convert(_typed_fields(document, problems), Settings)
+    if loaded.schema_version > SCHEMA_VERSION:
+        problems.append(NEWER_SCHEMA_MESSAGE.format(version=loaded.schema_version))
+    loaded = msgspec.structs.replace(loaded, schema_version=SCHEMA_VERSION)
+    return LoadedSettings(_reset_invalid(loaded, npu_available, problems), problems)
+
+
+# --- saving -------------------------------------------------------------------------------------
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    existing = _nearest_existing(path.parent)
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{existing} is a file, not a folder")
+    make_private_folder(path.parent)
+    # mkstemp creates the file 0600, so settings.json (replaced by it) is private too.
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as temp:
+            temp.write(data)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def save_settings(s: Settings, config_dir: Path, *, npu_available: bool = False) -> None:
+    """Write ``s`` to ``settings.json``; raises :class:`SettingsError` and keeps the old file on failure."""
+    invalid = validate_settings(s, npu_available=npu_available)
+    if invalid:
+        raise SettingsError("These settings cannot be saved: " + " ".join(invalid.values()))
+    path = settings_path(config_dir)
+    data = msgspec.json.format(msgspec.json.encode(s), indent=2) + b"\n"
+    try:
+        _write_atomically(path, data)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise SettingsError(
+            f"Could not save settings to {path}: {reason}. "
+            "Free some disk space or check the folder's permissions."
+        ) from error
+
+
+# --- views for the rest of the app --------------------------------------------------------------
+
+
+def sampling_spec(s: Settings) -> SamplingSpec:
+    return SamplingSpec(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
+
+
+def snapshot_budget_bytes(s: Settings) -> int:
+    return int(s.snapshot_budget_gib * 1024**3)
+
+
+def data_dir(s: Settings, paths: UserPaths) -> Path:
+    """The data folder the user chose, or the default per-user one."""
+    return Path(s.data_folder) if s.data_folder else paths.data
+
+
+def current_settings() -> Settings:
+    """The saved settings as every command uses them (repaired where needed, never raises)."""
+    return load_settings(user_paths().ensure().config, npu_available=True).settings
+
+
+def app_data_dir() -> Path:
+    """The data folder every command uses: the one chosen in the settings, else the default (created)."""
+    paths = user_paths().ensure()
+    folder = data_dir(current_settings(), paths)
+    make_private_folder(folder)  # a folder the user chose and made keeps its mode
+    return folder

@@ -1,0 +1,336 @@
+"""One conversation turn, the same for the CLI and the GUI.
+
+A turn has three steps, so a caller can run them blocking (the CLI: :func:`start_turn` then :func:`run_answer`) or spread
+over events (the GUI: store calls on its store thread, events from its engine bridge):
+
+1. :func:`start_turn` (or :func:`start_regeneration`) becomes the conversation's one writer
+   (:mod:`model_store.writer_lock`: another window or command answering in it is waited for, or
+   refused), then stores the user's message and an empty assistant message under it in one
+   transaction (:func:`begin_answer`) and builds the ``AnswerTurn`` command that asks the engine to
+   answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
+2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
+3. :func:`end_answer` stores the answer with the turn's statistics, marked ``stopped`` if the user
+   stopped it, ``interrupted`` if the engine died (``interrupted_by`` in its stats says how) or the
+   app closed first, and lets the next writer in.
+
+The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import msgspec
+
+from engine import protocol as p
+from engine.client import ClientEvent, EngineClient, EngineDead, new_request_id
+from engine.speculative.draft_choice import parse_draft_spec
+from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.db import write_transaction
+from model_store.writer_lock import Holder, WriterLock, take_writer_lock
+
+# What the engine is not shown: an answer that was stopped (or whose writer was killed) before it wrote anything.
+UNFINISHED = ("generating", "stopped", "interrupted", "error")
+T = TypeVar("T")
+
+
+@dataclass
+class TurnOptions:
+    sampling: p.SamplingSpec = field(default_factory=p.SamplingSpec)
+    max_tokens: int = p.DEFAULTS.max_tokens
+    draft: str = p.DEFAULTS.draft
+    draft_max: int = p.DEFAULTS.draft_max
+
+
+def add_span(spans: list[list], chars: int, drafted: bool) -> None:
+    """Extend ``spans`` (runs of ``[characters, from a draft]`` covering a text) by ``chars``
+    characters: the last run grows when it has the same origin, else a run starts; none for 0."""
+    if spans and spans[-1][1] == drafted:
+        spans[-1][0] += chars
+    elif chars:
+        spans.append([chars, drafted])
+
+
+@dataclass
+class PendingTurn:
+    """A turn whose answer is being written: its stored messages, command and what came back."""
+
+    conversation_id: str
+    user: Message
+    answer: Message
+    command: p.AnswerTurn
+    started: float = field(default_factory=time.time)
+    n_deltas: int = 0  # TokenDelta events taken
+    draft_spans: list[list] = field(default_factory=list)  # [characters, from a draft], merged
+    finished: p.Finished | None = None
+    errors: list[str] = field(default_factory=list)
+    dead: EngineDead | None = None
+    writer: WriterLock | None = None  # held from start_turn until end_answer
+    model: str = ""  # the name of the model writing the answer, kept in its stats (the window shows it)
+    abandoned: str = ""  # why the answer was left unfinished other than by the engine's death (the app closed)
+    _text: str = field(default="", init=False, repr=False, compare=False)  # the text as last read
+    _unread: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # deltas since
+
+    @property
+    def text(self) -> str:
+        """The answer so far. A delta is only kept (O(delta)); reading adds the deltas that came since
+        the last read to the text read then, so neither a delta nor a read joins every delta again."""
+        if self._unread:
+            self._text += "".join(self._unread)
+            self._unread.clear()
+        return self._text
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None or self.dead is not None
+
+    def feed(self, event: ClientEvent) -> bool:
+        """Take one event of this request (or the engine's death); True once the turn has ended."""
+        if isinstance(event, p.TokenDelta):
+            self.n_deltas += 1
+            self._unread.append(event.text)
+            for length, drafted in event.draft_spans or [(len(event.text), False)]:
+                add_span(self.draft_spans, length, drafted)
+        elif isinstance(event, p.Error):
+            self.errors.append(event.message)
+        elif isinstance(event, p.Finished):
+            self.finished = event
+        elif isinstance(event, EngineDead):
+            self.dead = event
+        return self.done
+
+    @property
+    def status(self) -> str:
+        if self.errors and (self.finished is None or self.finished.finish_reason == "error"):
+            return "error"
+        if self.finished is None:
+            return "interrupted"
+        return "stopped" if self.finished.finish_reason == "cancelled" else "done"
+
+    def stats(self) -> dict:
+        stats: dict = {"elapsed_s": time.time() - self.started}
+        if self.model:
+            stats["model"] = self.model
+        if self.finished is not None:
+            stats["timings"] = msgspec.to_builtins(self.finished.timings)
+            if self.finished.snapshot is not None:
+                stats["snapshot"] = msgspec.to_builtins(self.finished.snapshot)
+            if self.finished.draft is not None:
+                stats["draft"] = msgspec.to_builtins(self.finished.draft)
+        if any(drafted for _, drafted in self.draft_spans):
+            stats["draft_spans"] = self.draft_spans
+        if self.errors:
+            stats["errors"] = self.errors
+        if self.finished is None and (self.dead is not None or self.abandoned):
+            stats["interrupted_by"] = self.dead.message if self.dead is not None else self.abandoned
+        return stats
+
+
+def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
+    """The messages the engine reads: the branch without empty answers that never finished, and
+    without a question whose answer failed before writing anything (the engine refused it: a paste
+    longer than the context, say), so one refused message does not refuse every later one."""
+    refused = {m.parent_id for m in history if m.role == "assistant" and not m.content and m.status == "error"}
+    return [p.ChatTurn(m.role, m.content, m.id) for m in history
+            if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
+
+
+def generate_command(history: list[Message], conversation_id: str, answer_id: str,
+                     options: TurnOptions) -> p.AnswerTurn:
+    """The engine's request for this turn. Raises :class:`DraftRefused` for a drafting choice that is not one."""
+    return p.AnswerTurn(
+        request_id=new_request_id("turn"),
+        conversation_id=conversation_id, answer_id=answer_id, messages=prompt_turns(history),
+        sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
+        draft_max=options.draft_max,
+    )
+
+
+def add_user_message(store: ConversationStore, conversation_id: str, text: str, *,
+                     reply_to: str | None = None, from_start: bool = False) -> list[Message]:
+    """Store a user message and return the history it ends.
+
+    It follows the conversation's newest message, or ``reply_to`` (an edit answers from there), or
+    nothing at all when ``from_start`` (an edit of the first message).
+    """
+    if from_start:
+        history: list[Message] = []
+    else:
+        history = store.branch(reply_to) if reply_to else store.current_branch(conversation_id)
+    user = store.add_message(conversation_id, "user", text, parent_id=history[-1].id if history else None)
+    return [*history, user]
+
+
+def begin_answer(store: ConversationStore, conversation_id: str, history: list[Message],
+                 options: TurnOptions, writer: WriterLock | None = None) -> PendingTurn:
+    """Store an empty answer to the last message of ``history`` and build the engine's command."""
+    user = history[-1]
+    answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
+    return PendingTurn(conversation_id, user, answer, generate_command(history, conversation_id, answer.id, options),
+                       writer=writer)
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who takes a conversation for a turn, and how long it waits for another writer to finish."""
+
+    who: str  # for the other writers' messages: "a `hearth send` command", "a Hearth window"
+    wait_s: float = 0.0  # 0: refuse at once (the GUI never blocks)
+    on_wait: Callable[[Holder], None] | None = None  # said once, about a second into a wait
+
+
+def hold_conversation(store: ConversationStore, conversation_id: str | None, writer: Writer | None,
+                      fill: Callable[[str], T], *, title: str = "", model: str = "default",
+                      ) -> tuple[Conversation, T, WriterLock | None]:
+    """Become the conversation's one writer, then run ``fill(conversation_id)`` in one transaction.
+
+    With ``conversation_id`` None, a conversation titled ``title`` is created in that same
+    transaction, so a crash leaves it with what ``fill`` stored, or leaves nothing. With ``writer``
+    None no lock is taken (a caller that is the only writer, such as a test or a benchmark).
+
+    Returns:
+        The conversation as stored afterwards, what ``fill`` returned, and the lock to release.
+
+    Raises:
+        ConversationBusy: If another writer still holds the conversation after ``writer.wait_s``.
+    """
+    lock = None
+    if conversation_id is not None and writer is not None:  # waits outside any transaction (SQLite's write lock)
+        lock = take_writer_lock(store.db, conversation_id, writer.who, wait_s=writer.wait_s, on_wait=writer.on_wait)
+    try:
+        with write_transaction(store.db):
+            if conversation_id is None:
+                conversation_id = store.create(title, model=model).id
+                if writer is not None:
+                    lock = take_writer_lock(store.db, conversation_id, writer.who)  # new: nobody else holds it
+            elif writer is not None:  # an answer still "generating" here is a writer's that is gone
+                store.mark_unfinished_interrupted(only=conversation_id)
+            filled = fill(conversation_id)
+            return store.get(conversation_id), filled, lock
+    except BaseException:
+        if lock is not None:
+            lock.release(store.db)
+        raise
+
+
+def start_turn(store: ConversationStore, conversation_id: str | None, text: str, options: TurnOptions,
+               writer: Writer, *, title: str = "", model: str = "default", reply_to: str | None = None,
+               from_start: bool = False) -> tuple[Conversation, PendingTurn]:
+    """Take the conversation (a new one titled ``title`` when ``conversation_id`` is None), then store
+    the user's message and an empty answer in one transaction: a crash leaves all of it or none.
+
+    Raises:
+        ConversationBusy: If another writer holds the conversation after ``writer.wait_s``.
+    """
+    def fill(held_id: str) -> PendingTurn:
+        history = add_user_message(store, held_id, text, reply_to=reply_to, from_start=from_start)
+        return begin_answer(store, held_id, history, options)
+
+    conversation, turn, lock = hold_conversation(store, conversation_id, writer, fill, title=title, model=model)
+    turn.writer = lock
+    return conversation, turn
+
+
+def start_regeneration(store: ConversationStore, conversation_id: str, user_message_id: str, options: TurnOptions,
+                       writer: Writer) -> PendingTurn:
+    """Take the conversation, then store an empty new answer to an existing user message."""
+    _, turn, lock = hold_conversation(
+        store, conversation_id, writer, lambda held_id: begin_answer(store, held_id, store.branch(user_message_id), options))
+    turn.writer = lock
+    return turn
+
+
+def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
+    """Store what the engine wrote, with its status and statistics; then let the next writer in."""
+    try:
+        turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
+                                           stats=turn.stats())
+    finally:
+        release_writer(store, turn)
+    return turn
+
+
+def release_writer(store: ConversationStore, turn: PendingTurn) -> None:
+    """Let the next writer into the turn's conversation (once; never raises)."""
+    if turn.writer is not None:
+        turn.writer.release(store.db)
+        turn.writer = None
+
+
+def run_answer(store: ConversationStore, client: EngineClient, turn: PendingTurn,
+               on_event: Callable[[ClientEvent], None] | None = None) -> PendingTurn:
+    """Stream the turn's request to its end, blocking, then store the answer. Ctrl+C stops the
+    answer: what was written is stored, marked stopped, and the engine saves the turn end's snapshot
+    as after any answer. If streaming fails (the engine cannot be reached, a second Ctrl+C), the
+    conversation is let go; the empty answer is marked interrupted when a store is next opened."""
+    def take(event: ClientEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+        turn.feed(event)
+
+    try:
+        client.follow(turn.command, take)
+    except BaseException:
+        release_writer(store, turn)
+        raise
+    return end_answer(store, turn)
+
+
+PROGRAM = "a program using Hearth's store"  # send_turn / regenerate_turn callers other than the CLI and GUI
+
+
+def _options(sampling: p.SamplingSpec | None, max_tokens: int, draft: str, draft_max: int) -> TurnOptions:
+    return TurnOptions(sampling or p.SamplingSpec(), max_tokens, draft, draft_max)
+
+
+def send_turn(
+    store: ConversationStore, client: EngineClient, conversation_id: str, text: str, *,
+    reply_to: str | None = None, sampling: p.SamplingSpec | None = None, max_tokens: int = p.DEFAULTS.max_tokens,
+    draft: str = p.DEFAULTS.draft, draft_max: int = p.DEFAULTS.draft_max, on_event: Callable[[ClientEvent], None] | None = None,
+) -> PendingTurn:
+    """Add a user message and answer it; ``reply_to`` answers from an earlier message (an edit)."""
+    _, turn = start_turn(store, conversation_id, text, _options(sampling, max_tokens, draft, draft_max),
+                         Writer(PROGRAM), reply_to=reply_to)
+    return run_answer(store, client, turn, on_event)
+
+
+def regenerate_turn(
+    store: ConversationStore, client: EngineClient, conversation_id: str, user_message_id: str, *,
+    sampling: p.SamplingSpec | None = None, max_tokens: int = p.DEFAULTS.max_tokens,
+    draft: str = p.DEFAULTS.draft, draft_max: int = p.DEFAULTS.draft_max,
+    on_event: Callable[[ClientEvent], None] | None = None,
+) -> PendingTurn:
+    """A new answer to an existing user message; the earlier answers stay as other branches."""
+    turn = start_regeneration(store, conversation_id, user_message_id,
+                              _options(sampling, max_tokens, draft, draft_max), Writer(PROGRAM))
+    return run_answer(store, client, turn, on_event)
+
+
+def answer_turn(
+    store: ConversationStore, client: EngineClient, conversation_id: str, history: list[Message], *,
+    sampling: p.SamplingSpec | None = None, max_tokens: int = p.DEFAULTS.max_tokens,
+    draft: str = p.DEFAULTS.draft, draft_max: int = p.DEFAULTS.draft_max,
+    on_event: Callable[[ClientEvent], None] | None = None,
+) -> PendingTurn:
+    """Answer the last message of ``history`` (a user message) and store the answer as its child."""
+    turn = begin_answer(store, conversation_id, history, _options(sampling, max_tokens, draft, draft_max))
+    return run_answer(store, client, turn, on_event)
+
+
+def open_conversation_command(store: ConversationStore, conversation_id: str) -> p.OpenConversation:
+    history = store.current_branch(conversation_id)
+    return p.OpenConversation(request_id=new_request_id("open"), conversation_id=conversation_id,
+                              messages=prompt_turns(history))
+
+
+def open_conversation(store: ConversationStore, client: EngineClient, conversation_id: str) -> p.SnapshotReport:
+    """Have the engine restore the conversation's newest snapshot before the next message is typed."""
+    for event in client.stream(open_conversation_command(store, conversation_id)):
+        if isinstance(event, p.ConversationOpened):
+            return event.snapshot
+        if isinstance(event, (p.Error, EngineDead)):
+            return p.SnapshotReport(notes=[event.message])
+    return p.SnapshotReport()

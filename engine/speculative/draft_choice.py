@@ -1,0 +1,31 @@
+"""The user's drafting choice as text (``auto``, ``off``, ``lookup``, ``mtp``, ``model:PATH``) and
+as the protocol's typed :class:`~engine.protocol.DraftSpec`.
+
+Kept free of the inference stack so settings forms and the command line can check a choice
+without loading llama.cpp.
+"""
+
+from __future__ import annotations
+
+from engine.protocol import DraftSpec
+
+SPEC_HELP = "auto, off, lookup, mtp or model:PATH"
+MODEL_PREFIX = "model:"
+
+
+class DraftRefused(ValueError):
+    """This drafting choice cannot work for this model; the message says why and what to do."""
+
+
+def parse_draft_spec(text: str) -> DraftSpec:
+    """``text`` as a :class:`DraftSpec`; raises :class:`DraftRefused` saying what is allowed."""
+    if text in ("auto", "off", "lookup", "mtp"):
+        return DraftSpec(text)
+    if text.startswith(MODEL_PREFIX) and len(text) > len(MODEL_PREFIX):
+        return DraftSpec("model", text[len(MODEL_PREFIX):])
+    raise DraftRefused(f"unknown drafting choice {text!r}; use {SPEC_HELP}")
+
+
+def draft_text(spec: DraftSpec) -> str:
+    """How a user writes ``spec`` (the inverse of :func:`parse_draft_spec`)."""
+    return f"{MODEL_PREFIX}{spec.path}" if spec.kind == "model" else spec.kind

@@ -1,0 +1,118 @@
+"""Choosing a drafter for a request: parse the user's choice, refuse what cannot work, build it.
+
+``auto`` drafts with prompt lookup (free when it has no guess; ``mtp`` uses the model's own MTP
+head when asked for) and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
+recurrent state cannot be rolled back (e.g. qwen3next) cannot draft: a checkpoint-and-replay
+fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` simply stays off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from engine.backends import cpu_check
+from engine.sampling import SamplingParams
+from engine.session import ModelSession
+from engine.speculative.token_sources import DraftStats, SpeculativeSource
+from engine.speculative.draft_model import DraftModel
+from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
+from engine.speculative.policy import DraftPolicy
+from engine.speculative.prompt_lookup import PromptLookup
+from engine.speculative.proposer import Proposer
+from engine.protocol import DraftSpec
+from engine.speculative.draft_choice import DraftRefused
+
+SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
+
+
+class Drafting:
+    """The drafters for one loaded target model (a draft model stays loaded between requests)."""
+
+    def __init__(self, session: ModelSession) -> None:
+        self.session = session
+        self._draft_model: DraftModel | None = None
+        self._mtp: MtpDrafter | None = None
+
+    def close(self) -> None:
+        if self._draft_model is not None:
+            self._draft_model.close()
+            self._draft_model = None
+        if self._mtp is not None:
+            self._mtp.close()
+            self._mtp = None
+
+    def plan(self, spec: DraftSpec, draft_max: int, auto_off: bool = True) -> tuple[SourceFactory | None, DraftStats]:
+        """A token-source factory (None: plain decoding) and the stats to report if drafting is off."""
+        if spec.kind == "off":
+            return None, DraftStats(kind="off")
+        reason = self._cannot_draft()
+        if reason and spec.kind == "auto":
+            return None, DraftStats(kind="off", auto_off=True, reason=reason)
+        if reason:
+            raise DraftRefused(reason)
+        limit = self._draft_limit(draft_max)
+        kind = self._auto_kind() if spec.kind == "auto" else spec.kind
+        proposer = self._proposer(kind, spec.path)
+
+        def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
+            if isinstance(proposer, (DraftModel, MtpDrafter)):
+                proposer.configure(sampling, rng)
+            return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(limit, auto_off=auto_off))
+
+        return make, DraftStats(kind=kind)
+
+    def _cannot_draft(self) -> str:
+        facts = self.session.facts
+        if not facts.can_roll_back:
+            return (f"drafting is not possible with {facts.arch}: this llama.cpp cannot roll back its recurrent "
+                    "state, and re-reading checkpoints is slower than not drafting (32 → 6 tok/s measured upstream)")
+        model = self.session.model
+        if not model.batch_exact:
+            return (f"drafting could change the answer here: this machine's CPU build of llama.cpp computes "
+                    f"{model.weight_type} weights differently in a batch than token by token")
+        return ""
+
+    def _draft_limit(self, draft_max: int) -> int:
+        if draft_max < 1:
+            raise DraftRefused(f"the draft length must be at least 1, got {draft_max}")
+        choice = cpu_check.active()
+        if choice is not None and choice.exact_rows:  # a verify batch (draft + 1) must stay batch-exact
+            draft_max = min(draft_max, choice.exact_rows - 2)
+        facts = self.session.facts
+        if facts.has_recurrent_state:
+            return min(draft_max, self.session.context.n_rs_seq)  # rollback depth the context was made with
+        return draft_max
+
+    def _auto_kind(self) -> str:
+        """Prompt lookup: it costs nothing when it has no guess. (An MTP head costs a decode per
+        token whether it helps or not; on this CPU build a random-weight head loses, see
+        tests/bench/bench_drafting.py, so it is used when asked for.)"""
+        return "lookup"
+
+    def _proposer(self, kind: str, path: str | None) -> Proposer:
+        if kind == "lookup":
+            return PromptLookup()
+        if kind == "model":
+            return self._load_draft_model(Path(path).expanduser())
+        return self._load_mtp()
+
+    def _load_mtp(self) -> MtpDrafter:
+        if self._mtp is None:
+            try:
+                self._mtp = MtpDrafter(self.session, sampling=SamplingParams(), rng=np.random.default_rng())
+            except MtpHeadMissing as exc:
+                raise DraftRefused(str(exc)) from exc
+        return self._mtp
+
+    def _load_draft_model(self, path: Path) -> DraftModel:
+        if self._draft_model is not None and self._draft_model.path == path:
+            return self._draft_model
+        self.close()
+        settings = self.session.context.settings
+        self._draft_model = DraftModel(path, self.session.model, n_ctx=self.session.n_ctx,
+                                       n_threads=settings.n_threads, sampling=SamplingParams(),
+                                       rng=np.random.default_rng())
+        return self._draft_model

@@ -1,0 +1,56 @@
+"""Greedy output of ``hearth generate --raw --temperature 0`` equals llama-cpp-python's own ``Llama``."""
+
+import json
+
+import pytest
+
+from app.cli.main import main
+from engine.backends.base import default_threads
+from engine.protocol import DEFAULT_CONTEXT
+
+PROMPTS = [
+    "The quick brown fox",
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):",
+    "Paris is the capital of France. Its most famous buildings are",
+    "1, 2, 3, 4,",
+]
+N_TOKENS = 48
+
+
+def hearth_greedy(capsys, model: str, prompt: str) -> dict:
+    code = main(["generate", "--model", model, "--raw", "--temperature", "0",
+                 "--max-tokens", str(N_TOKENS), "--json", prompt])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def reference_greedy(llm, prompt: str, n: int) -> list[int]:
+    tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+    out = []
+    for token in llm.generate(tokens, temp=0.0, reset=True):
+        if llm.token_eos() == token or len(out) == n:
+            break
+        out.append(token)
+    return out
+
+
+@pytest.fixture(scope="module", params=["smollm2", "hybrid_tiny"])
+def model_and_reference(request):
+    from llama_cpp import Llama
+
+    path = request.getfixturevalue(request.param)
+    # n_ctx=0: the trained context, which is also what hearth uses for models trained on <= 8k
+    llm = Llama(model_path=str(path), n_ctx=0, n_batch=512, n_threads=default_threads(),
+                flash_attn=True, verbose=False)
+    assert llm.n_ctx() <= DEFAULT_CONTEXT
+    yield str(path), llm
+    llm.close()
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_tokens_match_llama_cpp_python(capsys, model_and_reference, prompt):
+    path, llm = model_and_reference
+    ours = hearth_greedy(capsys, path, prompt)
+    assert ours["finish_reason"] == "length", "each prompt must give a full-length continuation to compare"
+    assert ours["token_ids"] == reference_greedy(llm, prompt, N_TOKENS)

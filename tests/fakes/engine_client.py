@@ -1,0 +1,323 @@
+"""A scripted :class:`~engine.client.EngineClient`: the real protocol, without a worker or a model.
+
+Tests of the GUI's controllers use it in place of a worker process, so they run in milliseconds. It
+speaks the messages of :mod:`engine.protocol`, and every command goes through
+:func:`engine.client.checked` as with the real clients, so a value out of range is refused the same
+way (:class:`~engine.client.InvalidRequest`). Each command gets the answer a healthy worker gives,
+unless the test scripted another one for the next command of its type::
+
+    engine.script(p.AnswerTurn, answer("Hel", "lo"))   # these deltas, then Finished(stop)
+    engine.script(p.AnswerTurn, fail("generation_failed", "the context is full"))  # Error, then Finished(error)
+    engine.script(p.AnswerTurn, hold("Once", " upon"))  # these deltas, then wait for Cancel or release()
+    engine.script(p.LoadModel, die())                   # the worker dies when the command arrives
+    engine.die()                                        # ... or now
+
+As with the real worker, a request that needs a model gets ``Error(no_model)`` before a model is
+loaded; an ``Error`` for a request that writes an answer (``p.ANSWERS``) or a ``ReadDocument`` is
+followed by its own ending (``Finished`` / ``DocumentRead`` with ``error``); and a death is one
+:class:`~engine.client.EngineDead` (worded by :func:`engine.deaths.engine_dead`), after which
+:meth:`~EngineClient.restart` brings up a fresh one.
+
+What it does NOT do (tests/process and tests/ui/test_app_*.py cover these with a real worker):
+
+* no model: an answer's text is the script's; "tokens" are whitespace-separated words; sampling,
+  drafting, stop strings, ``max_tokens`` and the chat template play no part;
+* no snapshots: it writes nothing to the conversation database, and ``ConversationOpened`` always
+  says nothing was restored;
+* no queue: each command is answered at once, in the order sent; a held request does not hold up
+  the commands after it as the worker's one engine thread does;
+* ``Cancel`` ends only the request being held (a load is not cancellable, as in the worker); a Cancel
+  for anything else is ignored;
+* no timer: a ``Telemetry`` event arrives when the test calls :meth:`ScriptedEngine.telemetry`
+  (and only while ``SetTelemetry`` left it on), never by itself;
+* no ``Calibrate`` (refused with an Error), no frames (there is no ``send_raw``), no CPU builds.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine import protocol as p
+from engine.backends.base import ModelFacts
+from engine.client import EngineClient, EngineDead, EngineError, checked
+from engine.deaths import engine_dead
+from engine.records import Timings
+
+DEFAULT_ANSWER = ("Hello", " from", " the", " scripted", " engine.")
+NO_MODEL = "no model is loaded; load one first"  # the real worker's words
+CPU = p.DeviceInfo(kind="cpu", name="scripted CPU", detail="tests.fakes.engine_client")
+ON_CPU = p.PhaseDevice("cpu", "the scripted engine runs everything on its CPU")
+NEEDS_A_MODEL = (*p.ANSWERS, p.OpenConversation, p.MeasureText, p.ReadDocument, p.Calibrate)
+
+
+@dataclass(frozen=True)
+class Step:
+    """How the fake answers one command; made by :func:`answer`, :func:`fail`, :func:`hold`, :func:`die`."""
+
+    pieces: tuple[str, ...] = DEFAULT_ANSWER  # an answer's deltas (sent before a hold or a death too)
+    error: tuple[p.ErrorCode, str] | None = None
+    hold: bool = False  # after the pieces, wait for Cancel or ScriptedEngine.release()
+    exit_code: int | None = None  # set: the worker dies (a negative code is the signal that killed it)
+
+
+def answer(*pieces: str) -> Step:
+    return Step(pieces=pieces or DEFAULT_ANSWER)
+
+
+def fail(code: p.ErrorCode, message: str) -> Step:
+    return Step(pieces=(), error=(code, message))
+
+
+def hold(*pieces: str) -> Step:
+    return Step(pieces=pieces or DEFAULT_ANSWER, hold=True)
+
+
+def die(*pieces: str, exit_code: int = -signal.SIGKILL) -> Step:
+    return Step(pieces=pieces, exit_code=exit_code)
+
+
+@dataclass
+class _Held:
+    request_id: str
+    release: Callable[[], None]
+    cancel: Callable[[], None] | None  # None: Cancel does not end it
+
+
+class ScriptedEngine(EngineClient):
+    """An engine client answering from a script; see the module's docstring for what it leaves out."""
+
+    def __init__(self, *, n_ctx: int = 4096, document_budget_tokens: int = 3000) -> None:
+        self.n_ctx = n_ctx
+        self.document_budget_tokens = document_budget_tokens  # a MeasureText's budget when it asks for the default
+        self.received: list[p.Command] = []  # every command accepted, as checked() returned it
+        self.loaded: p.ModelLoaded | None = None
+        self.telemetry_interval_ms = 0
+        self.starts = 0  # handshakes answered: 2 after one restart
+        self._events: queue.Queue = queue.Queue()
+        self._scripts: dict[type, deque[Step]] = defaultdict(deque)
+        self._held: _Held | None = None
+        self._alive = False
+        self._dead = False
+        self._lock = threading.RLock()  # send() runs on the GUI thread and on the bridge's thread
+
+    # -- the test's side -------------------------------------------------------------------------
+
+    def script(self, command_type: type, *steps: Step) -> None:
+        """Answer the next commands of ``command_type`` with ``steps``, one each, then as usual."""
+        with self._lock:
+            self._scripts[command_type].extend(steps)
+
+    def sent(self, command_type: type | tuple[type, ...]) -> list:
+        """The commands of ``command_type`` (or of any of a tuple of types) received so far."""
+        with self._lock:
+            return [c for c in self.received if isinstance(c, command_type)]
+
+    @property
+    def holding(self) -> str | None:
+        """The request id being held, if any."""
+        return self._held.request_id if self._held is not None else None
+
+    def release(self) -> None:
+        """End the held request as if it ran to its end."""
+        with self._lock:
+            held, self._held = self._held, None
+            assert held is not None, "nothing is being held"
+            held.release()
+
+    def die(self, exit_code: int = -signal.SIGKILL) -> None:
+        """The worker dies now (SIGKILL by default): one EngineDead, then every send fails until a restart."""
+        with self._lock:
+            self._alive, self._dead, self._held, self.loaded = False, True, None, None
+            self._emit(engine_dead(exit_code))
+
+    def telemetry(self, **fields) -> None:
+        """One Telemetry event (the fields given over quiet defaults), if telemetry is on."""
+        if self.telemetry_interval_ms:
+            self._emit(p.Telemetry(**{**_quiet_telemetry(self.loaded), **fields}))
+
+    # -- EngineClient ----------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        with self._lock:
+            self._events = queue.Queue()
+            self._alive, self._dead, self._held, self.loaded = True, False, None, None
+
+    def send(self, command: p.Command) -> None:
+        command = checked(command)  # as every client does: an out-of-range value raises InvalidRequest
+        with self._lock:
+            if not self._alive:
+                raise (EngineError("engine_dead", "the engine is not running") if self._dead
+                       else EngineError("not_started", "the engine is not running; start it first"))
+            self.received.append(command)
+            steps = self._scripts[type(command)]
+            self._react(command, steps.popleft() if steps else answer())
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        with self._lock:
+            self._alive, self._held = False, None
+            self._events.put(None)  # wakes a reader waiting in next_event at once, as after a timeout
+
+    # -- answers ---------------------------------------------------------------------------------
+
+    def _emit(self, event: p.Event | EngineDead) -> None:
+        self._events.put(event)
+
+    def _react(self, command: p.Command, step: Step) -> None:
+        if step.exit_code is not None:
+            if isinstance(command, p.ANSWERS) and step.pieces:
+                self._stream(command, step.pieces)
+            self.die(step.exit_code)
+        elif step.error is not None:
+            self._refuse(command, *step.error)
+        elif isinstance(command, NEEDS_A_MODEL) and self.loaded is None:
+            self._refuse(command, "no_model", NO_MODEL)
+        elif isinstance(command, p.Cancel):
+            self._cancel(command.request_id)
+        else:
+            handler = _HANDLERS.get(type(command))
+            if handler is not None:
+                handler(self, command, step)
+
+    def _refuse(self, command: p.Command, code: p.ErrorCode, message: str) -> None:
+        rid = getattr(command, "request_id", None)
+        self._emit(p.Error(code=code, message=message, request_id=rid))
+        if isinstance(command, p.ANSWERS):
+            self._emit(p.Finished(request_id=rid, finish_reason="error", timings=Timings()))
+        elif isinstance(command, p.ReadDocument):
+            self._emit(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=Timings()))
+
+    def _cancel(self, request_id: str) -> None:
+        held = self._held
+        if held is not None and held.request_id == request_id and held.cancel is not None:
+            self._held = None
+            held.cancel()
+
+    def _hold_or_end(self, request_id: str, step: Step, end: Callable[[str], None], cancellable: bool = True) -> None:
+        """``end("stop")`` now, or hold the request until release() (stop) or Cancel (cancelled)."""
+        if step.hold:
+            assert self._held is None, "the scripted engine holds one request at a time"
+            self._held = _Held(request_id, lambda: end("stop"), (lambda: end("cancelled")) if cancellable else None)
+        else:
+            end("stop")
+
+    # -- one handler per command -----------------------------------------------------------------
+
+    def _hello(self, command: p.Hello, step: Step) -> None:
+        if command.protocol_version != p.PROTOCOL_VERSION:
+            self._emit(p.Error(code="protocol_mismatch", recoverable=False,
+                               message=f"the app speaks protocol {command.protocol_version} but this worker speaks "
+                                       f"{p.PROTOCOL_VERSION}"))
+            return
+        self.starts += 1
+        self._emit(p.Ready(protocol_version=p.PROTOCOL_VERSION, versions={"hearth": "scripted"}, devices=[CPU],
+                           pid=0))
+
+    def _load(self, command: p.LoadModel, step: Step) -> None:
+        rid = command.request_id
+        self._emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.5))
+
+        def end(_: str) -> None:
+            self.loaded = p.ModelLoaded(request_id=rid, facts=_facts(command.model, self.n_ctx), n_ctx=self.n_ctx,
+                                        devices=p.DevicePlan(prefill=ON_CPU, decode=ON_CPU), found_devices=[CPU])
+            self._emit(self.loaded)
+
+        self._hold_or_end(rid, step, end, cancellable=False)
+
+    def _unload(self, command: p.UnloadModel, step: Step) -> None:
+        self.loaded = None
+        self._emit(p.ModelUnloaded(request_id=command.request_id))
+
+    def _stream(self, command: p.Answer, pieces: tuple[str, ...]) -> None:
+        prompt = _prompt_words(command)
+        self._emit(p.PromptProgress(request_id=command.request_id, processed=prompt, total=prompt, elapsed_ms=1.0))
+        for piece in pieces:
+            self._emit(p.TokenDelta(request_id=command.request_id, text=piece, n_tokens=1))
+
+    def _answer(self, command: p.Answer, step: Step) -> None:
+        rid = command.request_id
+        self._stream(command, step.pieces)
+
+        def end(reason: str) -> None:
+            timings = Timings(prompt_n=_prompt_words(command), prompt_ms=1.0, gen_n=len(step.pieces),
+                              gen_ms=float(len(step.pieces)))
+            report = p.SnapshotReport(prefilled_tokens=timings.prompt_n) if isinstance(command, p.AnswerTurn) else None
+            self._emit(p.Finished(request_id=rid, finish_reason=reason, timings=timings, snapshot=report,
+                                  devices=self.loaded.devices if self.loaded else None))
+
+        self._hold_or_end(rid, step, end)
+
+    def _open(self, command: p.OpenConversation, step: Step) -> None:
+        self._emit(p.ConversationOpened(request_id=command.request_id,
+                                        snapshot=p.SnapshotReport(notes=["the scripted engine keeps no snapshots"])))
+
+    def _measure(self, command: p.MeasureText, step: Step) -> None:
+        words = command.text.split()
+        budget = command.budget_tokens or self.document_budget_tokens
+        fits = len(words) <= budget
+        if command.keep == "all" or fits:
+            kept_text, kept_tokens = ("" if command.keep == "all" else command.text), (len(words) if fits else 0)
+        else:
+            kept = words[:budget] if command.keep == "first" else words[len(words) - budget:]
+            kept_text, kept_tokens = " ".join(kept), len(kept)
+        self._emit(p.TextMeasured(request_id=command.request_id, tokens=len(words), budget_tokens=budget, fits=fits,
+                                  kept_text=kept_text, kept_tokens=kept_tokens))
+
+    def _read(self, command: p.ReadDocument, step: Step) -> None:
+        rid = command.request_id
+        total = _words(*(turn.content for turn in command.messages))
+        self._emit(p.PromptProgress(request_id=rid, processed=total // 2, total=total, elapsed_ms=1.0))
+
+        def end(reason: str) -> None:
+            read = total if reason == "stop" else total // 2
+            self._emit(p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read,
+                                      timings=Timings(prompt_n=read, prompt_ms=2.0)))
+
+        self._hold_or_end(rid, step, end)
+
+    def _calibrate(self, command: p.Calibrate, step: Step) -> None:
+        self._emit(p.Error(code="bad_request", message="the scripted engine does not calibrate",
+                           request_id=command.request_id))
+
+    def _ping(self, command: p.Ping, step: Step) -> None:
+        self._emit(p.Pong(request_id=command.request_id))
+
+    def _set_telemetry(self, command: p.SetTelemetry, step: Step) -> None:
+        self.telemetry_interval_ms = command.interval_ms
+
+
+_HANDLERS = {
+    p.Hello: ScriptedEngine._hello, p.LoadModel: ScriptedEngine._load, p.UnloadModel: ScriptedEngine._unload,
+    **{answering: ScriptedEngine._answer for answering in p.ANSWERS}, p.OpenConversation: ScriptedEngine._open,
+    p.MeasureText: ScriptedEngine._measure, p.ReadDocument: ScriptedEngine._read,
+    p.Calibrate: ScriptedEngine._calibrate, p.Ping: ScriptedEngine._ping, p.SetTelemetry: ScriptedEngine._set_telemetry,
+}  # Cancel is handled in _react; Shutdown needs no answer (close() ends the fake)
+
+
+def _words(*texts: str) -> int:
+    return sum(len(text.split()) for text in texts)
+
+
+def _prompt_words(command: p.Answer) -> int:
+    """The "tokens" an answer reads: its messages' words, or its raw prompt's."""
+    return _words(*(turn.content for turn in getattr(command, "messages", ())), getattr(command, "prompt", ""))
+
+
+def _facts(model: str, n_ctx: int) -> ModelFacts:
+    return ModelFacts(path=model, file_bytes=0, arch="scripted", name="scripted", description="a scripted engine",
+                      n_params=0, size_bytes=0, n_ctx_train=n_ctx, n_embd=0, n_layer=0, n_layer_mtp=0, n_vocab=0,
+                      is_recurrent=False, is_hybrid=False, supports_rollback=True, has_chat_template=True,
+                      backend_version="scripted")
+
+
+def _quiet_telemetry(loaded: p.ModelLoaded | None) -> dict:
+    return dict(t=time.time(), rss_bytes=100 * 1024**2, available_bytes=8 * 1024**3,
+                model_bytes=loaded.facts.size_bytes if loaded else 0, state_fixed_bytes=0, state_kv_bytes=0,
+                cpu_temp_c=p.UNAVAILABLE, cpu_freq_mhz=p.UNAVAILABLE, cpu_freq_max_mhz=p.UNAVAILABLE,
+                throttled=p.UNAVAILABLE, prefill_tok_s=0.0, decode_tok_s=0.0, ttft_ms=p.UNAVAILABLE,
+                draft_acceptance=p.UNAVAILABLE, phase_devices={})

@@ -1,0 +1,95 @@
+"""Running the real ``hearth`` command line from tests, with the test's ``HEARTH_HOME`` (the autouse
+fixture puts it in the environment), and watching it while it runs.
+
+:func:`hearth` and :func:`start_hearth` run ``python -m app`` from this checkout;
+:func:`installed_hearth` runs the installed entry point (:data:`HEARTH`), as a user types it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+HEARTH = Path(sys.executable).with_name("hearth")  # the installed entry point
+
+
+def command(*args: str, prefix: tuple[str, ...] = ()) -> list[str]:
+    return [*prefix, sys.executable, "-m", "app", *args]
+
+
+def hearth(*args: str, timeout: float = 300, prefix: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+    """Run one command to its end."""
+    return subprocess.run(command(*args, prefix=prefix), cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
+def start_hearth(*args: str, **env: str) -> subprocess.Popen:
+    """Start one command; the caller waits for it."""
+    return subprocess.Popen(command(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
+def installed_hearth(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """The installed command, with this test's HEARTH_HOME (and the session's CPU check)."""
+    return subprocess.run([str(HEARTH), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    """The one line a failed command prints on stderr (no traceback, exit status 1)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("hearth: error: "), lines[0]
+    return lines[0]
+
+
+def read_until(stream, enough: int, timeout: float) -> bytes:
+    """At least ``enough`` bytes of ``stream`` (a pipe), within ``timeout`` seconds."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while len(seen) < enough:
+        assert time.monotonic() < deadline, f"only {seen!r} within {timeout} s"
+        chunk = stream.read1(4096)
+        assert chunk, f"the output ended early: {seen!r}"
+        seen += chunk
+    return seen
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl+C as a terminal delivers it: a job started in the background by a non-interactive shell
+    (as CI may be) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def wait_for_worker(pid: int, timeout: float) -> None:
+    """Wait until the command ``pid`` has started its worker process."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any("engine.worker" in " ".join(c.cmdline()) for c in psutil.Process(pid).children()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the command never started its worker")
+
+
+def wait_for_the_model_in_its_worker(pid: int, timeout: float) -> None:
+    """Wait until the worker of command ``pid`` has the model file mapped (llama.cpp maps the GGUF
+    when it loads it), so a request sent after it is answered rather than waiting for the load."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(pid).children():
+            try:
+                if "engine.worker" in " ".join(child.cmdline()) and any(
+                        m.path.endswith(".gguf") for m in child.memory_maps(grouped=True)):
+                    return
+            except psutil.Error:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the worker never loaded the model")
