@@ -6,8 +6,6 @@ Ctrl+C during an answer, which the worker must survive."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,9 +16,7 @@ from engine.backends.faults import FAULT_ENV
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.cpu_builds import auto_build
-from tests.helpers.cli import (
-    HEARTH, as_in_a_terminal, installed_hearth, read_until, wait_for_the_model_in_its_worker,
-)
+from tests.helpers.cli import installed_hearth, press_ctrl_c_during, read_until, wait_for_the_model_in_its_worker
 
 CRASHES = [  # the switch, the signal, its words in the message, what the command was doing
     pytest.param("load:*:SIGILL", "SIGILL", "illegal instruction", "while loading the embedded model", id="load-SIGILL"),
@@ -145,23 +141,16 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
     """Ctrl+C reaches the terminal's whole process group: the worker ignores it, the command stops
     the answer, keeps what was written (printed, or one JSON object saying ``cancelled``) and exits
     130, the shell's code for an interrupted command; never a traceback."""
-    answering = subprocess.Popen(
-        [str(HEARTH), "generate", "--max-tokens", "2000", "--temperature", "0", *(["--json"] if as_json else []),
-         "Write a very long story about a dragon who collects lighthouses."],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=as_in_a_terminal)
-    try:
-        if as_json:  # nothing is printed until the end: wait for the model, then for the answer to be under way
-            wait_for_the_model_in_its_worker(answering.pid, timeout=300)
-            time.sleep(6)
-            seen = b""
-        else:
-            seen = read_until(answering.stdout, 40, timeout=300)
-        os.killpg(answering.pid, signal.SIGINT)
-        out, err = answering.communicate(timeout=120)
-    finally:
-        answering.kill()
-        answering.wait()
+    def writing(answering: subprocess.Popen) -> bytes:
+        if not as_json:
+            return read_until(answering.stdout, 40, timeout=300)
+        wait_for_the_model_in_its_worker(answering.pid, timeout=300)  # nothing is printed until the end
+        time.sleep(6)  # the answer under way
+        return b""
+
+    answering, out, err = press_ctrl_c_during(
+        ["generate", "--max-tokens", "2000", "--temperature", "0", *(["--json"] if as_json else []),
+         "Write a very long story about a dragon who collects lighthouses."], writing)
     stderr = err.decode(errors="replace")
     assert "Traceback" not in stderr, stderr
     assert "SIGINT" not in stderr, "the worker died of the Ctrl+C"
@@ -170,4 +159,4 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         reply = json.loads(out)
         assert reply["finish_reason"] == "cancelled" and reply["text"], reply
     else:
-        assert len(seen + out) >= 40 and (seen + out).endswith(b"\n")
+        assert len(out) >= 40 and out.endswith(b"\n")

@@ -6,8 +6,6 @@ progress in a log is lines, not carriage returns."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 
@@ -17,7 +15,7 @@ from app.cli.document_commands import ReadingProgress
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.installed import EMBEDDED_NAME
-from tests.helpers.cli import HEARTH, as_in_a_terminal, installed_hearth, read_until, wait_for_worker
+from tests.helpers.cli import HEARTH, installed_hearth, press_ctrl_c_during, read_until
 from tests.helpers.documents import write_document
 
 
@@ -43,24 +41,16 @@ def wait_for_an_answer_being_written(home, timeout: float) -> None:
 
 def _send_and_stop(home, *args: str, as_json: bool) -> tuple[subprocess.Popen, str, str]:
     """Start ``hearth send …``, press Ctrl+C once it is writing; (the process, stdout, stderr)."""
-    sending = subprocess.Popen(
-        [str(HEARTH), "send", "--max-tokens", "2000", "--temperature", "0", *(["--json"] if as_json else []), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=as_in_a_terminal)
-    try:
-        if as_json:  # nothing is printed until the end: wait for the answer to be under way
-            wait_for_worker(sending.pid, timeout=120)
-            wait_for_an_answer_being_written(home, timeout=120)
-            time.sleep(8)  # the first tokens, even on a busy machine
-            seen = b""
-        else:
-            seen = read_until(sending.stdout, 40, timeout=300)
-        os.killpg(sending.pid, signal.SIGINT)
-        out, err = sending.communicate(timeout=120)
-    finally:
-        sending.kill()
-        sending.wait()
-    return sending, (seen + out).decode(), err.decode(errors="replace")
+    def writing(sending: subprocess.Popen) -> bytes:
+        if not as_json:
+            return read_until(sending.stdout, 40, timeout=300)
+        wait_for_an_answer_being_written(home, timeout=120)  # nothing is printed until the end
+        time.sleep(8)  # the first tokens, even on a busy machine
+        return b""
+
+    sending, out, err = press_ctrl_c_during(
+        ["send", "--max-tokens", "2000", "--temperature", "0", *(["--json"] if as_json else []), *args], writing)
+    return sending, out.decode(), err.decode(errors="replace")
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["streaming", "json"])

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -93,3 +94,20 @@ def wait_for_the_model_in_its_worker(pid: int, timeout: float) -> None:
                 pass
         time.sleep(0.2)
     raise AssertionError("the worker never loaded the model")
+
+
+def press_ctrl_c_during(argv: list[str], wait_until_writing: Callable[[subprocess.Popen], bytes],
+                        ) -> tuple[subprocess.Popen, bytes, bytes]:
+    """Run the installed ``hearth`` with ``argv`` as a terminal would, press Ctrl+C (SIGINT to its
+    whole process group) once ``wait_until_writing(process)`` returns (what it read of stdout), and
+    collect the rest: (the ended process, all of stdout, stderr)."""
+    process = subprocess.Popen([str(HEARTH), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=as_in_a_terminal)
+    try:
+        seen = wait_until_writing(process)
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        process.wait()
+    return process, seen + out, err
