@@ -6,7 +6,7 @@ when their phase ends) keep the cores busy while, alternating A/B then B/A for `
 
 * Hearth reads a generated document of about ``--doc-tokens`` tokens through the real worker
   process (:class:`~engine.process_client.ProcessClient`, the ``ReadDocument`` command
-  ``hearth doc load`` sends), then answers a question on it (a ``Generate`` of up to ``--gen``
+  ``hearth doc load`` sends), then answers a question on it (an ``AnswerTurn`` of up to ``--gen``
   tokens, greedy, no drafting, as ``hearth send`` runs it);
 * a bare loop on llama-cpp-python's C API, with the same model, threads, context and batch size,
   reads the same tokens in batches of the batch size and decodes as many tokens as Hearth wrote
