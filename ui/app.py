@@ -17,8 +17,8 @@ from ui.document_controller import DocumentController
 from ui.icon import app_icon
 from ui.main_window import MainWindow
 from ui.model_manager import ModelManager
-from ui.models.conversations import ConversationListModel
-from ui.models.messages import MessageListModel
+from ui.item_models.conversations import ConversationListModel
+from ui.item_models.messages import MessageListModel
 from ui.store_thread import StoreThread
 
 

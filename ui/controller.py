@@ -28,8 +28,8 @@ from model_store.recovery import Recovery
 from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
 from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
-from ui.models.conversations import ConversationListModel
-from ui.models.messages import MessageListModel, MessageRow, load_transcript
+from ui.item_models.conversations import ConversationListModel
+from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
 

@@ -32,7 +32,7 @@ from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
-from ui.models.messages import MessageRow, load_transcript
+from ui.item_models.messages import MessageRow, load_transcript
 from ui.views.document_progress import LoadedBeforeChoice, PartChoice
 
 

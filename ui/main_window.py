@@ -19,8 +19,8 @@ from ui.controller import ChatController
 from ui.document_controller import DocumentController
 from ui.formatting import model_name
 from ui.model_manager import ModelManager
-from ui.models.conversations import ConversationListModel
-from ui.models.messages import MessageListModel
+from ui.item_models.conversations import ConversationListModel
+from ui.item_models.messages import MessageListModel
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer

@@ -16,7 +16,7 @@ from engine.process_client import ProcessClient
 from tests.cpu_builds import auto_build, safe_build
 from tests.helpers.gui import write_settings
 from ui.bridge import EngineBridge
-from ui.models.messages import load_transcript
+from ui.item_models.messages import load_transcript
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 CHOICES = ["Retry with the safe CPU build", "Choose another model", "System check"]

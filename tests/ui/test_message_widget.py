@@ -3,7 +3,7 @@
 from PySide6.QtGui import QGuiApplication
 
 from model_store.conversations import Message
-from ui.models.messages import MessageRow
+from ui.item_models.messages import MessageRow
 from ui.views.message_widget import COLLAPSE_CHARS, MessageWidget
 
 

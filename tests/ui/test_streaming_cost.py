@@ -10,7 +10,7 @@ from dataclasses import replace
 from engine import protocol as p
 from model_store.conversations import Message
 from tests.helpers.gui import write_settings
-from ui.models.messages import MessageListModel, MessageRow
+from ui.item_models.messages import MessageListModel, MessageRow
 from ui.views.chat_view import ChatView
 
 N_DELTAS = 4000

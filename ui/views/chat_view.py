@@ -18,7 +18,7 @@ from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 
-from ui.models.messages import APPENDED_ROLES, MessageListModel
+from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.views.message_widget import MessageWidget
 from ui.views.welcome import Welcome
 

@@ -6,7 +6,7 @@ from PySide6.QtCore import QModelIndex, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget
 
-from ui.models.conversations import ID_ROLE, ConversationListModel
+from ui.item_models.conversations import ID_ROLE, ConversationListModel
 
 SEARCH_DELAY_MS = 150
 

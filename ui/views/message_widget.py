@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTo
 from app.services.documents import document_message
 from ui.formatting import message_stats_tooltip
 from ui.markdown import markdown_to_html
-from ui.models.messages import MessageRow
+from ui.item_models.messages import MessageRow
 from ui.views.bubble import Bubble
 from ui.views.text_label import MessageText
 

@@ -1,0 +1,1 @@
+"""Qt item models (lists the views show: conversations, messages); not language models."""
