@@ -21,6 +21,7 @@ from engine import protocol as p
 from engine.client import ClientEvent, EngineClient, EngineError, checked
 from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
+from engine.transcripts import SentTranscripts
 from model_store.private_files import make_private_folder, open_private
 
 
@@ -36,6 +37,8 @@ class ProcessClient(EngineClient):
         self._send_lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._closing = False
+        self._sent = SentTranscripts()  # what this worker was sent: branches go once (engine.transcripts)
+        self.sent_bytes = 0  # frames written to the current worker
 
     @property
     def pid(self) -> int | None:
@@ -44,6 +47,7 @@ class ProcessClient(EngineClient):
     def _launch(self) -> None:
         self._closing = False
         self._events = queue.Queue()
+        self._sent, self.sent_bytes = SentTranscripts(), 0  # a new worker was sent nothing
         stderr: IO | None = None
         if self.log_path is not None:
             make_private_folder(self.log_path.parent)
@@ -79,8 +83,10 @@ class ProcessClient(EngineClient):
             raise EngineError("not_started", "the engine is not running; start it first")
         if process.poll() is not None:
             raise EngineError("engine_dead", describe_exit(process.returncode))
-        data = frame(p.encode(checked(command)))
-        with self._send_lock:
+        command = checked(command)
+        with self._send_lock:  # shortened in the order written: the worker reads them in that order
+            data = frame(p.encode(self._sent.shorten(command)))
+            self.sent_bytes += len(data)
             try:
                 process.stdin.write(data)
             except (BrokenPipeError, OSError, ValueError):

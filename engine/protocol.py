@@ -20,7 +20,7 @@ from engine.backends.base import ModelFacts
 from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -101,11 +101,25 @@ class RequestDefaults(msgspec.Struct, frozen=True):
 DEFAULTS = RequestDefaults()
 
 
+def add_span(spans: list[list], chars: int, drafted: bool) -> None:
+    """Extend ``spans`` (runs of ``[characters, from an accepted draft]`` covering a text) by ``chars``
+    characters: the last run grows when it has the same origin, else a run starts; none for 0. The
+    one rule for draft spans, in the engine's text stream, its coalesced deltas and the stored answer."""
+    if spans and spans[-1][1] == drafted:
+        spans[-1][0] += chars
+    elif chars:
+        spans.append([chars, drafted])
+
+
 class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
     role: str
     content: str
     id: str | None = None  # the stored message's id, so the worker can find its snapshot
 
+
+# The digest of the leading messages of a branch that the worker was sent in an earlier request;
+# the request's ``messages`` are then only the ones after them (see engine.transcripts). "": none.
+KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
 DEFAULT_CONTEXT = 8192  # tokens a model gets when LoadModel.n_ctx is 0, capped by what it was trained on
 
@@ -158,6 +172,7 @@ class Chat(_Answering, tag="chat", kw_only=True):
     """Answer the last of ``messages``, rendered with the model's chat template; nothing kept."""
 
     messages: list[ChatTurn]
+    known: KnownPrefix = ""
 
 
 class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
@@ -167,6 +182,7 @@ class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
     conversation_id: str
     answer_id: str  # the stored (empty) answer this request writes
     messages: list[ChatTurn]  # the branch, each message with its id
+    known: KnownPrefix = ""
 
 
 Answer = Union[Complete, Chat, AnswerTurn]  # every request that ends with Finished
@@ -180,6 +196,7 @@ class OpenConversation(_Message, tag="open_conversation"):
     request_id: str
     conversation_id: str
     messages: list[ChatTurn]
+    known: KnownPrefix = ""
 
 
 class MeasureText(_Message, tag="measure_text"):
@@ -198,6 +215,7 @@ class ReadDocument(_Message, tag="read_document"):
     request_id: str
     conversation_id: str
     messages: list[ChatTurn]  # the branch, ending with the document's message (which has an id)
+    known: KnownPrefix = ""
 
 
 class Calibrate(_Message, tag="calibrate"):
@@ -230,6 +248,7 @@ Command = Union[
     Hello, LoadModel, UnloadModel, Complete, Chat, AnswerTurn, OpenConversation, MeasureText, ReadDocument,
     Calibrate, Cancel, SetTelemetry, Ping, Shutdown,
 ]
+CARRIES_BRANCH = (Chat, AnswerTurn, OpenConversation, ReadDocument)  # requests with ``messages`` and ``known``
 
 # ------------------------------------------------------------------------------------------ events
 

@@ -20,6 +20,7 @@ import msgspec
 from engine import protocol as p
 from engine.framing import FrameError, frame, read_frames
 from engine.serve import WorkerLoop
+from engine.transcripts import ReceivedTranscripts, UnknownTranscript
 
 PR_SET_PDEATHSIG = 1
 
@@ -48,6 +49,7 @@ def take_protocol_stdout() -> BinaryIO:
 
 def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
     """Decode frames into commands until EOF; bad frames are answered, never fatal."""
+    transcripts = ReceivedTranscripts()
     for item in read_frames(stream):
         if isinstance(item, FrameError):
             loop.report_bad_input("bad_frame", str(item))
@@ -55,10 +57,15 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
         try:
             command = p.decode_command(item)
         except p.InvalidCommand as exc:
-            refuse(loop, exc)
+            refuse(loop, exc.request_id, exc.kind, str(exc))
             continue
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             loop.report_bad_input("bad_message", f"a message could not be read: {exc}")
+            continue
+        try:
+            command = transcripts.complete(command)
+        except UnknownTranscript as exc:
+            refuse(loop, command.request_id, command.__struct_config__.tag, str(exc))
             continue
         loop.submit(command)
     loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
@@ -67,13 +74,17 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
 ANSWER_KINDS = {cls.__struct_config__.tag for cls in p.ANSWERS}
 
 
-def refuse(loop: WorkerLoop, invalid: p.InvalidCommand) -> None:
-    """Answer a command with a value out of range as its request's failure; the worker goes on serving.
-    An answer's request ends with its Finished, as every answer does."""
-    rid = invalid.request_id
-    loop.emit(p.Error(code="bad_request", message=str(invalid), request_id=rid))
-    if invalid.kind in ANSWER_KINDS and rid is not None:
+def refuse(loop: WorkerLoop, rid: str | None, kind: str, problem: str) -> None:
+    """Answer a command that cannot be served (a value out of range, a branch built on messages
+    never sent) as its request's failure; the worker goes on serving. A request ends with the event
+    that ends it when it succeeds: Finished for an answer, DocumentRead for a document."""
+    loop.emit(p.Error(code="bad_request", message=problem, request_id=rid))
+    if rid is None:
+        return
+    if kind in ANSWER_KINDS:
         loop.emit(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
+    elif kind == p.ReadDocument.__struct_config__.tag:
+        loop.emit(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=p.Timings()))
 
 
 def main() -> None:

@@ -1,0 +1,113 @@
+"""A conversation crosses the pipe to the worker once, not with every request.
+
+A request that carries a branch of messages (an answer, a document read, an opened conversation, a
+plain chat) names the part the worker was already sent by a digest, ``known``, and carries only the
+messages after it. A question in a chat about a 40-page document is then a few hundred bytes, not
+the document again.
+
+Both ends keep the same record of what was sent: the last :data:`KEPT` branches, each as the chained
+digests of its prefixes (``digest[i]`` covers messages ``0..i``; it changes if any message before it
+does, in role, text or id). The client records a branch when it writes the request, the worker when
+it reads it, in the same order and with the same rule for what is forgotten, so the client never
+names a prefix the worker no longer has. The worker also keeps the messages, to put the branch back
+together before the request is served. A name the worker does not know (only a client that broke
+this rule could send one) is refused as a bad request, never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from dataclasses import dataclass
+
+import msgspec
+
+from engine import protocol as p
+
+KEPT = 8  # branches both ends remember (a conversation, its documents, a few others switched between)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def prefix_digests(messages: list[p.ChatTurn]) -> list[str]:
+    """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages (chained, so it covers all of them)."""
+    digests, previous = [], b""
+    for message in messages:
+        previous = hashlib.blake2b(previous + _encode(message), digest_size=16).digest()
+        digests.append(previous.hex())
+    return digests
+
+
+@dataclass
+class _Branch:
+    depth_of: dict[str, int]  # prefix digest -> number of messages it covers
+    messages: list[p.ChatTurn] | None  # kept by the worker only
+
+
+class _Record:
+    """The last :data:`KEPT` branches sent, the same at both ends."""
+
+    def __init__(self, keep_messages: bool) -> None:
+        self._branches: deque[_Branch] = deque(maxlen=KEPT)
+        self._keep_messages = keep_messages
+
+    def deepest_known(self, digests: list[str]) -> int:
+        """How many leading messages of a branch with these prefix digests were sent before."""
+        for depth in range(len(digests), 0, -1):
+            if any(digests[depth - 1] in branch.depth_of for branch in self._branches):
+                return depth
+        return 0
+
+    def messages_before(self, digest: str) -> list[p.ChatTurn] | None:
+        for branch in reversed(self._branches):
+            depth = branch.depth_of.get(digest)
+            if depth is not None and branch.messages is not None:
+                return branch.messages[:depth]
+        return None
+
+    def add(self, messages: list[p.ChatTurn], digests: list[str]) -> None:
+        if digests:
+            self._branches.append(_Branch({d: i + 1 for i, d in enumerate(digests)},
+                                          messages if self._keep_messages else None))
+
+
+class SentTranscripts:
+    """The client's side: shortens each request to what the worker has not seen. Call
+    :meth:`shorten` in the order requests are written to the worker (under the writer's lock)."""
+
+    def __init__(self) -> None:
+        self._record = _Record(keep_messages=False)
+
+    def shorten(self, command: p.Command) -> p.Command:
+        if not isinstance(command, p.CARRIES_BRANCH) or command.known:
+            return command
+        digests = prefix_digests(command.messages)
+        depth = self._record.deepest_known(digests)
+        self._record.add(command.messages, digests)
+        if depth == 0:
+            return command
+        return msgspec.structs.replace(command, known=digests[depth - 1], messages=command.messages[depth:])
+
+
+class UnknownTranscript(ValueError):
+    """A request built on messages this worker was never sent (or has forgotten)."""
+
+
+class ReceivedTranscripts:
+    """The worker's side: puts each request's whole branch back together, in the order read."""
+
+    def __init__(self) -> None:
+        self._record = _Record(keep_messages=True)
+
+    def complete(self, command: p.Command) -> p.Command:
+        """``command`` with its whole branch. Raises :class:`UnknownTranscript` for a ``known``
+        digest this worker does not have."""
+        if not isinstance(command, p.CARRIES_BRANCH):
+            return command
+        if command.known:
+            before = self._record.messages_before(command.known)
+            if before is None:
+                raise UnknownTranscript(
+                    "the request builds on messages this engine was not sent; send the whole conversation")
+            command = msgspec.structs.replace(command, known="", messages=[*before, *command.messages])
+        self._record.add(command.messages, prefix_digests(command.messages))
+        return command
