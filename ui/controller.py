@@ -164,6 +164,14 @@ class ChatController(QObject):
         query = self.search_text or None
         self.store.submit(lambda s: s.list(query), self.conversations.set_conversations)
 
+    def _list_turn_in(self, conversation: Conversation) -> None:
+        """A turn began in ``conversation``: it is now the newest used. Without a search, that is
+        one row moved to the top; a search's matches are asked of the store again."""
+        if self.search_text:
+            self.refresh_list()
+        else:
+            self.conversations.put_first(conversation)
+
     def search(self, text: str) -> None:
         self.search_text = text.strip()
         self.refresh_list()
@@ -352,7 +360,7 @@ class ChatController(QObject):
             turn.model = model_name(self.model_ref)
             self.show_conversation(conversation, rows)
             self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
-            self.refresh_list()
+            self._list_turn_in(conversation)
             if not self.bridge.send(turn.command):
                 turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
                 self._end_turn(turn)
@@ -385,7 +393,8 @@ class ChatController(QObject):
             self._storing_turns -= 1
             self.messages.update_message(done.answer)
             self.generating_changed.emit(self.generating)
-            self.refresh_list()
+            if self.search_text:  # the answer's words may match the search now
+                self.refresh_list()
             self.turn_finished.emit(done)
 
         self.store.submit(lambda s: end_answer(s, turn), stored)

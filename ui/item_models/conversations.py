@@ -23,6 +23,23 @@ class ConversationListModel(QAbstractListModel):
         self._rows = [c for c in conversations if c.id not in self._hidden]
         self.endResetModel()
 
+    def put_first(self, conversation: Conversation) -> None:
+        """Show ``conversation`` as it is now, at the top (the newest used): a turn started in it."""
+        if conversation.id in self._hidden:
+            return
+        row = self.row_of(conversation.id)
+        if row > 0:
+            self.beginMoveRows(QModelIndex(), row, row, QModelIndex(), 0)
+            del self._rows[row]
+            self._rows.insert(0, conversation)
+            self.endMoveRows()
+        elif row < 0:
+            self.beginInsertRows(QModelIndex(), 0, 0)
+            self._rows.insert(0, conversation)
+            self.endInsertRows()
+        self._rows[0] = conversation
+        self.dataChanged.emit(self.index(0), self.index(0))
+
     def conversation(self, row: int) -> Conversation:
         return self._rows[row]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
+from model_store.conversations import ConversationStore
 from tests.fakes.engine_client import answer, fail, hold
 from tests.helpers.gui import stored
 
@@ -115,3 +116,26 @@ def test_regenerate_is_offered_only_when_there_is_an_answer(start_scripted, engi
     assert [(m.role, m.content) for m in engine.sent(p.AnswerTurn)[1].messages] == [("user", "Name a colour.")]
     answers = stored(app, lambda s: s.children(first.user.id))
     assert [(m.id, m.content) for m in answers] == [(first.answer.id, "Blue"), (second.answer.id, "Green")]
+
+
+def test_a_turn_moves_its_conversation_to_the_top_without_listing_every_conversation(start_scripted, monkeypatch):
+    app = start_scripted()
+    app.send_and_wait("First conversation")
+    first_id = app.controller.conversation.id
+    app.controller.new_conversation()
+    app.send_and_wait("Second conversation")
+    listings = []
+    original_list = ConversationStore.list
+    monkeypatch.setattr(ConversationStore, "list", lambda store, *a, **k: listings.append(a) or original_list(store, *a, **k))
+    app.controller.open_conversation(first_id)
+    app.wait(lambda: app.controller.conversation is not None and app.controller.conversation.id == first_id)
+
+    app.send_and_wait("Back to the first")
+
+    model = app.controller.conversations
+    assert [model.conversation(row).title for row in range(model.rowCount())] == [
+        "First conversation", "Second conversation"]
+    assert listings == [], "a turn moves one row; it does not list every conversation again"
+    app.controller.search("second")
+    app.wait(lambda: model.rowCount() == 1)
+    assert listings, "a search is the store's to answer"
