@@ -2,10 +2,12 @@
 
 It turns commands into events through an ``emit`` callable and knows nothing of pipes or threads
 (see :mod:`engine.serve`). The commands are a closed set, dispatched with ``match`` (a new one that
-is not handled fails the type check). Every answer (``Complete``, ``Chat``, ``AnswerTurn``) ends
-with exactly one ``Finished`` (preceded by an ``Error`` when it failed); ``LoadModel`` ends with ``ModelLoaded`` or an ``Error``. Token deltas
-are coalesced so a fast model sends a few events per frame interval, not one per token; the first
-token goes out at once.
+is not handled fails the type check). Every request that reads into the state takes one path,
+:meth:`EngineCore.run_turn`: stand on a snapshot or start clean, read, write unless it is a
+document, save the turn end's snapshot, and end with one closing event (``Finished`` for an answer,
+``DocumentRead`` for a document), preceded by an ``Error`` when it failed. ``LoadModel`` ends with
+``ModelLoaded`` or an ``Error``. Token deltas are coalesced so a fast model sends a few events per
+frame interval, not one per token; the first token goes out at once.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from engine.devices.calibration import Calibration, crossover, stored_calibratio
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
-from engine.documents import measure_text, read_document
-from engine.generation import Generation, GenerationSettings, TextDelta
+from engine.documents import measure_text
+from engine.generation import Generation, GenerationSettings
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
 from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
@@ -35,13 +37,13 @@ from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
+from engine.turn_events import PendingDelta, Turn, closing_event
 from engine.turns import SnapshotCursor, TurnStart, open_turns, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotCorrupt
 
 Emit = Callable[[p.Event], None]
-COALESCE_S = 0.025
 STATE_REFRESH_S = 0.5
 
 
@@ -92,14 +94,12 @@ class EngineCore:
             case p.UnloadModel():
                 self.unload()
                 self.emit(p.ModelUnloaded(request_id=command.request_id))
-            case p.Complete() | p.Chat() | p.AnswerTurn():
-                self.answer(command)
+            case p.Complete() | p.Chat() | p.AnswerTurn() | p.ReadDocument():
+                self.run_turn(command)
             case p.OpenConversation():
                 self.open_conversation(command)
             case p.MeasureText():
                 self.measure_text(command)
-            case p.ReadDocument():
-                read_document(self, command)
             case p.Calibrate():
                 self.calibrate(command)
             case p.Ping():
@@ -167,31 +167,34 @@ class EngineCore:
 
     # -- generation ------------------------------------------------------------------------------
 
-    def answer(self, command: p.Answer) -> None:
+    def run_turn(self, command: Turn) -> None:
+        """The one path of every request that reads (and, unless it is a document, writes): stand
+        on a snapshot or start clean, read the new tokens, write the answer, save the turn end's
+        snapshot (a conversation's requests), and end with the request's one closing event."""
         rid = command.request_id
         if self.is_cancelled(rid):
-            self.emit(p.Finished(request_id=rid, finish_reason="cancelled", timings=Timings()))
+            self.emit(closing_event(command, "cancelled", Timings()))
             return
         try:
             run, turn, draft_stats, progress, prefill = self._make_generation(command)
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
-            self._fail(rid, "no_model" if self.session is None else "bad_request", str(exc))
+            self._fail(command, "no_model" if self.session is None else "bad_request", str(exc))
             return
         try:
             self._stream(rid, run)
         except RuntimeError as exc:  # llama.cpp refused a decode (context full, ...)
             self._forget_live()
-            self._fail(rid, "generation_failed", str(exc), run.timings)
+            self._fail(command, "generation_failed", str(exc), run.timings)
             return
         finally:
             progress.close()
-        report = self._finish_turn(command, turn, run) if isinstance(command, p.AnswerTurn) else None
+        report = self._save_turn(command, turn, run) if turn is not None else None
         self.refresh_state_sizes()
         if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
         devices = p.DevicePlan(prefill=prefill.ran, decode=self.plan.decode, draft=self.plan.draft)
-        self.emit(p.Finished(request_id=rid, finish_reason=run.finish_reason or "stop", timings=run.timings,
-                             token_ids=run.token_ids, snapshot=report, draft=draft_stats, devices=devices))
+        self.emit(closing_event(command, run.finish_reason or "stop", run.timings, run=run, snapshot=report,
+                                draft=draft_stats, devices=devices))
 
     def open_conversation(self, command: p.OpenConversation) -> None:
         rid = command.request_id
@@ -214,25 +217,29 @@ class EngineCore:
             return
         self.emit(measure_text(self.session, command))
 
-    def _fail(self, rid: str, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
-        self.emit(p.Error(code=code, message=message, request_id=rid))
-        self.emit(p.Finished(request_id=rid, finish_reason="error", timings=timings or Timings()))
+    def _fail(self, command: Turn, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
+        self.emit(p.Error(code=code, message=message, request_id=command.request_id))
+        self.emit(closing_event(command, "error", timings or Timings()))
 
     def _make_generation(
-        self, command: p.Answer
+        self, command: Turn
     ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
-        make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
-        sampling = SamplingParams.from_spec(command.sampling)
-        settings = GenerationSettings(sampling=sampling, max_tokens=command.max_tokens, stop=tuple(command.stop))
+        writes = not isinstance(command, p.ReadDocument)
+        make_source, draft_stats, settings = None, DraftStats(), GenerationSettings()
+        if writes:
+            make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
+            settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
+                                          max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
         prefill = self.npu.request(len(tokens), self._prefill_ran)
         progress = self.progress_reporter(command.request_id)
         try:
             run = Generation(self.session, tokens, settings, on_progress=progress.chunk_done,
                              on_chunk_start=progress.chunk_started, cancelled=lambda: self.is_cancelled(command.request_id),
-                             reset=turn is None or turn.base is None, make_source=make_source, prefiller=prefill)
+                             reset=turn is None or turn.base is None, make_source=make_source, prefiller=prefill,
+                             writes=writes)
         except Exception:
             progress.close()
             raise
@@ -242,12 +249,17 @@ class EngineCore:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
         self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
-    def _prompt(self, command: p.Answer) -> tuple[TurnStart | None, list[int]]:
+    def _prompt(self, command: Turn) -> tuple[TurnStart | None, list[int]]:
         """Where the request starts (a snapshot, for a conversation's turn) and the tokens it reads."""
         model = self.session.model
         match command:
             case p.AnswerTurn():
                 turn = self.conversation_turns().begin(command.messages)
+                return turn, turn.new_tokens
+            case p.ReadDocument():
+                if not command.messages or command.messages[-1].id is None:
+                    raise ValueError("the document message has no id")
+                turn = self.conversation_turns().begin(command.messages, answer=False)
                 return turn, turn.new_tokens
             case p.Complete():
                 self._forget_live()
@@ -267,11 +279,15 @@ class EngineCore:
         if self._turns is not None:
             self._turns.forget_live()
 
-    def _finish_turn(self, command: p.AnswerTurn, turn: TurnStart, run: Generation) -> p.SnapshotReport:
+    def _save_turn(self, command: p.AnswerTurn | p.ReadDocument, turn: TurnStart, run: Generation) -> p.SnapshotReport:
+        """Snapshot the turn's end under its message (the answer, or the document read)."""
+        if isinstance(command, p.ReadDocument):
+            message_id, what, kept = command.messages[-1].id, "the document's snapshot", "questions will re-read it"
+        else:
+            message_id, what, kept = command.answer_id, "this turn's snapshot", "the answer is kept"
         record, notes = self._turns.save_end(
-            lambda: self._turns.finish(turn, run, command.conversation_id, command.answer_id),
-            self.snapshot_budget, "this turn's snapshot")
-        return snapshot_report(turn, record, [f"{note}; the answer is kept" for note in notes])
+            lambda: self._turns.finish(turn, run, command.conversation_id, message_id), self.snapshot_budget, what)
+        return snapshot_report(turn, record, [f"{note}; {kept}" for note in notes])
 
     def progress_reporter(self, rid: str) -> PrefillProgress:
         """Progress events for request ``rid``'s prefill (close it when the prefill is over)."""
@@ -291,7 +307,7 @@ class EngineCore:
         return PrefillProgress(report)
 
     def _stream(self, rid: str, run: Generation) -> None:
-        pending = _PendingDelta(rid)
+        pending = PendingDelta(rid)
         last_token_at: float | None = None
         last_state_refresh = time.perf_counter()
         for delta in run:
@@ -324,33 +340,3 @@ class EngineCore:
         facts = session.facts
         fixed = session.context.state_size(0, STATE_PARTIAL_ONLY) if facts.has_recurrent_state else 0
         self.live.state_fixed_bytes, self.live.state_kv_bytes = fixed, max(0, total - fixed)
-
-
-class _PendingDelta:
-    """Text and token counts gathered until it is time to send them."""
-
-    def __init__(self, rid: str) -> None:
-        self.rid = rid
-        self.text = ""
-        self.n_tokens = self.n_from_draft = 0
-        self.spans: list[tuple[int, bool]] = []
-        self.last_sent: float | None = None
-
-    def add(self, delta: TextDelta) -> None:
-        self.text += delta.text
-        self.n_tokens += len(delta.token_ids)
-        self.n_from_draft += delta.n_from_draft
-        for chars, from_draft in delta.spans:
-            if self.spans and self.spans[-1][1] == from_draft:
-                self.spans[-1] = (self.spans[-1][0] + chars, from_draft)
-            else:
-                self.spans.append((chars, from_draft))
-
-    def due(self, now: float) -> bool:
-        return self.last_sent is None or now - self.last_sent >= COALESCE_S
-
-    def take(self, now: float) -> p.TokenDelta:
-        event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens,
-                             n_from_draft=self.n_from_draft, draft_spans=self.spans)
-        self.text, self.n_tokens, self.n_from_draft, self.spans, self.last_sent = "", 0, 0, [], now
-        return event

@@ -82,6 +82,7 @@ class Generation:
         reset: bool = True,
         make_source=None,
         prefiller: Prefiller | None = None,
+        writes: bool = True,
     ) -> None:
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
@@ -92,6 +93,7 @@ class Generation:
                 "shorten it, start a new conversation, or use a longer context"
             )
         self.reset = reset
+        self.writes = writes  # False: read the prompt and stop (a document read into the state)
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
         self.prefiller: Prefiller = prefiller or prefill
         self.source = None
@@ -122,14 +124,26 @@ class Generation:
                 self.timings.prompt_ms = _ms_since(start)
                 return
             self.timings.prompt_ms = _ms_since(start)
+            if not self.writes:
+                self.finish_reason = "stop"
+                return
             yield from self._decode(start)
         finally:
             self.source.finish()
 
     def _prefill(self) -> bool:
+        """Read the prompt; False if cancelled, with ``timings.prompt_n`` the tokens read by then."""
+        read = [0]
+
+        def progress(done: int, total: int) -> None:
+            read[0] = done
+            self.on_progress(done, total)
+
         self.prefill_chunks = self.prefiller(self.session, self.prompt_tokens, reset=self.reset,
-                                             on_progress=self.on_progress, cancelled=self.cancelled,
+                                             on_progress=progress, cancelled=self.cancelled,
                                              on_chunk_start=self.on_chunk_start)
+        if self.prefill_chunks is None:
+            self.timings.prompt_n = read[0]
         return self.prefill_chunks is not None
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
@@ -199,14 +213,8 @@ class _TextOut:
         decoded = self.utf8.feed(self.model.piece(token))
         self._ids.append(token)
         self._n_from_draft += from_draft
-        self._queue_span(len(decoded), from_draft)
+        p.add_span(self._spans, len(decoded), from_draft)
         self._ready += self.stops.feed(decoded)
-
-    def _queue_span(self, chars: int, from_draft: bool) -> None:
-        if self._spans and self._spans[-1][1] == from_draft:
-            self._spans[-1][0] += chars
-        elif chars:
-            self._spans.append([chars, from_draft])
 
     def ready(self) -> bool:
         return bool(self._ready)
@@ -234,7 +242,7 @@ class _TextOut:
     def finish(self) -> TextDelta | None:
         if not self.stopped:
             tail = self.utf8.flush()
-            self._queue_span(len(tail), False)
+            p.add_span(self._spans, len(tail), False)
             self._ready += self.stops.feed(tail) + self.stops.flush()
         if self._ready or self._ids:
             return self.take()

@@ -122,12 +122,17 @@ class SnapshotCursor:
         return snapshot.n_tokens - replayed, replayed
 
     def finish(self, start: TurnStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
-        """Decode the last sampled token so the state ends exactly at the turn's end, and save it."""
+        """Save the state at the turn's end under ``message_id``: after the messages when the run
+        only read them, else after the answer (its last sampled token decoded first, so the state
+        ends exactly there). A run cancelled while reading saves nothing: the state is half a prompt."""
         self.live = None
         session, model = self.session, self.session.model
-        if run.pending_token is None:  # cancelled while reading: the state is half a prompt
+        if run.prefill_chunks is None:
             return None
-        if session.n_past + 1 >= session.n_ctx:
+        if not run.writes:
+            return self._save(start, run.prefill_chunks, [], start.text_before + start.new_text, conversation_id,
+                              message_id)
+        if run.pending_token is None or session.n_past + 1 >= session.n_ctx:
             return None
         pending = run.pending_token
         session.feed([pending])
@@ -137,15 +142,9 @@ class SnapshotCursor:
         text = start.text_before + start.new_text + written + (model.token_text(pending) if ended_on_eog else "")
         return self._save(start, run.prefill_chunks or [], decoded, text, conversation_id, message_id)
 
-    def finish_reading(self, start: TurnStart, chunks: list[int], conversation_id: str,
-                       message_id: str) -> SnapshotRecord:
-        """Save the state after a document (or any messages) was read without an answer."""
-        self.live = None
-        return self._save(start, chunks, [], start.text_before + start.new_text, conversation_id, message_id)
-
     def save_end(self, save: Callable[[], SnapshotRecord | None], budget_bytes: int,
                  what: str) -> tuple[SnapshotRecord | None, list[str]]:
-        """Run ``save`` (:meth:`finish` or :meth:`finish_reading`), then keep the store within
+        """Run ``save`` (:meth:`finish`), then keep the store within
         ``budget_bytes``. A save that fails is a note (``what`` names it), never a failed turn: the
         answer or the reading stands, and the next turn reads again what the snapshot would have held."""
         try:

@@ -45,15 +45,6 @@ class TurnOptions:
     draft_max: int = p.DEFAULTS.draft_max
 
 
-def add_span(spans: list[list], chars: int, drafted: bool) -> None:
-    """Extend ``spans`` (runs of ``[characters, from a draft]`` covering a text) by ``chars``
-    characters: the last run grows when it has the same origin, else a run starts; none for 0."""
-    if spans and spans[-1][1] == drafted:
-        spans[-1][0] += chars
-    elif chars:
-        spans.append([chars, drafted])
-
-
 @dataclass
 class PendingTurn:
     """A turn whose answer is being written: its stored messages, command and what came back."""
@@ -93,7 +84,7 @@ class PendingTurn:
             self.n_deltas += 1
             self._unread.append(event.text)
             for length, drafted in event.draft_spans or [(len(event.text), False)]:
-                add_span(self.draft_spans, length, drafted)
+                p.add_span(self.draft_spans, length, drafted)
         elif isinstance(event, p.Error):
             self.errors.append(event.message)
         elif isinstance(event, p.Finished):

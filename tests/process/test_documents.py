@@ -137,7 +137,7 @@ def test_a_cancelled_read_saves_nothing_and_leaves_the_conversation_as_it_was(li
     stored, events = lib.load(client, document(700), conversation_id=conversation.id)
     assert lib.store.current_branch(conversation.id)[-1].id == stored.message.id
     read = read_and_cancel_at_first_progress(client, events)
-    assert read.finish_reason == "cancelled" and read.snapshot is None
+    assert read.finish_reason == "cancelled" and read.snapshot.snapshot_id is None and not read.snapshot.saved_bytes
     assert 0 < read.timings.prompt_n < stored.document.tokens
     assert not keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
 

@@ -1,6 +1,5 @@
 """A chat template cannot take the worker's time or memory: each way to try is refused, quickly."""
 
-import resource
 import subprocess
 import sys
 import textwrap

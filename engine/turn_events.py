@@ -1,0 +1,55 @@
+"""The events a turn sends: its text in coalesced deltas, and the one event that ends it.
+
+Token deltas are gathered until :data:`COALESCE_S` has passed since the last one went out, so a
+fast model sends a few events per frame interval, not one per token; the first goes out at once.
+"""
+
+from __future__ import annotations
+
+from engine import protocol as p
+from engine.generation import Generation, TextDelta
+from engine.records import DraftStats, Timings
+
+COALESCE_S = 0.025
+Turn = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)
+
+
+def closing_event(command: Turn, reason: str, timings: Timings, *, run: Generation | None = None,
+                  snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
+                  devices: p.DevicePlan | None = None) -> p.Finished | p.DocumentRead:
+    """The one event that ends ``command``'s request: ``DocumentRead`` for a document, else ``Finished``."""
+    rid = command.request_id
+    if isinstance(command, p.ReadDocument):
+        read = timings.prompt_n if reason == "stop" else 0
+        return p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read, timings=timings, snapshot=snapshot)
+    return p.Finished(request_id=rid, finish_reason=reason, timings=timings,
+                      token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
+                      devices=devices)
+
+
+class PendingDelta:
+    """Text and token counts gathered until it is time to send them."""
+
+    def __init__(self, rid: str) -> None:
+        self.rid = rid
+        self.text = ""
+        self.n_tokens = self.n_from_draft = 0
+        self.spans: list[list] = []  # [characters, from an accepted draft], merged
+        self.last_sent: float | None = None
+
+    def add(self, delta: TextDelta) -> None:
+        self.text += delta.text
+        self.n_tokens += len(delta.token_ids)
+        self.n_from_draft += delta.n_from_draft
+        for chars, from_draft in delta.spans:
+            p.add_span(self.spans, chars, from_draft)
+
+    def due(self, now: float) -> bool:
+        return self.last_sent is None or now - self.last_sent >= COALESCE_S
+
+    def take(self, now: float) -> p.TokenDelta:
+        event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens,
+                             n_from_draft=self.n_from_draft,
+                             draft_spans=[(chars, drafted) for chars, drafted in self.spans])
+        self.text, self.n_tokens, self.n_from_draft, self.spans, self.last_sent = "", 0, 0, [], now
+        return event
