@@ -20,7 +20,7 @@ from ui.document_controller import DocumentController
 from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
-from ui.item_models.messages import MessageListModel
+from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer
@@ -129,14 +129,15 @@ class MainWindow(QMainWindow):
         c.bridge.died.connect(lambda _: self.telemetry_panel.clear())
         c.bridge.ready.connect(self._engine_started)
         c.turn_finished.connect(self._turn_finished)
-        c.conversations.modelReset.connect(
-            lambda: panel.select(c.conversation.id if c.conversation else None))
+        for listed in (c.conversations.modelReset, c.conversations.rowsInserted):  # a new chat's row is selected
+            listed.connect(lambda *_: panel.select(c.conversation.id if c.conversation else None))
         self.models.installed_changed.connect(self._installed_changed)
         self.models.notice.connect(self.banner.show_notice)
         self.model_picker.manage_requested.connect(self.open_models)
         self.chat_view.models_requested.connect(self.open_models)
-        for changed in (c.messages.modelReset, c.messages.rowsInserted, c.messages.dataChanged, c.generating_changed):
+        for changed in (c.messages.modelReset, c.messages.rowsInserted, c.generating_changed):
             changed.connect(self._update_regenerate)
+        c.messages.dataChanged.connect(self._message_changed)
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -198,6 +199,10 @@ class MainWindow(QMainWindow):
         row = self.controller.messages.find(message_id)
         if row >= 0 and not self.controller.generating:
             self.controller.set_editing(self.controller.messages.row(row).message)
+
+    def _message_changed(self, top, bottom, roles=()) -> None:
+        if roles != APPENDED_ROLES:  # a streamed delta changes no message's status
+            self._update_regenerate()
 
     def _update_regenerate(self, *_) -> None:
         """Regenerate is offered only while the conversation on screen has an answer to write again."""

@@ -9,6 +9,7 @@ import pytest
 from engine import protocol as p
 from model_store.conversations import ConversationStore
 from tests.fakes.engine_client import answer, fail, hold
+from ui.item_models.conversations import ID_ROLE
 from tests.helpers.gui import stored
 
 
@@ -124,6 +125,8 @@ def test_a_turn_moves_its_conversation_to_the_top_without_listing_every_conversa
     first_id = app.controller.conversation.id
     app.controller.new_conversation()
     app.send_and_wait("Second conversation")
+    panel = app.window.conversation_panel
+    assert panel.list.currentIndex().data(ID_ROLE) == app.controller.conversation.id, "a new chat's row is selected"
     listings = []
     original_list = ConversationStore.list
     monkeypatch.setattr(ConversationStore, "list", lambda store, *a, **k: listings.append(a) or original_list(store, *a, **k))
@@ -136,6 +139,7 @@ def test_a_turn_moves_its_conversation_to_the_top_without_listing_every_conversa
     assert [model.conversation(row).title for row in range(model.rowCount())] == [
         "First conversation", "Second conversation"]
     assert listings == [], "a turn moves one row; it does not list every conversation again"
+    assert panel.list.currentIndex().data(ID_ROLE) == first_id
     app.controller.search("second")
     app.wait(lambda: model.rowCount() == 1)
     assert listings, "a search is the store's to answer"
