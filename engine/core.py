@@ -12,6 +12,7 @@ frame interval, not one per token; the first token goes out at once.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import assert_never
@@ -21,6 +22,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.backends.base import ModelLoadError
+from engine.backends.faults import PACE_ENV
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
 from engine.devices.calibration import Calibration, crossover, stored_calibration
@@ -308,6 +310,7 @@ class EngineCore:
 
     def _stream(self, rid: str, run: Generation) -> None:
         pending = PendingDelta(rid)
+        pace_s = float(os.environ.get(PACE_ENV) or 0) / 1000
         last_token_at: float | None = None
         last_state_refresh = time.perf_counter()
         for delta in run:
@@ -322,6 +325,8 @@ class EngineCore:
             if stats is not None and stats.drafted:
                 self.live.rates.draft_acceptance = stats.accepted / stats.drafted
             pending.add(delta)
+            if pace_s:
+                time.sleep(pace_s)
             if pending.due(now):
                 self.emit(pending.take(now))
             if now - last_state_refresh > STATE_REFRESH_S:

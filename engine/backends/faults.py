@@ -7,6 +7,9 @@ child, after loading the build), ``load`` (loading a model) and ``decode`` (the 
 process). The process dies by the signal itself, as it would from a real trap, so everything after
 it (exit status, messages, fallback, caching) is the real code path. Unset, this costs one
 dictionary lookup per stage.
+
+``HEARTH_TEST_DECODE_PACE_MS=N`` pauses N ms after each streamed decode step, so a test can act
+while an answer is still being written however fast this machine decodes its tiny model.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import signal
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 STAGES = ("canary", "load", "decode")
+PACE_ENV = "HEARTH_TEST_DECODE_PACE_MS"  # read once per request (engine.core)
 
 
 def injected_signal(stage: str, variant: str) -> signal.Signals | None:

@@ -18,6 +18,7 @@ import msgspec
 from PySide6.QtCore import Qt
 
 from app.services.paths import user_paths
+from engine.backends.faults import PACE_ENV
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
@@ -73,9 +74,11 @@ def _ids(store, conversation_id):
     return {m.id for m in store.current_branch(conversation_id)}
 
 
-def test_a_command_waits_while_the_window_answers_then_answers_after_it(start_app, hybrid_tiny):
+def test_a_command_waits_while_the_window_answers_then_answers_after_it(start_app, hybrid_tiny, monkeypatch):
     from tests.helpers.gui import write_settings
 
+    # The window's answer must still be written when the command starts, on a CPU of any speed.
+    monkeypatch.setenv(PACE_ENV, "20")
     write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=12, draft="off")
     app = start_app()
     app.wait_loaded()
