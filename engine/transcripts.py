@@ -5,13 +5,14 @@ plain chat) names the part the worker was already sent by a digest, ``known``, a
 messages after it. A question in a chat about a 40-page document is then a few hundred bytes, not
 the document again.
 
-Both ends keep the same record of what was sent: the last :data:`KEPT` branches, each as the chained
-digests of its prefixes (``digest[i]`` covers messages ``0..i``; it changes if any message before it
-does, in role, text or id). The client records a branch when it writes the request, the worker when
-it reads it, in the same order and with the same rule for what is forgotten, so the client never
-names a prefix the worker no longer has. The worker also keeps the messages, to put the branch back
-together before the request is served. A name the worker does not know (only a client that broke
-this rule could send one) is refused as a bad request, never guessed.
+Both ends keep a record of what was sent, the latest branches, each as the chained digests of its
+prefixes (``digest[i]`` covers messages ``0..i``; it changes if any message before it does, in
+role, text or id). The client records a branch when it writes the request, the worker when it reads
+it, in the same order. The client names only what is among its last :data:`KEPT` branches; the
+worker forgets later (it keeps twice as many, and the messages too, to put each branch back together
+before the request is served), so a branch the client names is still there even after a few frames
+the client did not record (a test's raw frames). A name the worker does not know is refused as a
+bad request, never guessed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import msgspec
 
 from engine import protocol as p
 
-KEPT = 8  # branches both ends remember (a conversation, its documents, a few others switched between)
+KEPT = 8  # branches the client names (a conversation, its documents, a few others switched between)
 _encode = msgspec.msgpack.Encoder().encode
 
 
@@ -44,10 +45,10 @@ class _Branch:
 
 
 class _Record:
-    """The last :data:`KEPT` branches sent, the same at both ends."""
+    """The latest ``keep`` branches sent."""
 
-    def __init__(self, keep_messages: bool) -> None:
-        self._branches: deque[_Branch] = deque(maxlen=KEPT)
+    def __init__(self, keep: int, keep_messages: bool) -> None:
+        self._branches: deque[_Branch] = deque(maxlen=keep)
         self._keep_messages = keep_messages
 
     def deepest_known(self, digests: list[str]) -> int:
@@ -75,7 +76,7 @@ class SentTranscripts:
     :meth:`shorten` in the order requests are written to the worker (under the writer's lock)."""
 
     def __init__(self) -> None:
-        self._record = _Record(keep_messages=False)
+        self._record = _Record(KEPT, keep_messages=False)
 
     def shorten(self, command: p.Command) -> p.Command:
         if not isinstance(command, p.CARRIES_BRANCH) or command.known:
@@ -96,7 +97,7 @@ class ReceivedTranscripts:
     """The worker's side: puts each request's whole branch back together, in the order read."""
 
     def __init__(self) -> None:
-        self._record = _Record(keep_messages=True)
+        self._record = _Record(2 * KEPT, keep_messages=True)
 
     def complete(self, command: p.Command) -> p.Command:
         """``command`` with its whole branch. Raises :class:`UnknownTranscript` for a ``known``

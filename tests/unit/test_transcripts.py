@@ -91,3 +91,16 @@ def test_the_worker_always_rebuilds_what_the_client_meant(seed, n_requests):
         short = sent.shorten(command)
         assert len(short.messages) <= len(branch)
         assert received.complete(p.decode_command(p.encode(short))) == command
+
+
+def test_frames_the_client_did_not_record_do_not_make_the_worker_forget_what_it_names():
+    sent, received = SentTranscripts(), ReceivedTranscripts()
+    named = [turn("user", "the conversation the client comes back to", "keep")]
+    received.complete(sent.shorten(answer(named, "first")))
+    for i in range(KEPT - 1):  # the client's record: still full of what it sent
+        received.complete(sent.shorten(answer([turn("user", f"other {i}", f"o{i}")], f"o{i}")))
+    for i in range(KEPT // 2):  # raw frames that only the worker saw
+        received.complete(answer([turn("user", f"raw {i}", f"r{i}")], f"raw{i}"))
+    back = sent.shorten(answer([*named, turn("user", "again", "again")], "back"))
+    assert back.known
+    assert received.complete(back) == answer([*named, turn("user", "again", "again")], "back")
