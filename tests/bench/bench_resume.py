@@ -91,19 +91,30 @@ def fresh_client(model: Path, data_dir: Path, n_ctx: int, process: bool = False)
     return client
 
 
+PAGE_CACHE = """
+import os, sys
+state, names = sys.argv[1], sys.argv[2:]
+for name in names:
+    if not os.path.exists(name):
+        continue
+    with open(name, "rb") as file:
+        if state == "warm":
+            while file.read(16 << 20):
+                pass
+        else:
+            os.fsync(file.fileno())
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+"""
+
+
 def set_page_cache(path: Path, state: str) -> None:
     """Make the database file's pages all cached ("warm": read it through) or all uncached ("cold":
-    ask the kernel to drop them, as it does by itself to files left unused for a while)."""
-    for name in (path, path.with_name(path.name + "-wal")):
-        if not name.exists():
-            continue
-        with open(name, "rb") as file:
-            if state == "warm":
-                while file.read(16 << 20):
-                    pass
-            else:
-                os.fsync(file.fileno())
-                os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    ask the kernel to drop them, as it does by itself to files left unused for a while). Done in a
+    child process: closing a file descriptor on the database here would drop every POSIX lock this
+    process's SQLite connections hold on it (SQLite's documented hazard), and a connection opened
+    afterwards fails with "disk I/O error"."""
+    names = [str(path), str(path.with_name(path.name + "-wal"))]
+    subprocess.run([sys.executable, "-c", PAGE_CACHE, state, *names], check=True)
 
 
 def prime_memory(nbytes: int) -> None:
