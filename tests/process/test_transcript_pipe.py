@@ -12,7 +12,7 @@ from tests.helpers.documents import WORDS
 from tests.helpers.snapshot_chat import GREEDY, Chat
 from tests.process.conftest import collect, finished
 
-LONG_TEXT = "Please keep these notes: " + " ".join(WORDS[i % len(WORDS)] for i in range(1500))
+LONG_TEXT = "Please keep these notes: " + " ".join(WORDS[i % len(WORDS)] for i in range(500))
 
 
 def test_a_question_after_a_long_message_sends_only_itself_and_answers_the_same(tmp_path, smollm2):
