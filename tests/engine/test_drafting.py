@@ -85,7 +85,7 @@ def test_greedy_lookup_on_smollm2_quoting_is_identical(smollm2):
     make = drafter(session, "lookup")
     accepted = rollbacks = 0
     try:
-        for prompt in prompts():
+        for prompt in prompts(10):
             tokens = chat_prompt_tokens(session.model, [ChatMessage("user", f"Repeat exactly: {prompt}")])
             plain = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=48))
             list(plain)
