@@ -2,8 +2,9 @@
 
 The curated catalogue works offline; this finds anything else published as GGUF. It is one
 ``GET /api/models?search=...&filter=gguf`` through huggingface_hub's own HTTP session (its headers,
-proxy settings and token), with an explicit timeout: the session's default is to wait forever,
-and a search must never hang the app. Errors become the same :class:`HubOffline` /
+proxy settings and token), with an explicit timeout (the hub client's own metadata timeout,
+``HF_HUB_ETAG_TIMEOUT``, 10 s unless set): the session's default is to wait forever, and a search
+must never hang the app. Errors become the same :class:`HubOffline` /
 :class:`DownloadError` messages as downloads.
 """
 
@@ -27,11 +28,12 @@ class HubRepo:
 
 
 def search_gguf_repos(query: str, *, limit: int = 20, endpoint: str | None = None,
-                      timeout: float = 10.0) -> list[HubRepo]:
+                      timeout: float | None = None) -> list[HubRepo]:
     """GGUF repositories matching ``query``, most downloaded first.
 
     Raises:
-        HubOffline: Offline mode, no network or no answer within ``timeout``.
+        HubOffline: Offline mode, no network or no answer within ``timeout`` (seconds; None:
+            ``HF_HUB_ETAG_TIMEOUT``).
         DownloadError: The hub answered with an error.
     """
     if offline_mode():
@@ -39,7 +41,8 @@ def search_gguf_repos(query: str, *, limit: int = 20, endpoint: str | None = Non
     url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/api/models"
     params = {"search": query, "filter": "gguf", "sort": "downloads", "limit": str(limit)}
     try:
-        response = get_session().get(url, params=params, headers=build_hf_headers(), timeout=timeout)
+        response = get_session().get(url, params=params, headers=build_hf_headers(),
+                                     timeout=timeout or constants.HF_HUB_ETAG_TIMEOUT)
         hf_raise_for_status(response)
         items = response.json()
     except Exception as error:

@@ -84,7 +84,7 @@ def remote_file_info(
     revision: str = "main",
     endpoint: str | None = None,
     token: str | bool | None = None,
-    timeout: float = 10.0,
+    timeout: float | None = None,
 ) -> RemoteFile:
     """Ask the hub for a file's size, checksum and commit (metadata only, no file bytes).
 
@@ -94,7 +94,8 @@ def remote_file_info(
         revision: A branch, tag or commit.
         endpoint: The hub address; ``HF_ENDPOINT`` or huggingface.co when None.
         token: A hub token; None uses the one saved by ``hf auth login``, if any.
-        timeout: Seconds to wait for the hub's answer.
+        timeout: Seconds to wait for the hub's answer; None: the hub client's own metadata
+            timeout (``HF_HUB_ETAG_TIMEOUT``, 10 s unless set).
 
     Raises:
         UnsafeFilename: Before any request, for a name that could escape the cache.
@@ -107,7 +108,8 @@ def remote_file_info(
         raise HubOffline("offline mode is on: HF_HUB_OFFLINE is set")
     url = hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint)
     try:
-        meta = get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint)
+        meta = get_hf_file_metadata(url, token=token, timeout=timeout or constants.HF_HUB_ETAG_TIMEOUT,
+                                    endpoint=endpoint)
     except Exception as error:
         raise hub_error(error, repo_id=repo_id, filename=filename, revision=revision) from error
     if meta.commit_hash is None or meta.etag is None or meta.size is None:

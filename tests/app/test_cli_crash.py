@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,9 @@ from engine.backends.faults import FAULT_ENV
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.cpu_builds import auto_build
-from tests.helpers.cli import installed_hearth, press_ctrl_c_during, read_until, wait_for_the_model_in_its_worker
+from tests.helpers.cli import (
+    installed_hearth, press_ctrl_c_during, read_until, wait_for_the_model_in_its_worker, wait_for_the_worker_to_compute,
+)
 
 CRASHES = [  # the switch, the signal, its words in the message, what the command was doing
     pytest.param("load:*:SIGILL", "SIGILL", "illegal instruction", "while loading the embedded model", id="load-SIGILL"),
@@ -145,7 +146,7 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         if not as_json:
             return read_until(answering.stdout, 40, timeout=300)
         wait_for_the_model_in_its_worker(answering.pid, timeout=300)  # nothing is printed until the end
-        time.sleep(6)  # the answer under way
+        wait_for_the_worker_to_compute(answering.pid, cpu_seconds=1.5, timeout=300)  # the answer under way
         return b""
 
     answering, out, err = press_ctrl_c_during(

@@ -15,7 +15,9 @@ from app.cli.document_commands import ReadingProgress
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.installed import EMBEDDED_NAME
-from tests.helpers.cli import HEARTH, installed_hearth, press_ctrl_c_during, read_until
+from tests.helpers.cli import (
+    HEARTH, installed_hearth, press_ctrl_c_during, read_until, wait_for_the_worker_to_compute,
+)
 from tests.helpers.documents import write_document
 
 
@@ -45,7 +47,7 @@ def _send_and_stop(home, *args: str, as_json: bool) -> tuple[subprocess.Popen, s
         if not as_json:
             return read_until(sending.stdout, 40, timeout=300)
         wait_for_an_answer_being_written(home, timeout=120)  # nothing is printed until the end
-        time.sleep(8)  # the first tokens, even on a busy machine
+        wait_for_the_worker_to_compute(sending.pid, cpu_seconds=1.0, timeout=120)  # some tokens
         return b""
 
     sending, out, err = press_ctrl_c_during(

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -93,5 +94,7 @@ def test_search_finds_gguf_repositories_on_the_hub_and_fails_fast_when_it_hangs(
     everything = json.loads(hearth(env, "models", "search", "--json", "").stdout)
     assert {r["repo_id"] for r in everything} == {"hearth-test/Tiny-GGUF", "someone/Other-GGUF"}
     hub.hang()
-    stuck = hearth(env, "models", "search", "tiny", timeout=60)
+    started = time.monotonic()
+    stuck = hearth({**env, "HF_HUB_ETAG_TIMEOUT": "2"}, "models", "search", "tiny", timeout=60)
     assert stuck.returncode == 1 and "connection" in stuck.stderr
+    assert 2 <= time.monotonic() - started < 30, "the hub client's metadata timeout bounds the wait"

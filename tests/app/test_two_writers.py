@@ -70,18 +70,19 @@ def test_a_send_waits_for_another_writer_says_so_and_refuses_when_the_wait_runs_
     db = open_database(database_path(hearth_home / "data"))
     lock = take_writer_lock(db, conversation, "a Hearth window")
     started = time.monotonic()
-    refused = hearth("send", "--conversation", conversation, *ANSWER, "Anyone there?", HEARTH_WRITER_WAIT_S="3")
-    assert time.monotonic() - started >= 3
+    refused = hearth("send", "--conversation", conversation, *ANSWER, "Anyone there?", HEARTH_WRITER_WAIT_S="2")
+    assert time.monotonic() - started >= 2
     waiting, line = refused.stderr.splitlines()
     assert waiting.startswith("hearth: waiting for a Hearth window (process ") and "answering in this conversation" \
         in waiting
     refused_alone = subprocess.CompletedProcess(refused.args, refused.returncode, refused.stdout, line + "\n")
-    assert "a Hearth window (process" in error_line(refused_alone) and "after waiting 3 s" in line
+    assert "a Hearth window (process" in error_line(refused_alone) and "after waiting 2 s" in line
     assert len(ConversationStore(db).current_branch(conversation)) == 2, "nothing was stored"
 
     waiter = start_hearth("send", "--conversation", conversation, *ANSWER, "Now?")
-    time.sleep(4)  # it waits...
-    assert waiter.poll() is None
+    assert waiter.stderr.readline().startswith("hearth: waiting for a Hearth window")
+    time.sleep(0.5)
+    assert waiter.poll() is None, "it waits..."
     lock.release(db)  # ...until the writer is done
     _out, err = waiter.communicate(timeout=300)
     assert waiter.returncode == 0, err

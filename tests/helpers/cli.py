@@ -96,6 +96,25 @@ def wait_for_the_model_in_its_worker(pid: int, timeout: float) -> None:
     raise AssertionError("the worker never loaded the model")
 
 
+def _worker_of(pid: int) -> psutil.Process:
+    for child in psutil.Process(pid).children():
+        if "engine.worker" in " ".join(child.cmdline()):
+            return child
+    raise AssertionError(f"command {pid} has no worker process")
+
+
+def wait_for_the_worker_to_compute(pid: int, cpu_seconds: float, timeout: float) -> None:
+    """Wait until the worker of command ``pid`` has spent ``cpu_seconds`` more of CPU time than it
+    had when called: the observable sign of an answer under way when the command prints nothing
+    until the end (``--json``). CPU time, not wall time, so a busy machine only makes it slower."""
+    worker = _worker_of(pid)
+    start = sum(worker.cpu_times()[:2])
+    deadline = time.monotonic() + timeout
+    while sum(worker.cpu_times()[:2]) - start < cpu_seconds:
+        assert time.monotonic() < deadline, f"the worker did not compute {cpu_seconds} s within {timeout} s"
+        time.sleep(0.05)
+
+
 def press_ctrl_c_during(argv: list[str], wait_until_writing: Callable[[subprocess.Popen], bytes],
                         ) -> tuple[subprocess.Popen, bytes, bytes]:
     """Run the installed ``hearth`` with ``argv`` as a terminal would, press Ctrl+C (SIGINT to its
