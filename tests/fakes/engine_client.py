@@ -210,7 +210,7 @@ class ScriptedEngine(EngineClient):
 
     def _hello(self, command: p.Hello, step: Step) -> None:
         if command.protocol_version != p.PROTOCOL_VERSION:
-            self._emit(p.Error(code="protocol_mismatch", recoverable=False,
+            self._emit(p.Error(code="protocol_mismatch",
                                message=f"the app speaks protocol {command.protocol_version} but this worker speaks "
                                        f"{p.PROTOCOL_VERSION}"))
             return

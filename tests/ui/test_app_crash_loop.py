@@ -20,7 +20,8 @@ from ui.item_models.messages import load_transcript
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 CHOICES = ["Retry with the safe CPU build", "Choose another model", "System check"]
-HELD_MS = 3_000  # how long a held worker must stay down
+HELD_MS = 1_000  # how long a held worker must stay down: a restart would start a process at once, in the
+# bridge's thread right after the death, so a second is ample to see one
 
 
 @pytest.fixture(autouse=True)
