@@ -26,6 +26,7 @@ import msgspec
 
 from engine import protocol as p
 from model_store.db import StoreError, database_path, open_database
+from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
 # Signals that mean a crash inside native code (not a kill from outside), in words a user reads.
@@ -133,6 +134,8 @@ class EngineClient(ABC):
     snapshot_budget_bytes: int = 4 * 1024**3
     cpu_variant: str = "auto"  # which CPU build of llama.cpp the engine loads (engine.backends.cpu_check)
     ready: p.Ready | None = None  # the last handshake's answer: versions, devices, the CPU build in use
+    context: p.ContextReport | None = None  # the loaded model's context, as last loaded or grown by the helpers
+    on_context_grown: Callable[[p.ContextGrown], None] | None = None  # told by the blocking helpers
 
     @abstractmethod
     def _launch(self) -> None: ...
@@ -197,9 +200,18 @@ class EngineClient(ABC):
                 if self.on_other_event is not None:
                     self.on_other_event(event)
                 continue
+            self._note_context(event)
             yield event
             if ends_request(command, event):
                 return
+
+    def _note_context(self, event: ClientEvent) -> None:
+        if isinstance(event, p.ModelLoaded):
+            self.context = event.context
+        elif isinstance(event, p.ContextGrown):
+            self.context = event.context
+            if self.on_context_grown is not None:
+                self.on_context_grown(event)
 
     def follow(self, command: p.Command, on_event: Callable[[ClientEvent], None]) -> bool:
         """Send a request and hand each of its events (or the engine's death) to ``on_event`` until
@@ -225,15 +237,19 @@ class EngineClient(ABC):
                     if self.on_other_event is not None:
                         self.on_other_event(event)
                     continue
+                self._note_context(event)
                 on_event(event)
                 if isinstance(event, EngineDead) or ends_request(command, event):
                     return ctrl_c.pressed
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
-                   device_policy: str = "auto", calibration: dict | None = None,
+                   device_policy: str = "auto", calibration: dict | None = None, kv_type: str = "f16",
+                   memory_percent: int = DEFAULT_BUDGET_PERCENT,
                    timeout: float | None = None) -> p.ModelLoaded:
+        """Load ``model``; ``n_ctx`` 0 is the automatic context (see p.LoadModel)."""
         command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads,
-                              draft_max=draft_max, device_policy=device_policy, calibration=calibration)
+                              draft_max=draft_max, device_policy=device_policy, calibration=calibration,
+                              kv_type=kv_type, memory_percent=memory_percent)
         for event in self.stream(command, timeout):
             if isinstance(event, p.ModelLoaded):
                 return event

@@ -25,6 +25,7 @@ from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatMessage, ChatTemplateError
+from engine.context_growth import ContextLimit, answer_room, context_report, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.devices.info import ProbedDevices, device_infos
@@ -60,6 +61,7 @@ class LiveState:
         self.model_bytes = 0
         self.state_fixed_bytes = 0
         self.state_kv_bytes = 0
+        self.kv_allocated_bytes = 0  # the attention cache the context holds for all its tokens
 
 
 class EngineCore:
@@ -77,6 +79,7 @@ class EngineCore:
         self.store = WorkerStore(None)  # the conversation database (snapshots, file digests): one connection
         self.snapshot_budget = 4 * 1024**3
         self._turns: SnapshotCursor | None = None
+        self.loaded_with: p.LoadModel | None = None  # the command the model was loaded by (to grow its context)
 
     def configure(self, hello: p.Hello) -> None:
         self.store.close()
@@ -121,25 +124,43 @@ class EngineCore:
         self.unload()
         self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.0))
         try:
-            self.session = open_session(
-                command.model,
-                n_ctx=command.n_ctx or None,
-                n_threads=command.n_threads or None,
-                draft_max=command.draft_max,
-                on_progress=lambda f: self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=f)),
-            )
+            self._open(command, command.n_ctx or None,
+                       lambda f: self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=f)))
         except ModelLoadError as exc:
             self.emit(p.Error(code="model_load_failed", message=str(exc), request_id=rid))
             return
-        facts = self.session.facts
+        probed = self.probed()
+        self.emit(p.ModelLoaded(request_id=rid, facts=self.session.facts, n_ctx=self.session.n_ctx,
+                                context=context_report(self.session), devices=self.plan,
+                                found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
+
+    def _open(self, command: p.LoadModel, n_ctx: int | None, on_progress: Callable[[float], None] | None = None) -> None:
+        """Load ``command``'s model with a context of ``n_ctx`` tokens (None: automatic)."""
+        self.session = open_session(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
+                                    draft_max=command.draft_max, kv_type=command.kv_type,
+                                    memory_percent=command.memory_percent, on_progress=on_progress)
+        self.loaded_with = command
         self.drafting = Drafting(self.session)
-        self.live.model_bytes = facts.size_bytes
+        self.live.model_bytes = self.session.facts.size_bytes
+        self.live.kv_allocated_bytes = context_report(self.session).kv_bytes
         self.refresh_state_sizes()
         self.calibration = stored_calibration(command.calibration)
-        probed = self.probed()
-        self.npu, self.plan = prepare_npu(self.session, probed, command.device_policy, self.calibration, self.store)
-        self.emit(p.ModelLoaded(request_id=rid, facts=facts, n_ctx=self.session.n_ctx, devices=self.plan,
-                                found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
+        self.npu, self.plan = prepare_npu(self.session, self.probed(), command.device_policy, self.calibration,
+                                          self.store)
+
+    def _grow(self, rid: str, n_ctx: int) -> None:
+        """Load the model again with an ``n_ctx``-token context (see engine.context_growth); on a
+        failure, with the context it had, and raise."""
+        command, previous = self.loaded_with, self.session.n_ctx
+        mode = "fixed" if command.n_ctx else "auto"
+        self.unload()
+        try:
+            self._open(command, n_ctx)
+        except ModelLoadError as exc:
+            self.unload()
+            self._open(command, previous)
+            raise ContextLimit(f"a longer context ({n_ctx:,} tokens) could not be made: {exc.reason}") from exc
+        self.emit(p.ContextGrown(request_id=rid, previous_n_ctx=previous, context=context_report(self.session, mode)))
 
     def calibrate(self, command: p.Calibrate) -> None:
         """Measure prefill speed per device; later requests route by the new crossover at once."""
@@ -166,6 +187,7 @@ class EngineCore:
             self.session.close()
             self.session = None
         self.live.model_bytes = self.live.state_fixed_bytes = self.live.state_kv_bytes = 0
+        self.live.kv_allocated_bytes = 0
 
     # -- generation ------------------------------------------------------------------------------
 
@@ -180,7 +202,9 @@ class EngineCore:
         try:
             run, turn, draft_stats, progress, prefill = self._make_generation(command)
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
-            self._fail(command, "no_model" if self.session is None else "bad_request", str(exc))
+            code = "no_model" if self.session is None else "context_full" if isinstance(exc, ContextLimit) else \
+                "bad_request"
+            self._fail(command, code, str(exc))
             return
         try:
             self._stream(rid, run)
@@ -224,7 +248,7 @@ class EngineCore:
         self.emit(closing_event(command, "error", timings or Timings()))
 
     def _make_generation(
-        self, command: Turn
+        self, command: Turn, may_grow: bool = True
     ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
@@ -235,6 +259,11 @@ class EngineCore:
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop))
         turn, tokens = self._prompt(command)
+        held = self.session.n_past if turn is not None and turn.base is not None else 0
+        n_ctx = grown_size(self.session, held + len(tokens), answer_room(command.max_tokens if writes else 0))
+        if n_ctx and may_grow:
+            self._grow(command.request_id, n_ctx)
+            return self._make_generation(command, may_grow=False)
         prefill = self.npu.request(len(tokens), self._prefill_ran)
         progress = self.progress_reporter(command.request_id)
         try:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from engine import protocol as p
 from engine.session import ModelSession
+from engine.context_growth import ANSWER_ROOM, TEMPLATE_ROOM, longest_possible
 
-ANSWER_ROOM = 1024  # tokens a document leaves free for the questions and answers after it
-TEMPLATE_ROOM = 64  # the chat template's tokens around the document
 
 
 def measure_text(session: ModelSession, command: p.MeasureText) -> p.TextMeasured:
@@ -21,12 +20,13 @@ def measure_text(session: ModelSession, command: p.MeasureText) -> p.TextMeasure
     model = session.model
     tokens = model.tokenize(command.text, add_special=False, parse_special=False)
     budget = command.budget_tokens or max(0, session.n_ctx - ANSWER_ROOM - TEMPLATE_ROOM)
+    grown = budget + longest_possible(session) - session.n_ctx
     fits = len(tokens) <= budget
     if command.keep == "all" or fits:
         return p.TextMeasured(request_id=command.request_id, tokens=len(tokens), budget_tokens=budget, fits=fits,
                               kept_text="" if command.keep == "all" else command.text,
-                              kept_tokens=len(tokens) if fits else 0)
+                              kept_tokens=len(tokens) if fits else 0, grown_budget_tokens=grown)
     kept = tokens[:budget] if command.keep == "first" else tokens[len(tokens) - budget:]
     text = b"".join(model.piece(t) for t in kept).decode("utf-8", errors="ignore")
     return p.TextMeasured(request_id=command.request_id, tokens=len(tokens), budget_tokens=budget, fits=False,
-                          kept_text=text, kept_tokens=len(kept))
+                          kept_text=text, kept_tokens=len(kept), grown_budget_tokens=grown)

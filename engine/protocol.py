@@ -19,8 +19,9 @@ import msgspec
 from engine.backends.base import ModelFacts
 from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
+from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -121,15 +122,19 @@ class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
 # the request's ``messages`` are then only the ones after them (see engine.transcripts). "": none.
 KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
-DEFAULT_CONTEXT = 8192  # tokens a model gets when LoadModel.n_ctx is 0, capped by what it was trained on
+KvType = Literal["f16", "q8_0"]  # the attention cache's element type; q8_0 takes 17/32 of f16's bytes
+BudgetPercent = Annotated[int, msgspec.Meta(ge=BUDGET_PERCENT_RANGE[0], le=BUDGET_PERCENT_RANGE[1])]
 
 
 class LoadModel(_Message, tag="load_model"):
     request_id: str
     model: str  # "default" or a path (the app resolves installed models' ids to their paths)
-    # 0: the model's trained context, capped by DEFAULT_CONTEXT. Never under 256 tokens (llama.cpp's
-    # step); refused at once when its attention cache cannot fit in memory (engine.context_memory).
+    # 0 ("auto"): the longest context ``memory_percent`` % of the available memory holds, capped at
+    # the trained length. Never under 256 tokens (llama.cpp's step); a fixed one is refused at once
+    # when it cannot fit in memory (engine.context_memory). Either grows on demand (ContextGrown).
     n_ctx: Tokens = 0
+    kv_type: KvType = "f16"
+    memory_percent: BudgetPercent = DEFAULT_BUDGET_PERCENT
     n_threads: Annotated[int, msgspec.Meta(ge=0, le=MAX_THREADS)] = 0  # 0: one per available core
     # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes); 0: none
     draft_max: Annotated[int, msgspec.Meta(ge=0, le=MAX_DRAFT)] = 4
@@ -320,13 +325,37 @@ class NpuGraphReport(msgspec.Struct):
     cache_dir: str = ""  # the cache entry; "" when the worker has no data folder (nothing cached)
 
 
+class ContextReport(msgspec.Struct):
+    """The context a model was given and the memory it takes (``hearth info --json``'s ``context``)."""
+
+    n_ctx: int
+    n_ctx_train: int
+    mode: Literal["auto", "fixed"]
+    kv_type: KvType
+    kv_bytes: int  # the attention cache, allocated in full when the context is created
+    estimated_bytes: int  # what the worker takes with this context (engine.context_memory)
+    available_bytes: int  # the memory available when it was chosen
+    budget_bytes: int  # the share of it an automatic context may take
+    max_n_ctx: int  # the longest context that budget holds (capped at n_ctx_train): how far it can grow
+
+
 class ModelLoaded(_Message, tag="model_loaded"):
     request_id: str
     facts: ModelFacts
     n_ctx: int
+    context: ContextReport
     devices: DevicePlan
     found_devices: list[DeviceInfo] = []  # the finished device probe (Ready may have been sent before it ended)
     npu_graph: NpuGraphReport | None = None  # set when the device plan may prefill on the NPU
+
+
+class ContextGrown(_Message, tag="context_grown"):
+    """A request needed more context than the model had: the worker made a longer one, restored the
+    conversation's snapshot into it and went on with the request."""
+
+    request_id: str
+    previous_n_ctx: int
+    context: ContextReport
 
 
 class ModelUnloaded(_Message, tag="model_unloaded"):
@@ -374,6 +403,9 @@ class TextMeasured(_Message, tag="text_measured"):
     fits: bool
     kept_text: str = ""  # the first or last part that fits (empty when ``keep`` was "all")
     kept_tokens: int = 0
+    # the budget if the context grew to the longest the memory holds now (engine.context_growth):
+    # a text within it can be read whole, the context growing as it is read
+    grown_budget_tokens: int = 0
 
 
 class Calibrated(_Message, tag="calibrated"):
@@ -422,11 +454,12 @@ class Telemetry(_Message, tag="telemetry"):
     draft_acceptance: float | Unavailable
     phase_devices: dict[str, str]  # phase -> device that ran it last
     phase: Literal["idle", "prefill", "decode"] = "idle"  # what the engine is doing now (a rate can be 0 mid-phase)
+    kv_allocated_bytes: int = 0  # the attention cache the context holds for all its tokens (state_kv_bytes: used)
 
 
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
-    "generation_failed", "internal", "cpu_unsupported",
+    "generation_failed", "internal", "cpu_unsupported", "context_full",
 ]
 
 
@@ -438,7 +471,7 @@ class Error(_Message, tag="error"):
 
 Event = Union[
     Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
-    Telemetry, Error, TextMeasured, DocumentRead, Calibrated,
+    Telemetry, Error, TextMeasured, DocumentRead, Calibrated, ContextGrown,
 ]
 
 # ------------------------------------------------------------------------------------- encoding

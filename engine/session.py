@@ -11,11 +11,10 @@ import psutil
 
 from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError, default_threads
 from engine.backends.llama_cpp import DecodeAborted, LlamaContext, LlamaModel
-from engine.context_memory import CONTEXT_STEP, check_context_fits
+from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.model_files import check_model_file, resolve_model_ref
 from engine.prompts import check_chat_template
-from engine.protocol import DEFAULT_CONTEXT
-from model_store.gguf_meta import Value
+from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
 class ModelSession:
@@ -26,6 +25,10 @@ class ModelSession:
         self.context = LlamaContext(model, settings)
         self.tokens: list[int] = []
         self._facts = facts
+        # How the context was sized (open_session sets them; a session made directly has none).
+        self.memory: ModelMemory | None = None
+        self.plan: ContextPlan | None = None
+        self.memory_percent = DEFAULT_BUDGET_PERCENT
 
     @property
     def facts(self) -> ModelFacts:
@@ -98,13 +101,20 @@ def open_session(
     n_threads: int | None = None,
     on_progress: Callable[[float], None] | None = None,
     draft_max: int = 0,
+    kv_type: str = "f16",
+    memory_percent: int = DEFAULT_BUDGET_PERCENT,
+    available: int | None = None,
 ) -> ModelSession:
-    """Resolve ``ref`` (``default`` or a path), check the file and that the context fits in memory,
-    load it and create its context."""
+    """Resolve ``ref`` (``default`` or a path), check the file, choose the context (``n_ctx``
+    tokens, or None for the longest ``memory_percent`` % of the ``available`` memory holds: see
+    engine.context_memory), load it and create the context. A context that cannot fit is refused
+    here, from the file's metadata, not after llama.cpp has tried for a minute."""
     path = resolve_model_ref(ref)
     metadata = check_model_file(path)
-    n_ctx = context_length(n_ctx, metadata)
-    check_context_fits(path, metadata, n_ctx)  # at once, not after llama.cpp has tried for a minute
+    memory = model_memory(path, metadata)
+    planes = 1 + draft_max if memory.recurrent_bytes else 1
+    plan = plan_context(path, memory, n_ctx, kv_type=kv_type, planes=planes, percent=memory_percent,
+                        available=available)
     model = LlamaModel(path, load_mtp=True, on_progress=on_progress)  # an MTP head, if any, can draft
     try:
         check_chat_template(model)
@@ -115,12 +125,13 @@ def open_session(
     facts = model.facts()
     # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
     rollback = draft_max if facts.has_recurrent_state and facts.supports_rollback else 0
-    settings = ContextSettings(n_ctx=n_ctx, n_threads=threads, n_rs_seq=rollback)
+    settings = ContextSettings(n_ctx=plan.n_ctx, n_threads=threads, n_rs_seq=rollback, kv_type=kv_type)
     try:
         session = ModelSession(model, settings, facts)
     except Exception:
         model.close()
         raise
+    session.memory, session.plan, session.memory_percent = memory, plan, memory_percent
     if not n_threads:  # the count was not asked for: leave the cores other programs keep busy to them
         session.context.thread_budget = ThreadBudget(threads)
     return session
@@ -185,13 +196,3 @@ class ThreadBudget:
         others = max(0.0, (now[1] - then[1]) - (now[2] - then[2])) / (now[0] - then[0])
         self.threads = max(1, min(self.n_max, int(self.n_cores - others + 0.5)))
         return self.threads
-
-
-def context_length(requested: int | None, metadata: dict[str, Value]) -> int:
-    """The context to create: the length asked for, else the model's trained context capped by
-    DEFAULT_CONTEXT; never shorter than llama.cpp makes one (:data:`CONTEXT_STEP` tokens), so its
-    batches (no longer than the context asked for) always hold a draft and its rollback planes."""
-    if not requested:
-        trained = metadata.get(f"{metadata.get('general.architecture')}.context_length")
-        requested = min(trained, DEFAULT_CONTEXT) if isinstance(trained, int) and trained > 0 else DEFAULT_CONTEXT
-    return max(requested, CONTEXT_STEP)

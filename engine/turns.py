@@ -70,7 +70,7 @@ class SnapshotCursor:
         target = render_for(model, [ChatMessage(m.role, m.content) for m in messages], answer=answer)
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target.text, notes)
-        if snapshot is not None:
+        if snapshot is not None and self._fits(snapshot):  # else: the whole, longer than the context, grows it
             try:
                 restored, replayed = self._move_to(snapshot, notes)
             except SnapshotUnusable as exc:
@@ -89,6 +89,9 @@ class SnapshotCursor:
         target = render_for(model, chat, answer=False).text if messages else ""
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
+        if snapshot is not None and not self._fits(snapshot):
+            notes.append("the conversation is longer than the context; the context grows when you send")
+            return TurnStart(None, [], "", "", notes=notes)
         if snapshot is None:
             return TurnStart(None, [], "", "", notes=notes)
         try:
@@ -97,6 +100,10 @@ class SnapshotCursor:
             notes.append(f"the saved state was refused ({exc}); it will be read again")
             return TurnStart(None, [], "", "", notes=notes)
         return TurnStart(snapshot, [], snapshot.text, "", restored, replayed, notes)
+
+    def _fits(self, snapshot: SnapshotRecord) -> bool:
+        """A snapshot can stand in this context (with room for the next token)."""
+        return snapshot.n_tokens + 1 < self.session.n_ctx
 
     def _deepest_snapshot(self, messages: list[p.ChatTurn], target: str, notes: list[str]) -> SnapshotRecord | None:
         store = self.keeper.store

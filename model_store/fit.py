@@ -8,7 +8,8 @@ For each file of an entry, the memory a loaded model needs is estimated as::
            + RUNTIME_OVERHEAD_BYTES             (compute buffers, tokenizer, the worker process)
 
 and compared with the memory available now (``psutil.virtual_memory().available``, or a number
-the caller passes, which is how tests pin it). The verdict:
+the caller passes, which is how tests pin it; :data:`AVAILABLE_MEMORY_ENV` pins it for a whole
+process tree, the one way a test simulates a small machine). The verdict:
 
 * ``"fits"``: needed is at most :data:`FITS_PERCENT` (70 %) of available, leaving room for
   the rest of the desktop and for the state snapshots of a long session;
@@ -20,21 +21,38 @@ largest file that fits (more bits, better answers); when nothing fits, none is r
 
 This is advice, not a guarantee: the estimate leaves out drafting (a draft model, or the extra
 recurrent-state copies a rollback-capable context keeps) and assumes nothing else starts.
+
+The same arithmetic sizes contexts (issue 19): :func:`longest_context` is the one rule for "the
+longest context a memory budget holds", used for the catalogue's headroom figures and by the
+worker's automatic context (``engine.context_memory``), with the budget :func:`memory_budget`
+takes from what is available.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import psutil
 
 from model_store.catalogue_schema import CatalogueEntry
 
-# llama.cpp's CPU compute buffers for a small batch, the tokenizer and vocabulary tables and the
-# worker's Python runtime: a few hundred MiB for the models in the catalogue.
-RUNTIME_OVERHEAD_BYTES = 256 << 20
+# The worker process (Python, numpy, llama.cpp's code) before it loads a model, llama.cpp's CPU
+# compute buffers as a 512-token batch touches them, and the vocabulary tables: 96-100 MiB beyond
+# the file and the KV cache, measured as resident memory for SmolLM2 and hybrid-bench at 2k-32k
+# tokens (tests/bench/bench_context.py; tests/process/test_context_memory.py checks it).
+RUNTIME_OVERHEAD_BYTES = 100 << 20
 FITS_PERCENT = 70
 TIGHT_PERCENT = 100
+ADVICE_CONTEXT = 8192  # the context a fit verdict assumes when none is given: a model holding this much is usable
+DEFAULT_BUDGET_PERCENT = FITS_PERCENT  # the share of available memory an automatic context may fill
+BUDGET_PERCENT_RANGE = (10, 95)
+CONTEXT_STEP = 256  # llama.cpp sizes every context in multiples of this many tokens
+LONGEST_CONTEXT = 1 << 24  # where the memory-only headroom figures stop counting
+# Test-only: the available memory, in bytes, every Hearth process of the tree reports instead of
+# measuring it (a small machine simulated on a big one).
+AVAILABLE_MEMORY_ENV = "HEARTH_TEST_AVAILABLE_MEMORY"
 
 FITS, TIGHT, TOO_BIG = "fits", "tight", "too_big"
 
@@ -77,9 +95,50 @@ def verdict(needed_bytes: int, available_bytes: int) -> str:
     return TOO_BIG
 
 
-def available_memory() -> int:
-    """Memory the system can give a new process now without swapping, in bytes."""
+def available_memory(held: int = 0) -> int:
+    """Memory the system can give a new process now without swapping, in bytes. ``held``: what the
+    calling process holds already (the measurement leaves it out; a pinned figure, which stands for
+    the machine before Hearth loaded anything, has it taken out to match)."""
+    pinned = os.environ.get(AVAILABLE_MEMORY_ENV, "").strip()
+    if pinned.isdigit():
+        return max(0, int(pinned) - held)
     return int(psutil.virtual_memory().available)
+
+
+def memory_budget(available_bytes: int, percent: int = DEFAULT_BUDGET_PERCENT) -> int:
+    """The bytes an automatic context may take in all (model, state, runtime): ``percent`` of available."""
+    return available_bytes * percent // 100
+
+
+def longest_context(total_bytes: Callable[[int], int], budget_bytes: int, cap: int) -> int:
+    """The longest context, a multiple of :data:`CONTEXT_STEP` at most ``cap``, whose
+    ``total_bytes(n_ctx)`` (growing with ``n_ctx``) is within ``budget_bytes``; 0 when none is."""
+    low, high = 0, max(0, cap) // CONTEXT_STEP
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if total_bytes(middle * CONTEXT_STEP) <= budget_bytes else (low, middle - 1)
+    return low * CONTEXT_STEP
+
+
+def entry_total_bytes(entry: CatalogueEntry, file_bytes: int, transformer: bool = False) -> Callable[[int], int]:
+    """``n_ctx -> bytes`` a catalogue model's file takes loaded; ``transformer``: the same for a
+    transformer of equal size (every layer keeps K and V, no recurrent state)."""
+    s = entry.state
+    if transformer:
+        per_token = entry.kv_bytes_per_token() * (s.attention_layers + s.recurrent_layers) // max(1, s.attention_layers)
+        fixed = file_bytes + RUNTIME_OVERHEAD_BYTES
+    else:
+        per_token, fixed = entry.kv_bytes_per_token(), file_bytes + entry.recurrent_state_bytes() + RUNTIME_OVERHEAD_BYTES
+    return lambda n_ctx: fixed + per_token * n_ctx
+
+
+def headroom(entry: CatalogueEntry, file_bytes: int, available_bytes: int,
+             percent: int = DEFAULT_BUDGET_PERCENT) -> tuple[int, int]:
+    """(the context this file holds within the memory budget; the same for a transformer of equal
+    size). Memory alone decides both, so they compare; the trained length is shown beside them."""
+    budget = memory_budget(available_bytes, percent)
+    return (longest_context(entry_total_bytes(entry, file_bytes), budget, LONGEST_CONTEXT),
+            longest_context(entry_total_bytes(entry, file_bytes, transformer=True), budget, LONGEST_CONTEXT))
 
 
 def advise(

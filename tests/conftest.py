@@ -43,6 +43,12 @@ def hybrid_tiny(test_models) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hybrid_long(tmp_path_factory) -> Path:
+    """A hybrid whose wide attention cache, not its weights, decides its memory (262k trained tokens)."""
+    return make_models(tmp_path_factory.mktemp("long"), ["hybrid-long"])["hybrid-long"]
+
+
+@pytest.fixture(scope="session")
 def smollm2() -> Path:
     from engine.model_files import embedded_model_path
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 from PySide6.QtCore import QObject, Signal
 
+from app.services.context_info import grown_line
 from app.services.db_recovery import recovery_text
-from app.services.settings import Settings, sampling_spec
+from app.services.model_refs import model_file
+from app.services.settings import AUTO_CONTEXT, Settings, sampling_spec
 from app.services.turn import (
     PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration, start_turn,
 )
@@ -38,6 +41,7 @@ class ChatController(QObject):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
+    context_grown = Signal(object)  # p.ModelLoaded: the loaded model, with the longer context it has now
     model_failed = Signal(str)
     notice = Signal(str, str)  # (kind: info | warning | error, text) for the window's one banner
     notice_with_action = Signal(str, str, str, object)  # (kind, text, action's label, callable)
@@ -113,11 +117,28 @@ class ChatController(QObject):
             return
         self._load_request = new_request_id("load")
         self.model_progress.emit(f"Loading {_model_label(ref)}…", 0.0)
-        if not self.bridge.send(p.LoadModel(request_id=self._load_request, model=ref,
-                                            draft_max=self.settings.draft_max,
-                                            device_policy=self.settings.device_policy,
-                                            calibration=self.settings.device_calibration)):
+        if not self.bridge.send(self._load_command(ref)):
             self.model_progress.emit("Waiting for the engine to start…", 0.0)
+
+    def _load_command(self, ref: str) -> p.LoadModel:
+        """Load ``ref`` with the settings the worker takes at load time, its context among them."""
+        s, path = self.settings, model_file(ref)
+        return p.LoadModel(request_id=self._load_request, model=ref, draft_max=s.draft_max,
+                           device_policy=s.device_policy, calibration=s.device_calibration,
+                           n_ctx=s.context_for(path) if path is not None else AUTO_CONTEXT, kv_type=s.kv_type,
+                           memory_percent=s.memory_budget_percent)
+
+    def model_path(self) -> str | None:
+        """The file of the current model (whose context the settings keep); None if it cannot be found."""
+        return model_file(self.model_ref)
+
+    def _on_context_grown(self, grown: p.ContextGrown) -> None:
+        """The worker made the context longer to go on with a request: keep its report and say so once."""
+        if self.loaded is None:
+            return
+        self.loaded = msgspec.structs.replace(self.loaded, n_ctx=grown.context.n_ctx, context=grown.context)
+        self.context_grown.emit(self.loaded)
+        self.notice.emit("info", f"{_sentence(grown_line(grown))}.")
 
     def retry_engine(self, cpu_variant: str | None = None) -> None:
         """Start the engine again after a crash loop (with ``cpu_variant``: "safe", or a build's name);
@@ -448,6 +469,8 @@ class ChatController(QObject):
         rid = getattr(event, "request_id", None)
         if isinstance(event, p.Telemetry):
             self.telemetry.emit(event)
+        elif isinstance(event, p.ContextGrown):  # for a turn or a document read: news about the model
+            self._on_context_grown(event)
         elif rid is not None and rid in self._turns:
             self._on_turn_event(self._turns[rid], event)
         elif rid is not None and rid == self._load_request:

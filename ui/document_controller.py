@@ -5,9 +5,12 @@ Nothing here waits: each step continues in the callback of the one before. Every
 one :class:`_Load`; a callback whose load is no longer the current one is ignored. The fit is
 measured against what the open conversation leaves (its messages are counted first). A document
 that does not fit is never cut silently: a dialog says by how much and offers its first or its
-last part (or a model with a longer context). Cancel stops the load at any step (extraction
-included); a read that is cancelled or fails takes the document back out
-(:func:`app.services.documents.keep_if_read`), and the window shows the conversation it showed before.
+last part (or a model with a longer context). One that fits only once the context grows (the
+memory holds a longer one now, :func:`app.services.documents.fits_whole`) is read whole only when
+the user chooses so in the same dialog, whose first choice it is; the engine then grows the
+context as it reads. Cancel stops the load at any step (extraction included); a read that is
+cancelled or fails takes the document back out (:func:`app.services.documents.keep_if_read`), and
+the window shows the conversation it showed before.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
 
 from app.services.documents import (
-    DocumentTooLong, LoadedBefore, Room, StoredDocument, check_fit, fit_command, history_command, keep_if_read,
-    copy_document, loaded_before, read_command, reading_speed, release_document, room_after, store_document,
+    DocumentTooLong, LoadedBefore, Room, StoredDocument, check_fit, copy_document, fit_command, fits_whole,
+    history_command, keep_if_read, loaded_before, read_command, reading_speed, release_document, room_after,
+    store_document,
 )
 from engine import protocol as p
 from engine.client import EngineDead
@@ -45,6 +49,7 @@ class _Load:
     cancelled: threading.Event = field(default_factory=threading.Event)  # polled by the extraction thread
     stored: StoredDocument | None = None
     read_request: str | None = None
+    may_grow: bool = False  # the user chose to read all of it in a longer context
 
 
 class DocumentController(QObject):
@@ -124,7 +129,7 @@ class DocumentController(QObject):
         """Count the open conversation's messages (if any), then the document against what is left."""
         self.chat.status.emit(f"Counting the tokens of {document.title}…")
         conversation = load.shown_before
-        if conversation is None and part == "all":  # a new chat: is this text already in one?
+        if conversation is None and part == "all" and not load.may_grow:  # a new chat: is this text already in one?
             model = self.chat.model_ref
             self.chat.store.submit(
                 lambda store: loaded_before(store, DocumentStore(store.db), document.text, part, model),
@@ -194,6 +199,10 @@ class DocumentController(QObject):
             self._finish()
             self._offer_parts(document, path, too_long, in_conversation=room.held_tokens > 0)
             return
+        if part == "all" and not measured.fits and fits_whole(measured) and not load.may_grow:
+            self._finish()
+            self._offer_growing(document, path, measured)
+            return
         tokens = measured.tokens if part == "all" else measured.kept_tokens
         conversation_id = load.shown_before.id if load.shown_before else None
         model = self.chat.model_ref
@@ -207,9 +216,11 @@ class DocumentController(QObject):
         self.chat.store.submit(store, lambda result: self._stored(load, result), self._step(load, self._failed))
 
     def _read_part(self, document: ExtractedDocument, path: Path, part: str) -> None:
-        """Load the first or last part of a document already extracted."""
+        """Load the first or last part of a document already extracted, or all of it in a longer context."""
         if self._may_start():
-            self._measure(self._begin(document.title), document, path, part)
+            load = self._begin(document.title)
+            load.may_grow = part == "all"
+            self._measure(load, document, path, part)
 
     def _stored(self, load: _Load, result: tuple[StoredDocument, p.ReadDocument | None, list[MessageRow]]) -> None:
         stored, command, rows = result
@@ -307,9 +318,31 @@ class DocumentController(QObject):
                      in_conversation: bool) -> None:
         new_chat = " start a new chat with it," if in_conversation else ""
         self.chat.status.emit(f"{document.title} does not fit the model's context.")
-        choice = PartChoice(f"{too_long.summary}.\n\nTo read all of it,{new_chat} choose a model with a longer "
-                            f"context. Or read only its first or its last {too_long.budget_tokens:,} tokens.",
-                            QApplication.activeWindow())
+        self._open_part_choice(PartChoice(
+            f"{too_long.summary}.\n\nTo read all of it,{new_chat} {self._what_would_hold_more()}. Or read only its "
+            f"first or its last {too_long.budget_tokens:,} tokens.", QApplication.activeWindow()),
+            document, path)
+
+    def _what_would_hold_more(self) -> str:
+        """A model trained on a longer context; and more memory, when memory is what limits this one's."""
+        loaded = self.chat.loaded
+        report = loaded.context if loaded is not None else None
+        if report is not None and report.max_n_ctx < report.n_ctx_train:
+            return ("free some memory (or turn on the 8-bit KV cache in Settings), or choose a model with a longer "
+                    "context or a smaller file")
+        return "choose a model with a longer context"
+
+    def _offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
+        """All of the document fits in a context the memory holds now, not in the one the model has."""
+        self.chat.status.emit(f"{document.title} needs a longer context.")
+        self._open_part_choice(PartChoice(
+            f"{document.title} has {measured.tokens:,} tokens but this model's context leaves room for "
+            f"{measured.budget_tokens:,}. The memory available now holds a context long enough for all of it: "
+            f"the model's context grows as the document is read, taking more memory.\n\nOr read only its first or "
+            f"its last {measured.budget_tokens:,} tokens.", QApplication.activeWindow(),
+            whole_tokens=measured.tokens), document, path)
+
+    def _open_part_choice(self, choice: PartChoice, document: ExtractedDocument, path: Path) -> None:
         choice.part_chosen.connect(lambda part: self._read_part(document, path, part))
         choice.finished.connect(lambda _: setattr(self, "part_choice", None))
         self.part_choice = choice

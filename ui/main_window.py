@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
+from app.services.context_info import context_state
 from app.services.settings import Settings, SettingsError
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
@@ -34,7 +35,8 @@ from ui.views.telemetry_panel import TelemetryPanel
 
 UNDO_DELETE_MS = 10_000
 # Settings the worker takes only when it loads a model (they travel in LoadModel): changing one reloads it.
-LOAD_TIME_SETTINGS = ("model", "draft_max", "device_policy", "device_calibration")
+LOAD_TIME_SETTINGS = ("model", "draft_max", "device_policy", "device_calibration", "contexts", "kv_cache_8bit",
+                      "memory_budget_percent")
 SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 
@@ -58,6 +60,7 @@ class MainWindow(QMainWindow):
         self._build(controller.conversations, controller.messages)
         self._connect()
         self._menus()
+        models.memory_percent = controller.settings.memory_budget_percent
         self.refresh_models()
 
     # -- layout ----------------------------------------------------------------------------------
@@ -117,6 +120,7 @@ class MainWindow(QMainWindow):
         c.generating_changed.connect(self.composer.set_generating)
         c.model_progress.connect(self.model_picker.show_progress)
         c.model_loaded.connect(self._model_loaded)
+        c.context_grown.connect(self._show_model_state)
         c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
         c.notice.connect(self.banner.show_notice)
         c.conversation_notice.connect(self.banner.show_conversation_notice)
@@ -220,11 +224,14 @@ class MainWindow(QMainWindow):
         self._store_settings(_with(self.controller.settings, model=ref))
 
     def _model_loaded(self, loaded) -> None:
-        facts = loaded.facts
         name = model_name(self.controller.model_ref)
-        self.model_picker.show_state(f"{facts.arch}, {loaded.n_ctx:,} tokens of context")
-        self.telemetry_panel.show_model(name, facts.size_bytes)
+        self._show_model_state(loaded)
+        self.telemetry_panel.show_model(name, loaded.facts.size_bytes)
         self.telemetry_panel.show_device_plan(loaded.devices)
+
+    def _show_model_state(self, loaded) -> None:
+        """The picker's state line: the architecture and the context (size, auto or fixed, memory)."""
+        self.model_picker.show_state(f"{loaded.facts.arch}, {context_state(loaded.context)}")
 
     def _turn_finished(self, turn) -> None:
         if turn.status == "done":  # what went wrong in this conversation before is past
@@ -308,9 +315,11 @@ class MainWindow(QMainWindow):
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> None:
-        npu = self.controller.npu_kind()
+        npu, loaded = self.controller.npu_kind(), self.controller.loaded
         dialog = SettingsDialog(self.controller.settings, self, npu_available=npu is not None,
-                                npu_label="NPU (emulator only: slow)" if npu == "npu-emulator" else "NPU")
+                                npu_label="NPU (emulator only: slow)" if npu == "npu-emulator" else "NPU",
+                                model_path=self.controller.model_path(),
+                                context=loaded.context if loaded is not None else None)
         dialog.setObjectName("settings_dialog")
         dialog.finished.connect(lambda _: self._settings_closed(dialog))
         dialog.open()
@@ -333,6 +342,7 @@ class MainWindow(QMainWindow):
 
     def _store_settings(self, settings: Settings) -> None:
         self.controller.settings = settings
+        self.models.memory_percent = settings.memory_budget_percent
         try:
             self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
         except SettingsError as exc:

@@ -21,6 +21,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.services.model_listing import listing_json
 from app.services.model_refs import app_catalogue
+from model_store.catalogue import Catalogue
+from model_store.fit import DEFAULT_BUDGET_PERCENT
 from model_store.installed import ModelLibrary
 from ui.cli_job import CliJob
 from ui.store_thread import StoreThread
@@ -40,16 +42,20 @@ class ModelManager(QObject):
         self.models_dir = models_dir
         self.cache_dir = cache_dir
         self.context_tokens: int | None = None
+        self.memory_percent = DEFAULT_BUDGET_PERCENT  # the settings' budget for automatic contexts
+        self.catalogue: Catalogue | None = None  # as the last listing read it: the state shapes the chart needs
         self.downloads: dict[str, CliJob] = {}
         self._jobs: list[CliJob] = []
         self.page_open = False  # the Models page is on screen (it says what happened there)
 
     def refresh(self) -> None:
-        models_dir, cache_dir, context = self.models_dir, self.cache_dir, self.context_tokens
+        models_dir, cache_dir = self.models_dir, self.cache_dir
+        context, percent = self.context_tokens, self.memory_percent
 
         def build(store):
             installed = ModelLibrary(store.db, models_dir).list()
-            return installed, listing_json(app_catalogue(cache_dir), installed, context)
+            catalogue = app_catalogue(cache_dir)
+            return installed, catalogue, listing_json(catalogue, installed, context, percent=percent)
 
         self.store.submit(build, self._refreshed, lambda message: self.notice.emit("error", message))
 
@@ -107,7 +113,7 @@ class ModelManager(QObject):
         job.deleteLater()
 
     def _refreshed(self, result) -> None:
-        installed, listing = result
+        installed, self.catalogue, listing = result
         self.installed_changed.emit([m for m in installed if not m.missing])
         self.listing_changed.emit(listing)
 

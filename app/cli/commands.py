@@ -15,7 +15,8 @@ from pathlib import Path
 
 import msgspec
 
-from app.services.model_refs import ModelRefError, model_display_name, resolve_model_ref
+from app.services.context_info import context_details, context_json, grown_line
+from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible
 from engine import protocol as p
@@ -77,20 +78,35 @@ def check_options(command: p.Command) -> None:
         raise invalid_value(exc.invalid) from None
 
 
+def _context(settings, path: str) -> int:
+    """The context the settings keep for the model at ``path`` (``default`` or a file); 0: auto."""
+    file = model_file(path)
+    return settings.context_for(file) if file is not None else 0
+
+
+def say_context_grown(grown: p.ContextGrown) -> None:
+    print(f"hearth: {grown_line(grown)}", file=sys.stderr, flush=True)
+
+
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFAULTS.draft_max,
-               device_policy: str = "auto") -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+               device_policy: str = "auto", context: int | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    """A worker with ``model`` loaded; ``context`` tokens (0: auto; None: the model's setting)."""
     data_dir = data_dir or app_data_dir()  # also where the device probe and compiled NPU graphs are cached
     try:
         path = resolve_model_ref(model, data_dir)
     except ModelRefError as exc:
         raise UserError(str(exc)) from exc
+    settings = current_settings()
     client = ProcessClient(data_dir=data_dir)
+    client.on_context_grown = say_context_grown
     try:
         client.start()
         client.send(p.SetTelemetry(interval_ms=0))
         loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
-                                   calibration=current_settings().device_calibration)
+                                   calibration=settings.device_calibration, kv_type=settings.kv_type,
+                                   memory_percent=settings.memory_budget_percent,
+                                   n_ctx=_context(settings, path) if context is None else context)
     except InvalidRequest as exc:
         client.close(mode="abort")
         raise invalid_value(exc.invalid) from None
@@ -190,11 +206,12 @@ def draft_options(args: argparse.Namespace) -> dict:
     return {"draft": draft, "draft_max": args.draft_max}
 
 
-def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan) -> dict:
-    """The keys of ``generate --json``; ``send --json`` adds its own to the same ones."""
+def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int) -> dict:
+    """The keys of ``generate --json``; ``send --json`` adds its own to the same ones. ``n_ctx``:
+    the context the request ran in (after growing, if it grew)."""
     return {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
             "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
-            "devices": devices_json(ran)}
+            "devices": devices_json(ran), "n_ctx": n_ctx}
 
 
 def draft_json(stats: p.DraftStats | None) -> dict:
@@ -229,30 +246,33 @@ def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.Dev
 
 def run_generate(args: argparse.Namespace) -> int:
     command = _generate_command(args)
-    with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device) as (client, loaded):
+    with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device,
+                    context=args.context) as (client, loaded):
         warn_about_devices(args, loaded.devices)
         reply = run_request(client, command, echo=not args.json)
+        n_ctx = client.context.n_ctx
     if reply.errors:
         raise UserError("; ".join(reply.errors))
     finished = reply.finished
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps(generation_json(reply.text, finished, ran), ensure_ascii=False))
+        print(json.dumps(generation_json(reply.text, finished, ran, n_ctx), ensure_ascii=False))
     else:
         print()
     return 130 if reply.interrupted else 0  # the shell's code for a command stopped by Ctrl+C
 
 
 def run_info(args: argparse.Namespace) -> int:
-    with engine_for(args.model) as (_client, loaded):
+    with engine_for(args.model, context=args.context) as (_client, loaded):
         facts = msgspec.to_builtins(loaded.facts)
     if args.json:
-        print(json.dumps(facts, ensure_ascii=False))
+        print(json.dumps({**facts, "context": context_json(loaded.context)}, ensure_ascii=False))
     else:
         width = max(len(key) for key in facts)
         for key, value in facts.items():
             print(f"{key:<{width}}  {value}")
+        print(f"{'context':<{width}}  {context_details(loaded.context)}")
     return 0
 
 
@@ -260,7 +280,7 @@ def run_chat(args: argparse.Namespace) -> int:
     sampling_from_args(args)
     draft_options(args)
     messages: list[p.ChatTurn] = []
-    with engine_for(args.model, device_policy=args.prefill_device) as (client, loaded):
+    with engine_for(args.model, device_policy=args.prefill_device, context=args.context) as (client, loaded):
         name = visible(model_display_name(args.model, app_data_dir()))
         print(f"Chatting with {name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
         while (line := _read_line()) is not None:

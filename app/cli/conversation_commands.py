@@ -47,30 +47,31 @@ def run_send(args: argparse.Namespace) -> int:
             raise UserError(f"message {args.reply_to} belongs to another conversation")
         model = args.model or (conversation.model if conversation else None) or "default"
         with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max,
-                        device_policy=args.prefill_device) as (client, loaded):
+                        device_policy=args.prefill_device, context=args.context) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             conversation, turn = start_turn(
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
                 title=args.new or _title_from(args.message), model=args.model or "default", reply_to=args.reply_to)
             turn.model = model_display_name(model, app_data_dir())  # the window names the answer's model
             result = run_answer(store, client, turn, on_event=None if args.json else _echo)
+            n_ctx = client.context.n_ctx
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering")
     finished = result.finished
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps(send_json(result, conversation, ran), ensure_ascii=False))
+        print(json.dumps(send_json(result, conversation, ran, n_ctx), ensure_ascii=False))
     else:
         print()
     return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
 
 
-def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan) -> dict:
+def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan, n_ctx: int) -> dict:
     """The object ``send --json`` prints: ``generate --json``'s keys and the stored turn's."""
     snapshot = result.finished.snapshot or p.SnapshotReport()
     return {
-        **generation_json(result.answer.content, result.finished, ran),
+        **generation_json(result.answer.content, result.finished, ran, n_ctx),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "status": result.answer.status,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 
@@ -18,6 +19,26 @@ def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "d
     parser.add_argument("--model", default=default,
                         help="'default' (the embedded SmolLM2-135M-Instruct), an installed model's id "
                              "(`hearth models list`) or a path to a .gguf file")
+
+
+def context_tokens(text: str) -> int:
+    """``--context``: a number of tokens, or ``auto`` (0)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        tokens = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {text!r}") from None
+    if not 1 <= tokens <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"a context is 1 to 2147483647 tokens or 'auto', got {text}")
+    return tokens
+
+
+def _add_context_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--context", type=context_tokens, default=None, metavar="N|auto",
+                        help="tokens of context: a number, or auto (the longest that fits the memory budget, up to "
+                             "what the model was trained on); default: the model's setting, auto unless changed. "
+                             "It grows when a conversation needs more and memory allows")
 
 
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     generate = sub.add_parser("generate", help="write a reply to one prompt")
     _add_model_flag(generate)
+    _add_context_flag(generate)
     generate.add_argument("--raw", action="store_true", help="feed PROMPT as plain text, without the chat template")
     _add_sampling_flags(generate)
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
@@ -54,11 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="describe a model")
     _add_model_flag(info)
+    _add_context_flag(info)
     info.add_argument("--json", action="store_true")
     info.set_defaults(run="app.cli.commands:run_info")
 
     chat = sub.add_parser("chat", help="chat in the terminal")
     _add_model_flag(chat)
+    _add_context_flag(chat)
     _add_sampling_flags(chat)
     chat.set_defaults(run="app.cli.commands:run_chat")
 
@@ -69,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--reply-to", metavar="MESSAGE_ID",
                       help="answer from this message instead of the newest one (edit or regenerate)")
     _add_model_flag(send, default=None)
+    _add_context_flag(send)
     _add_sampling_flags(send)
     send.add_argument("--json", action="store_true")
     send.add_argument("message", metavar="MESSAGE")
@@ -78,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc_sub = doc.add_subparsers(dest="doc_command", required=True)
     load = doc_sub.add_parser("load", help="read a document into a new conversation (ask with `hearth send`)")
     _add_model_flag(load)
+    _add_context_flag(load)
     load.add_argument("--part", choices=("all", "first", "last"), default="all",
                       help="read all of it (default; refused if it does not fit), or only its first or last part")
     load.add_argument("--again", action="store_true",
@@ -165,6 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         return _report(args, exc)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `hearth models list | head`: the reader has gone, which is no error of ours
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so Python's flush at exit does not fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _command(where: str) -> Callable[[argparse.Namespace], int]:

@@ -20,7 +20,7 @@ from app.cli.commands import UserError
 from app.services.model_listing import FIT_LABELS, listing_json
 from app.services.model_refs import app_catalogue, open_library
 from app.services.paths import user_paths
-from app.services.settings import app_data_dir
+from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible, visible_strings
 from model_store.catalogue import CatalogueError, save_cached_metadata
 from model_store.catalogue_schema import CatalogueFile
@@ -44,7 +44,7 @@ def run_list(args: argparse.Namespace) -> int:
         library = open_library(app_data_dir())
     except (CatalogueError, StoreError) as exc:
         raise UserError(str(exc)) from exc
-    listing = listing_json(catalogue, library.list(), args.context)
+    listing = listing_json(catalogue, library.list(), args.context, percent=current_settings().memory_budget_percent)
     if args.json:
         print(json.dumps(listing, ensure_ascii=False))
     else:
@@ -169,7 +169,8 @@ def print_listing(listing: dict) -> None:
             mark = "*" if v["recommended"] else " "
             size = ("~" if v["size_estimated"] else "") + format_bytes(v["size_bytes"])
             state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
-            print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {state}")
+            holds = f"{v['max_context_tokens']:>11,} tokens (a transformer: {v['transformer_max_context_tokens']:,})"
+            print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {holds}  {state}")
     print("Installed:")
     if listing.get("embedded"):
         embedded = listing["embedded"]

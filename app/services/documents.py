@@ -43,8 +43,8 @@ class DocumentTooLong(ValueError):
     def __init__(self, summary: str, budget_tokens: int) -> None:
         self.summary = summary
         self.budget_tokens = budget_tokens
-        super().__init__(f"{summary}; use a model with a longer context, or read only the first or the last "
-                         f"{budget_tokens:,} tokens (--part first / --part last)")
+        super().__init__(f"{summary}; free some memory or use a model with a longer context, or read only the "
+                         f"first or the last {budget_tokens:,} tokens (--part first / --part last)")
 
 
 @dataclass(frozen=True)
@@ -84,13 +84,20 @@ def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, 
     """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit."""
     if part != "all":
         return measured.kept_text
-    if measured.fits and len(document.text) <= MAX_MEASURE_CHARS:
-        return document.text
+    if fits_whole(measured) and len(document.text) <= MAX_MEASURE_CHARS:
+        return document.text  # at most a longer context away: the engine grows it as it reads
     counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
     after = f" after the {room.held_tokens:,} tokens already in this conversation" if room.held_tokens else ""
-    over = measured.tokens - measured.budget_tokens
+    room_tokens = max(measured.budget_tokens, measured.grown_budget_tokens)
+    over = measured.tokens - room_tokens
     raise DocumentTooLong(f"{document.title} has {counted} tokens but this model's context leaves room for "
-                          f"{measured.budget_tokens:,}{after} ({over:,} too many)", measured.budget_tokens)
+                          f"{room_tokens:,}{after} ({over:,} too many), even in the longest context it can have now",
+                          measured.budget_tokens)
+
+
+def fits_whole(measured: p.TextMeasured) -> bool:
+    """The whole text can be read: in the context as it is, or in one the engine can grow to now."""
+    return measured.fits or measured.tokens <= measured.grown_budget_tokens
 
 
 @dataclass

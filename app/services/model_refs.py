@@ -13,7 +13,7 @@ from pathlib import Path
 
 from model_store.catalogue import Catalogue, load_catalogue
 from model_store.db import StoreError, database_path, open_database
-from model_store.installed import EMBEDDED_NAME, ModelLibrary, models_folder
+from model_store.installed import EMBEDDED_NAME, ModelLibrary, embedded_model_file, models_folder
 
 DEFAULT_MODEL = "default"
 
@@ -25,6 +25,17 @@ class ModelRefError(Exception):
 def looks_like_path(ref: str) -> bool:
     return (os.sep in ref or "/" in ref or ref.lower().endswith(".gguf")
             or Path(ref).expanduser().exists())
+
+
+def model_file(ref: str) -> str | None:
+    """The file a resolved ref (``default`` or a path) loads: the embedded model's for ``default``
+    (None when its package is missing: the load then says why); what per-model settings are kept by."""
+    if ref != DEFAULT_MODEL:
+        return ref
+    try:
+        return str(embedded_model_file())
+    except StoreError:
+        return None
 
 
 def open_library(data_dir: Path) -> ModelLibrary:

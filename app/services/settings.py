@@ -29,8 +29,9 @@ import msgspec
 
 from app.services.paths import UserPaths, user_paths
 from engine.devices.calibration import Calibration, CalibrationError
-from engine.protocol import DEFAULTS, MAX_DRAFT, SamplingSpec, sampling_problem
+from engine.protocol import DEFAULTS, MAX_DRAFT, MAX_TOKENS, SamplingSpec, sampling_problem
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from model_store.fit import BUDGET_PERCENT_RANGE, CONTEXT_STEP, DEFAULT_BUDGET_PERCENT
 from model_store.private_files import make_private_folder
 
 SCHEMA_VERSION = 1
@@ -40,6 +41,8 @@ BROKEN_SUFFIX = ".broken"
 MAX_TOKENS_RANGE = (1, 32768)
 DRAFT_MAX_RANGE = (1, MAX_DRAFT)  # the protocol's limit (engine.protocol.DraftLength)
 SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
+CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also allowed
+AUTO_CONTEXT = 0
 DEVICE_POLICIES = ("auto", "cpu", "npu")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
 NO_NPU_MESSAGE = "No NPU was found on this machine; choose Auto or CPU."
@@ -65,6 +68,25 @@ class Settings(msgspec.Struct, kw_only=True):
     data_folder: str = ""  # "" = the default per-user data folder
     highlight_drafts: bool = False  # colour text that came from accepted drafts
     device_calibration: dict | None = None  # measured prefill speeds (`hearth devices calibrate`); None: never
+    # Context per model (key: context_key(path)): tokens, or 0 for auto (the longest the memory
+    # budget holds, capped at the trained length; engine.context_memory). Absent: auto.
+    contexts: dict[str, int] = {}
+    kv_cache_8bit: bool = False  # q8_0 K/V: about half the attention cache's memory (off: f16)
+    memory_budget_percent: int = DEFAULT_BUDGET_PERCENT  # of the available memory an automatic context may fill
+
+    def context_for(self, model_path: str) -> int:
+        """The context chosen for the model file at ``model_path`` (0: auto)."""
+        return self.contexts.get(context_key(model_path), AUTO_CONTEXT)
+
+    @property
+    def kv_type(self) -> str:
+        return "q8_0" if self.kv_cache_8bit else "f16"
+
+
+def context_key(model_path: str) -> str:
+    """How a model is named in :attr:`Settings.contexts`: its file's absolute path (links kept as
+    they are: a broken or looping one is the load's to report, not this lookup's)."""
+    return os.path.abspath(os.path.expanduser(model_path))
 
 
 class SettingsError(Exception):
@@ -162,6 +184,14 @@ def _model_message(model: str) -> str | None:
     return None if model == "default" else _gguf_file_message(model, "model file")
 
 
+def _contexts_message(contexts: dict[str, int]) -> str | None:
+    for tokens in contexts.values():
+        if tokens != AUTO_CONTEXT and not CONTEXT_RANGE[0] <= tokens <= CONTEXT_RANGE[1]:
+            return (f"A context must be Auto or between {CONTEXT_RANGE[0]:,} and {CONTEXT_RANGE[1]:,} tokens, "
+                    f"got {tokens:,}.")
+    return None
+
+
 def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, str]:
     """Field name -> one clear message for each invalid field; empty when all are valid.
 
@@ -178,6 +208,9 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["data_folder"] = _data_folder_message(s.data_folder)
     messages["model"] = _model_message(s.model)
     messages["device_calibration"] = _calibration_message(s.device_calibration)
+    messages["contexts"] = _contexts_message(s.contexts)
+    messages["memory_budget_percent"] = _range_message("The memory budget", s.memory_budget_percent,
+                                                       BUDGET_PERCENT_RANGE, " %")
     return {name: message for name, message in messages.items() if message is not None}
 
 

@@ -314,6 +314,10 @@ class _BatchViews:
     logits: np.ndarray
 
 
+# ContextSettings.kv_type; f32 only for reference contexts in tests (exact against other runtimes)
+KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "f32": llama_cpp.GGML_TYPE_F32}
+
+
 class LlamaContext:
     """One inference context: decode batches for sequence 0..n_seq_max-1, read logits and state."""
 
@@ -329,6 +333,7 @@ class LlamaContext:
         params.flash_attn_type = (
             llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if settings.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
+        params.type_k = params.type_v = KV_TYPES[settings.kv_type]
         params.no_perf = True
         handle = llama_cpp.llama_init_from_model(model.handle, params)
         if not handle:

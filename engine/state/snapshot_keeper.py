@@ -54,7 +54,7 @@ class Segment:
 def model_fingerprint(file_sha256: str, settings: ContextSettings) -> str:
     """Identifies what the state bytes depend on: the exact model file, llama.cpp, KV layout."""
     identity = {"file": file_sha256, "backend": BACKEND_VERSION, "flash_attn": settings.flash_attn,
-                "kv_type": "f16", "format": FORMAT_VERSION}
+                "kv_type": settings.kv_type, "format": FORMAT_VERSION}
     return hashlib.blake2b(json.dumps(identity, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 

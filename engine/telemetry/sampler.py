@@ -54,6 +54,7 @@ class TelemetryThread:
             model_bytes=live.model_bytes,
             state_fixed_bytes=live.state_fixed_bytes,
             state_kv_bytes=live.state_kv_bytes,
+            kv_allocated_bytes=live.kv_allocated_bytes,
             cpu_temp_c=system.cpu_temp_c,
             cpu_freq_mhz=system.cpu_freq_mhz,
             cpu_freq_max_mhz=system.cpu_freq_max_mhz,

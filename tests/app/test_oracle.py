@@ -6,7 +6,7 @@ import pytest
 
 from app.cli.main import main
 from engine.backends.base import default_threads
-from engine.protocol import DEFAULT_CONTEXT
+from engine.model_files import check_model_file
 
 PROMPTS = [
     "The quick brown fox",
@@ -40,10 +40,10 @@ def model_and_reference(request):
     from llama_cpp import Llama
 
     path = request.getfixturevalue(request.param)
-    # n_ctx=0: the trained context, which is also what hearth uses for models trained on <= 8k
+    # n_ctx=0: the trained context, which is also what hearth's automatic context is for these small models
     llm = Llama(model_path=str(path), n_ctx=0, n_batch=512, n_threads=default_threads(),
                 flash_attn=True, verbose=False)
-    assert llm.n_ctx() <= DEFAULT_CONTEXT
+    assert llm.n_ctx() == check_model_file(path)[f"{check_model_file(path)['general.architecture']}.context_length"]
     yield str(path), llm
     llm.close()
 

@@ -21,7 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import llama_cpp
 import numpy as np
 import onnx
 import pytest
@@ -38,7 +37,6 @@ from engine.prompts import raw_prompt_tokens
 from engine.session import ModelSession
 
 CHUNK, MAX_CTX = 16, 128
-GGML_F32 = 0
 TEXT = "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, " * 2
 STATE_TOLERANCE = 1e-5  # max |graph − llama.cpp| / max |llama.cpp|, per tensor (seen: ≤ 1.1e-6)
 EXACT_LOGITS_TOLERANCE = 1e-5  # seen: ≤ 8e-7
@@ -67,17 +65,8 @@ def exported(hybrid_tiny):
 
 
 def reference_session(path, *, flash_attn: bool, f32_cache: bool) -> ModelSession:
-    defaults = llama_cpp.llama_context_default_params
-
-    def params():
-        p = defaults()
-        if f32_cache:
-            p.type_k = p.type_v = GGML_F32
-        return p
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(llama_cpp, "llama_context_default_params", params)
-        return ModelSession(LlamaModel(path), ContextSettings(n_ctx=256, n_threads=1, flash_attn=flash_attn))
+    settings = ContextSettings(n_ctx=256, n_threads=1, flash_attn=flash_attn, kv_type="f32" if f32_cache else "f16")
+    return ModelSession(LlamaModel(path), settings)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,10 @@ unless the test scripted another one for the next command of its type::
     engine.script(p.AnswerTurn, hold("Once", " upon"))  # these deltas, then wait for Cancel or release()
     engine.script(p.LoadModel, die())                   # the worker dies when the command arrives
     engine.die()                                        # ... or now
+    engine.grow_context(request_id, 8192)               # ContextGrown for that request, as the worker sends it
+
+``grown_budget_tokens`` is what MeasureText answers a document could have if the context grew (0:
+it cannot grow); a ReadDocument longer than the context then grows it first.
 
 As with the real worker, a request that needs a model gets ``Error(no_model)`` before a model is
 loaded; an ``Error`` for a request that writes an answer (``p.ANSWERS``) or a ``ReadDocument`` is
@@ -42,6 +46,8 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import msgspec
 
 from engine import protocol as p
 from engine.backends.base import ModelFacts
@@ -92,9 +98,12 @@ class _Held:
 class ScriptedEngine(EngineClient):
     """An engine client answering from a script; see the module's docstring for what it leaves out."""
 
-    def __init__(self, *, n_ctx: int = 4096, document_budget_tokens: int = 3000) -> None:
+    def __init__(self, *, n_ctx: int = 4096, n_ctx_train: int = 32768, document_budget_tokens: int = 3000,
+                 grown_budget_tokens: int = 0) -> None:
         self.n_ctx = n_ctx
+        self.n_ctx_train = n_ctx_train
         self.document_budget_tokens = document_budget_tokens  # a MeasureText's budget when it asks for the default
+        self.grown_budget_tokens = grown_budget_tokens  # the default budget after growing as far as memory allows
         self.received: list[p.Command] = []  # every command accepted, as checked() returned it
         self.loaded: p.ModelLoaded | None = None
         self.telemetry_interval_ms = 0
@@ -135,6 +144,19 @@ class ScriptedEngine(EngineClient):
         with self._lock:
             self._alive, self._dead, self._held, self.loaded = False, True, None, None
             self._emit(engine_dead(exit_code))
+
+    def grow_context(self, request_id: str, n_ctx: int) -> None:
+        """The worker grew the loaded model's context to ``n_ctx`` for ``request_id`` (a ContextGrown);
+        the document budget grows by as much."""
+        with self._lock:
+            assert self.loaded is not None, "a context grows only while a model is loaded"
+            previous, report = self.n_ctx, self.loaded.context
+            grown = msgspec.structs.replace(report, n_ctx=n_ctx, kv_bytes=n_ctx * 1024,
+                                            estimated_bytes=report.estimated_bytes + (n_ctx - previous) * 1024,
+                                            max_n_ctx=max(report.max_n_ctx, n_ctx))
+            self.n_ctx, self.document_budget_tokens = n_ctx, self.document_budget_tokens + n_ctx - previous
+            self.loaded = msgspec.structs.replace(self.loaded, n_ctx=n_ctx, context=grown)
+            self._emit(p.ContextGrown(request_id=request_id, previous_n_ctx=previous, context=grown))
 
     def telemetry(self, **fields) -> None:
         """One Telemetry event (the fields given over quiet defaults), if telemetry is on."""
@@ -223,11 +245,23 @@ class ScriptedEngine(EngineClient):
         self._emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.5))
 
         def end(_: str) -> None:
-            self.loaded = p.ModelLoaded(request_id=rid, facts=_facts(command.model, self.n_ctx), n_ctx=self.n_ctx,
+            self.loaded = p.ModelLoaded(request_id=rid, facts=_facts(command.model, self.n_ctx_train),
+                                        n_ctx=self.n_ctx, context=self._context(command),
                                         devices=p.DevicePlan(prefill=ON_CPU, decode=ON_CPU), found_devices=[CPU])
             self._emit(self.loaded)
 
         self._hold_or_end(rid, step, end, cancellable=False)
+
+    def _context(self, command: p.LoadModel) -> p.ContextReport:
+        """The context now, at 1 KiB a token, in 1 GiB of which ``memory_percent`` is the budget;
+        it can grow as far as ``grown_budget_tokens`` says."""
+        growth = max(0, self.grown_budget_tokens - self.document_budget_tokens)
+        return p.ContextReport(n_ctx=self.n_ctx, n_ctx_train=self.n_ctx_train,
+                               mode="fixed" if command.n_ctx else "auto", kv_type=command.kv_type,
+                               kv_bytes=self.n_ctx * 1024, estimated_bytes=(100 << 20) + self.n_ctx * 1024,
+                               available_bytes=1 << 30,
+                               budget_bytes=(1 << 30) * command.memory_percent // 100,
+                               max_n_ctx=min(self.n_ctx + growth, self.n_ctx_train))
 
     def _unload(self, command: p.UnloadModel, step: Step) -> None:
         self.loaded = None
@@ -265,12 +299,16 @@ class ScriptedEngine(EngineClient):
         else:
             kept = words[:budget] if command.keep == "first" else words[len(words) - budget:]
             kept_text, kept_tokens = " ".join(kept), len(kept)
+        growth = max(0, self.grown_budget_tokens - self.document_budget_tokens)
         self._emit(p.TextMeasured(request_id=command.request_id, tokens=len(words), budget_tokens=budget, fits=fits,
-                                  kept_text=kept_text, kept_tokens=kept_tokens))
+                                  kept_text=kept_text, kept_tokens=kept_tokens,
+                                  grown_budget_tokens=budget + growth if growth else 0))
 
     def _read(self, command: p.ReadDocument, step: Step) -> None:
         rid = command.request_id
         total = _words(*(turn.content for turn in command.messages))
+        if self.grown_budget_tokens and total > self.n_ctx:  # as the worker does, with room left for questions
+            self.grow_context(rid, _steps_of_256(total + self.n_ctx - self.document_budget_tokens))
         self._emit(p.PromptProgress(request_id=rid, processed=total // 2, total=total, elapsed_ms=1.0))
 
         def end(reason: str) -> None:
@@ -303,14 +341,19 @@ def _words(*texts: str) -> int:
     return sum(len(text.split()) for text in texts)
 
 
+def _steps_of_256(tokens: int) -> int:
+    """``tokens`` rounded up to llama.cpp's context step."""
+    return -(-tokens // 256) * 256
+
+
 def _prompt_words(command: p.Answer) -> int:
     """The "tokens" an answer reads: its messages' words, or its raw prompt's."""
     return _words(*(turn.content for turn in getattr(command, "messages", ())), getattr(command, "prompt", ""))
 
 
-def _facts(model: str, n_ctx: int) -> ModelFacts:
+def _facts(model: str, n_ctx_train: int) -> ModelFacts:
     return ModelFacts(path=model, file_bytes=0, arch="scripted", name="scripted", description="a scripted engine",
-                      n_params=0, size_bytes=0, n_ctx_train=n_ctx, n_embd=0, n_layer=0, n_layer_mtp=0, n_vocab=0,
+                      n_params=0, size_bytes=0, n_ctx_train=n_ctx_train, n_embd=0, n_layer=0, n_layer_mtp=0, n_vocab=0,
                       is_recurrent=False, is_hybrid=False, supports_rollback=True, has_chat_template=True,
                       backend_version="scripted")
 

@@ -37,10 +37,10 @@ class Library:
         self.documents = DocumentStore(self.store.db)
         self.clients: list[InprocClient] = []
 
-    def engine(self) -> InprocClient:
+    def engine(self, n_ctx: int = 4096) -> InprocClient:
         client = InprocClient(telemetry_interval_ms=0, data_dir=self.folder)
         client.start()
-        client.load_model(str(self.model), n_ctx=4096)
+        client.load_model(str(self.model), n_ctx=n_ctx)
         self.clients.append(client)
         return client
 
@@ -178,7 +178,8 @@ def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_a
     doc = document(6000)
     measured = events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0]
     assert not measured.fits and measured.budget_tokens < measured.tokens
-    with pytest.raises(DocumentTooLong, match=f"{measured.tokens - measured.budget_tokens:,} too many"):
+    assert measured.grown_budget_tokens == measured.budget_tokens + 8192 - 4096, "it could grow to the trained 8k"
+    with pytest.raises(DocumentTooLong, match=f"{measured.tokens - measured.grown_budget_tokens:,} too many"):
         check_fit(doc, measured, "all")
     for part in ("first", "last"):
         cut = events_of(client, fit_command(doc.text, part), p.TextMeasured)[0]
@@ -190,11 +191,11 @@ def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_a
 
 def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
     lib = libraries("room")
-    client = lib.engine()
+    client = lib.engine(n_ctx=8192)  # the trained length: it cannot grow
     stored, events = lib.load(client, document(300))
     assert [e for e in events if isinstance(e, p.DocumentRead)][0].finish_reason == "stop"
     conversation = stored.conversation.id
-    second = document(600, seed=2)
+    second = document(1800, seed=2)
     alone = events_of(client, fit_command(second.text, "all"), p.TextMeasured)[0]
     assert alone.fits, "the second document fits an empty context"
 
@@ -202,7 +203,7 @@ def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
     room = room_after(events_of(client, history_command(history), p.TextMeasured)[0], len(history))
     assert room.held_tokens > stored.document.tokens and room.budget_tokens == alone.budget_tokens - room.held_tokens
     after = events_of(client, fit_command(second.text, "all", room), p.TextMeasured)[0]
-    assert not after.fits and after.budget_tokens == room.budget_tokens
+    assert not after.fits and after.budget_tokens == after.grown_budget_tokens == room.budget_tokens
     with pytest.raises(DocumentTooLong, match=f"after the {room.held_tokens:,} tokens already in this conversation"):
         check_fit(second, after, "all", room)
 
@@ -215,6 +216,21 @@ def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
     assert read.finish_reason == "stop" and read.tokens >= cut.kept_tokens, "both documents fit the context"
     answer = lib.ask(client, conversation, "Which word comes last?", more.message.id)
     assert answer.finished.finish_reason in ("stop", "length") and answer.finished.snapshot.restored
+
+
+def test_a_document_longer_than_the_context_is_read_whole_in_a_longer_one(libraries):
+    lib = libraries("grows")
+    client = lib.engine(n_ctx=2048)
+    doc = document(1200)
+    measured = events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0]
+    assert not measured.fits and measured.tokens <= measured.grown_budget_tokens
+    stored, events = lib.load(client, doc)
+    events = list(events)
+    (grown,) = [e for e in events if isinstance(e, p.ContextGrown)]
+    read = [e for e in events if isinstance(e, p.DocumentRead)][0]
+    assert grown.previous_n_ctx == 2048 and grown.context.n_ctx > read.tokens >= measured.tokens
+    answer = lib.ask(client, stored.conversation.id, "Which word comes last?", stored.message.id)
+    assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40
 
 
 def test_chunks_are_the_batch_size_and_a_replay_feeds_the_same_chunks(libraries):

@@ -19,7 +19,7 @@ TOO_LONG = "lighthouse keeper " * 30_000  # more tokens than the tiny model's co
 def _fail_a_turn(app) -> str:
     """Send a message the context cannot hold; the banner's error text."""
     app.send_and_wait(TOO_LONG)
-    app.qtbot.waitUntil(lambda: "the prompt needs" in app.window.banner.text(), timeout=30_000)
+    app.qtbot.waitUntil(lambda: "tokens of context, but" in app.window.banner.text(), timeout=30_000)
     return app.window.banner.text()
 
 

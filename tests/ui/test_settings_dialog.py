@@ -17,13 +17,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.settings import NO_NPU_MESSAGE, Settings
-from ui.views.settings_dialog import SEED_MESSAGE, SettingsDialog
+from app.services.context_info import context_details
+from app.services.settings import NO_NPU_MESSAGE, Settings, context_key
+from engine.protocol import ContextReport
+from ui.views.settings_dialog import NO_MODEL_DETAILS, SEED_MESSAGE, SettingsDialog
 
 INPUT_NAMES = (
     "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens", "draft_kind", "draft_path",
-    "draft_max", "device_policy", "snapshot_budget_gib", "data_folder", "highlight_drafts",
+    "draft_max", "device_policy", "context_auto", "context_tokens", "kv_cache_8bit", "memory_budget_percent",
+    "snapshot_budget_gib", "data_folder", "highlight_drafts",
 )  # fmt: skip
+REPORT = ContextReport(n_ctx=32768, n_ctx_train=262144, mode="auto", kv_type="f16", kv_bytes=384 << 20,
+                       estimated_bytes=1900 << 20, available_bytes=16 << 30, budget_bytes=11 << 30, max_n_ctx=262144)
 
 
 @pytest.fixture
@@ -90,7 +95,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 12
+    assert len(labels) == 15
     assert all(label.isHidden() for label in labels)
 
 
@@ -211,3 +216,59 @@ def test_tab_order_follows_the_form(open_dialog):
         if widget is start:
             break
     assert seen == list(INPUT_NAMES)
+
+
+def test_the_model_group_shows_the_current_models_context_and_what_the_loaded_model_got(open_dialog, gguf):
+    other = str(gguf.with_name("other.gguf"))
+    given = Settings(contexts={context_key(str(gguf)): 16384, context_key(other): 4096}, kv_cache_8bit=True,
+                     memory_budget_percent=50)
+    dialog = open_dialog(given, model_path=str(gguf), context=REPORT)
+    auto, tokens = child(dialog, QCheckBox, "context_auto"), child(dialog, QSpinBox, "context_tokens")
+    assert not auto.isChecked() and tokens.isEnabled() and tokens.value() == 16384
+    assert child(dialog, QCheckBox, "kv_cache_8bit").isChecked()
+    assert child(dialog, QSpinBox, "memory_budget_percent").value() == 50
+    details = child(dialog, QLabel, "context_details").text()
+    assert details == context_details(REPORT) and "32,768 tokens (auto)" in details and "262,144" in details
+    assert dialog.form_settings() == given
+
+    auto.setChecked(True)
+    assert not tokens.isEnabled()
+    child(dialog, QCheckBox, "kv_cache_8bit").setChecked(False)
+    child(dialog, QSpinBox, "memory_budget_percent").setValue(85)
+    press_ok(dialog)
+    assert dialog.result_settings == Settings(contexts={context_key(other): 4096}, memory_budget_percent=85), \
+        "Auto drops the current model's entry; other models keep theirs"
+
+
+def test_a_fixed_context_is_kept_for_the_current_model_only(open_dialog, gguf):
+    dialog = open_dialog(Settings(), model_path=str(gguf))
+    tokens = child(dialog, QSpinBox, "context_tokens")
+    assert child(dialog, QCheckBox, "context_auto").isChecked() and not tokens.isEnabled()
+    assert child(dialog, QLabel, "context_details").text() == NO_MODEL_DETAILS
+    child(dialog, QCheckBox, "context_auto").setChecked(False)
+    tokens.setValue(65536)
+    press_ok(dialog)
+    assert dialog.result_settings.contexts == {context_key(str(gguf)): 65536}
+    assert dialog.result_settings.context_for(str(gguf)) == 65536
+
+
+def test_out_of_range_context_and_budget_show_the_rules_messages(open_dialog, gguf):
+    dialog = open_dialog(Settings(), model_path=str(gguf))
+    child(dialog, QCheckBox, "context_auto").setChecked(False)
+    child(dialog, QSpinBox, "context_tokens").setValue(100)
+    child(dialog, QSpinBox, "memory_budget_percent").setValue(99)
+    press_ok(dialog)
+    assert dialog.isVisible() and dialog.result_settings is None
+    assert error_text(dialog, "contexts").startswith("A context must be Auto or between 256 and")
+    assert "got 100" in error_text(dialog, "contexts")
+    assert error_text(dialog, "memory_budget_percent").startswith("The memory budget")
+    assert dialog.focusWidget() is child(dialog, QSpinBox, "context_tokens")
+
+
+def test_without_a_model_file_the_context_cannot_be_set_and_is_left_as_it_was(open_dialog, gguf):
+    given = Settings(contexts={context_key(str(gguf)): 8192})
+    dialog = open_dialog(given)
+    assert not child(dialog, QCheckBox, "context_auto").isEnabled()
+    assert not child(dialog, QSpinBox, "context_tokens").isEnabled()
+    press_ok(dialog)
+    assert dialog.result_settings == given

@@ -32,6 +32,7 @@ def make_telemetry(**changes) -> Telemetry:
         ttft_ms=120.0,
         draft_acceptance=0.734,
         phase_devices={"prefill": "cpu", "decode": "cpu"},
+        kv_allocated_bytes=512 * MIB,
     )
     fields.update(changes)
     return Telemetry(**fields)
@@ -54,7 +55,7 @@ def panel(qtbot) -> TelemetryPanel:
 def test_values_has_exactly_the_documented_keys_and_labels(panel):
     assert list(panel.values()) == [
         "prefill_rate", "decode_rate", "ttft", "draft_acceptance", "memory", "model_size",
-        "state_fixed", "state_kv", "cpu_temperature", "throttling", "prefill_device", "decode_device",
+        "state_fixed", "state_kv", "kv_cache", "cpu_temperature", "throttling", "prefill_device", "decode_device",
     ]
     for key in VALUE_KEYS:
         assert isinstance(panel.findChild(QLabel, f"telemetry_{key}"), QLabel), key
@@ -77,6 +78,7 @@ def test_show_telemetry_updates_every_value(panel):
         "model_size": "1.20 GiB",
         "state_fixed": "12.0 MiB",
         "state_kv": "36.0 MiB",
+        "kv_cache": "36.0 MiB / 512.0 MiB (7 %)",
         "cpu_temperature": "61 \u00b0C",
         "throttling": "not throttled",
         "prefill_device": "cpu",
@@ -85,6 +87,15 @@ def test_show_telemetry_updates_every_value(panel):
     assert panel.findChild(QLabel, "telemetry_decode_rate").text() == "18.5 tok/s"
     assert panel.state_bar.parts() == (12 * MIB, 36 * MIB)
     assert panel.state_bar.fixed_fraction() == pytest.approx(0.25)
+
+
+def test_the_kv_cache_row_shows_the_part_in_use_of_what_the_context_allocated(panel):
+    panel.show_telemetry(make_telemetry(state_kv_bytes=384 * MIB, kv_allocated_bytes=512 * MIB))
+    assert panel.values()["kv_cache"] == "384.0 MiB / 512.0 MiB (75 %)"
+    panel.show_telemetry(make_telemetry(state_kv_bytes=0, kv_allocated_bytes=0))  # no attention cache (or no model)
+    assert panel.values()["kv_cache"] == DASH
+    panel.clear()
+    assert panel.values()["kv_cache"] == DASH
 
 
 def test_idle_rates_read_idle(panel):

@@ -1,5 +1,6 @@
-"""The attention cache a context needs, from a model file's metadata, and the refusal of a context
-that cannot fit (issue 16, point 6). The estimate is checked against what llama.cpp really keeps
+"""The memory a context needs, from a model file's metadata: the attention cache (issue 16, point
+6), the recurrent state, the automatic context and the 8-bit cache (issue 19), and the refusal of a
+context that cannot fit. The estimate is checked against what llama.cpp really keeps
 per token; the refusal through a real worker is in tests/process/test_numeric_ranges.py."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import pytest
 
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
-from engine.context_memory import CONTEXT_STEP, AttentionCache, attention_cache, check_context_fits
+from engine.context_memory import (
+    CONTEXT_STEP, AttentionCache, ModelMemory, attention_cache, model_memory, plan_context, recurrent_bytes,
+)
 from engine.model_files import check_model_file
 from engine.session import open_session
 
@@ -76,27 +79,61 @@ def test_the_estimate_is_what_llama_cpp_keeps_per_token(request, model):
     assert estimate > 0 and 0 <= per_token - estimate <= 32
 
 
-def test_a_context_that_cannot_fit_is_refused_with_the_need_and_what_fits(hybrid_tiny):
-    metadata = check_model_file(hybrid_tiny)
-    cache = attention_cache(metadata)
+def test_the_recurrent_estimate_is_what_llama_cpp_keeps(hybrid_tiny):
+    """The fixed part of a hybrid's state, from the metadata, equals llama.cpp's own (one plane)."""
+    session = open_session(str(hybrid_tiny), n_ctx=512)
+    try:
+        session.feed(session.model.tokenize("a few words", add_special=False, parse_special=False))
+        measured = session.context.state_size(0, STATE_PARTIAL_ONLY)
+    finally:
+        session.close()
+    estimate = recurrent_bytes(check_model_file(hybrid_tiny))
+    assert estimate > 0 and 0 <= measured - estimate <= 256  # llama.cpp adds a few bytes of bookkeeping
+
+
+def memory_of(path) -> ModelMemory:
+    return model_memory(path, check_model_file(path))
+
+
+def test_a_fixed_context_that_cannot_fit_is_refused_with_the_need_and_what_fits(hybrid_tiny):
+    memory = memory_of(hybrid_tiny)
     available = 3 * GIB
     with pytest.raises(ModelLoadError) as refused:
-        check_context_fits(hybrid_tiny, metadata, 2**31 - 1, available=available)
-    fits = available // cache.full_bytes_per_token // CONTEXT_STEP * CONTEXT_STEP
-    assert refused.value.reason == (
-        f"a context of 2147483647 tokens needs at least {cache.bytes_for(2**31 - 1) / GIB:,.1f} GiB of memory for its "
-        f"attention cache, but only 3.0 GiB is available; choose a shorter context: about {fits} tokens fit now")
-    assert cache.bytes_for(fits) <= available < cache.bytes_for(fits + CONTEXT_STEP)
-    check_context_fits(hybrid_tiny, metadata, fits, available=available)  # what it suggests is accepted
+        plan_context(hybrid_tiny, memory, 2**31 - 1, available=available)
+    reason = refused.value.reason
+    assert reason.startswith("a context of 2147483647 tokens needs about ") and "but only 3.0 GiB is available" in reason
+    fits = int(reason.split("about ")[-1].split(" tokens fit")[0])
+    assert memory.total_bytes(fits) <= available < memory.total_bytes(fits + CONTEXT_STEP)
+    assert plan_context(hybrid_tiny, memory, fits, available=available).n_ctx == fits  # what it suggests is accepted
+    assert "8-bit KV cache" in reason
+
+
+def test_auto_is_the_longest_context_the_budget_holds_capped_at_the_trained_length(hybrid_tiny):
+    memory = memory_of(hybrid_tiny)
+    roomy = plan_context(hybrid_tiny, memory, None, available=64 * GIB)
+    assert (roomy.mode, roomy.n_ctx) == ("auto", memory.n_ctx_train)
+    budget = memory.total_bytes(1024) + memory.kv_bytes(100)  # 1,024 tokens and a little: not 1,280
+    small = plan_context(hybrid_tiny, memory, None, available=budget * 100 // 70 + 1)
+    assert small.n_ctx == 1024 and small.estimated_bytes <= small.budget_bytes
+    with pytest.raises(ModelLoadError, match=r"an automatic context may use 35 % of the"):
+        plan_context(hybrid_tiny, memory, None, percent=35, available=budget * 100 // 70 + 1)
+
+
+def test_the_8_bit_cache_takes_17_32_of_the_16_bit_one_and_holds_more_tokens(smollm2):
+    memory = memory_of(smollm2)
+    assert memory.kv_bytes(8192, "q8_0") * 32 == memory.kv_bytes(8192) * 17
+    available = memory.total_bytes(4096) * 100 // 70
+    assert plan_context(smollm2, memory, None, kv_type="q8_0", available=available).n_ctx > \
+        plan_context(smollm2, memory, None, available=available).n_ctx
 
 
 def test_when_nothing_fits_it_says_so(hybrid_tiny):
-    with pytest.raises(ModelLoadError, match="even the shortest context does not fit now"):
-        check_context_fits(hybrid_tiny, check_model_file(hybrid_tiny), 8192, available=1000)
+    with pytest.raises(ModelLoadError, match="close other programs, or choose a smaller model"):
+        plan_context(hybrid_tiny, memory_of(hybrid_tiny), None, available=1000)
 
 
 def test_open_session_refuses_before_loading_anything(smollm2):
     started = time.monotonic()
-    with pytest.raises(ModelLoadError, match=r"needs at least [\d,.]+ GiB of memory .* shorter context"):
+    with pytest.raises(ModelLoadError, match=r"needs about [\d,.]+ GiB of memory .* shorter context"):
         open_session(str(smollm2), n_ctx=2**31 - 1)
     assert time.monotonic() - started < 5  # the file's metadata only, no weights and no context

@@ -43,18 +43,28 @@ class DocumentProgress(QWidget):
 
 
 class PartChoice(QMessageBox):
-    """A document too long for the context: read its first part, its last part, or nothing.
+    """A document too long for the context: read its first part, its last part, or nothing; and,
+    when the context can grow to hold it (``whole_tokens`` given), first of all: read all of it.
 
-    The text says by how much it is too long and that a model with a longer context would read
-    all of it; nothing is cut unless one of the parts is chosen.
+    The text says by how much it is too long and what would read all of it; nothing is cut unless
+    one of the parts is chosen.
     """
 
-    part_chosen = Signal(str)  # "first" | "last"
+    part_chosen = Signal(str)  # "all" | "first" | "last"
 
-    def __init__(self, text: str, parent: QWidget | None = None) -> None:
-        super().__init__(QMessageBox.Icon.Warning, "The document does not fit", text,
+    def __init__(self, text: str, parent: QWidget | None = None, *, whole_tokens: int | None = None) -> None:
+        grows = whole_tokens is not None
+        super().__init__(QMessageBox.Icon.Question if grows else QMessageBox.Icon.Warning,
+                         "The document needs a longer context" if grows else "The document does not fit", text,
                          QMessageBox.StandardButton.Cancel, parent)
         self.setObjectName("document_part_choice")
+        self.all: QPushButton | None = None
+        if grows:
+            self.all = self.addButton(f"Read all of it (needs {whole_tokens:,} tokens, fits in memory)",
+                                      QMessageBox.ButtonRole.AcceptRole)
+            self.all.setObjectName("document_part_all")
+            self.all.clicked.connect(lambda: self.part_chosen.emit("all"))
+            self.setDefaultButton(self.all)
         self.first = self.addButton("Read the first part", QMessageBox.ButtonRole.AcceptRole)
         self.last = self.addButton("Read the last part", QMessageBox.ButtonRole.AcceptRole)
         self.first.setObjectName("document_part_first")

@@ -1,7 +1,9 @@
 """The Models page: the catalogue (each model with its one-line description and licence, each
 quantization with its memory-fit badge and size), downloads with progress, speed, time left and
 Cancel, the installed models with Delete (the embedded model is listed too, and cannot be
-deleted), and Import of a GGUF file.
+deleted), and Import of a GGUF file. Each quantization shows the context this machine's memory
+budget holds next to the trained maximum and what a transformer of equal size would hold, and the
+selected one is drawn in a chart of memory against context (:mod:`ui.views.context_chart`).
 
 It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it. What an
 action ends with (a download, an import, a removal, or why it failed) is said here, in the status
@@ -19,14 +21,17 @@ from PySide6.QtWidgets import (
     QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
 )
 
+from model_store.catalogue_schema import CatalogueError
 from ui.formatting import fmt_bytes, fmt_duration
 from ui.model_manager import ModelManager
+from ui.views.context_chart import ChartModel, ContextChart
 
 FIT_TEXT = {"fits": "fits", "tight": "tight: may swap", "too_big": "too big"}
 FIT_COLOUR = {"fits": Qt.GlobalColor.darkGreen, "tight": Qt.GlobalColor.darkYellow, "too_big": Qt.GlobalColor.red}
 REF_ROLE = Qt.ItemDataRole.UserRole
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalogue model's id, on its row
 EMBEDDED_NOTE = "comes with Hearth; it cannot be deleted"
+STATUS_COLUMN, CONTEXT_COLUMN = 3, 4
 
 
 class DownloadRow(QWidget):
@@ -82,9 +87,10 @@ class ModelsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("models_dialog")
         self.setWindowTitle("Models")
-        self.resize(900, 640)
+        self.resize(960, 820)
         self.manager = manager
         self.rows: dict[str, DownloadRow] = {}
+        self.listing: dict | None = None
         self._build()
         manager.listing_changed.connect(self.show_listing)
         manager.download_progress.connect(self._progress)
@@ -97,8 +103,10 @@ class ModelsDialog(QDialog):
         self.memory = QLabel()
         self.catalogue = QTreeWidget()
         self.catalogue.setObjectName("catalogue")
-        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status"])
+        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Context here (trained; transformer)"])
         self.catalogue.setColumnWidth(0, 300)
+        self.catalogue.setColumnWidth(STATUS_COLUMN, 90)
+        self.chart = ContextChart()
         self.catalogue.itemSelectionChanged.connect(self._selection_changed)
         self.catalogue.itemActivated.connect(lambda *_: self._download_selected())
         self.download_button = QPushButton("&Download")
@@ -117,6 +125,7 @@ class ModelsDialog(QDialog):
         self.import_button.clicked.connect(self._import)
         layout.addWidget(self.memory)
         layout.addWidget(self.catalogue, 3)
+        layout.addWidget(self.chart, 2)
         layout.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addLayout(self.downloads)
         layout.addWidget(self.status)
@@ -131,8 +140,10 @@ class ModelsDialog(QDialog):
 
     def show_listing(self, listing: dict) -> None:
         selected = self.selected_ref()
+        self.listing = listing
         self.memory.setText(f"Memory advice for this machine: {fmt_bytes(listing['available_memory_bytes'])} "
-                            "available now. ★ marks the recommended quantization.")
+                            f"available now, of which an automatic context may fill "
+                            f"{listing['memory_budget_percent']} %. ★ marks the recommended quantization.")
         self.catalogue.clear()
         for entry in listing["catalogue"]:
             self._add_entry(entry)
@@ -187,11 +198,12 @@ class ModelsDialog(QDialog):
             fit = f"{FIT_TEXT[variant['fit']]}{star}"
             ref = f"{entry['id']}:{variant['quant']}"
             status = "installed" if variant["installed_id"] else ("downloading" if ref in self.rows else "")
-            child = QTreeWidgetItem([variant["quant"], size, fit, status])
+            child = QTreeWidgetItem([variant["quant"], size, fit, status, _context_text(entry, variant)])
             child.setData(0, REF_ROLE, ref)
             child.setForeground(2, QBrush(FIT_COLOUR[variant["fit"]]))
             child.setToolTip(2, f"needs about {fmt_bytes(variant['needed_bytes'])} at "
                                 f"{entry['context_tokens']:,} tokens of context")
+            child.setToolTip(CONTEXT_COLUMN, _context_tooltip(entry, variant))
             item.addChild(child)
         return item
 
@@ -215,8 +227,20 @@ class ModelsDialog(QDialog):
 
     def _selection_changed(self) -> None:
         items = self.catalogue.selectedItems()
-        can = bool(items) and items[0].text(3) == "" and items[0].data(0, REF_ROLE) not in self.rows
+        can = bool(items) and items[0].text(STATUS_COLUMN) == "" and items[0].data(0, REF_ROLE) not in self.rows
         self.download_button.setEnabled(can)
+        self.chart.show_model(self._chart_model(self.selected_ref()))
+
+    def _chart_model(self, ref: str | None) -> ChartModel | None:
+        """The selected quantization's memory against context, from the catalogue the listing was read from."""
+        if ref is None or self.listing is None or self.manager.catalogue is None:
+            return None
+        try:
+            entry, file = self.manager.catalogue.resolve(ref)
+        except CatalogueError:
+            return None
+        return ChartModel.of(entry, file.size_bytes, self.listing["available_memory_bytes"],
+                             self.listing["memory_budget_percent"])
 
     def _download_selected(self) -> None:
         ref = self.selected_ref()
@@ -246,7 +270,7 @@ class ModelsDialog(QDialog):
     def _set_status_of(self, ref: str, text: str) -> None:
         item = self.variant_item(ref)
         if item is not None:
-            item.setText(3, text)
+            item.setText(STATUS_COLUMN, text)
         self._selection_changed()
 
     def _action_ended(self, ok: bool, text: str) -> None:
@@ -273,3 +297,16 @@ class ModelsDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "Import a model", "", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.manager.import_file(path)
+
+
+def _context_text(entry: dict, variant: dict) -> str:
+    """``"1,257,984 (262,144; 314,880)"``: what the memory budget holds, the trained maximum, a transformer's."""
+    return (f"{variant['max_context_tokens']:,} ({entry['context_length']:,}; "
+            f"{variant['transformer_max_context_tokens']:,})")
+
+
+def _context_tooltip(entry: dict, variant: dict) -> str:
+    held = min(variant["max_context_tokens"], entry["context_length"])
+    return (f"The memory budget holds {variant['max_context_tokens']:,} tokens of context with this file; it was "
+            f"trained on up to {entry['context_length']:,}, so an automatic context gets {held:,}. A transformer "
+            f"of equal size would hold {variant['transformer_max_context_tokens']:,}.")

@@ -10,6 +10,10 @@ Design:
   the dialog stays open and the first invalid field gets focus.
 * Fields the form does not edit (``model``, ``schema_version``) are carried over unchanged, and
   their messages are not shown here: the model is chosen elsewhere.
+* The Model group edits the context of the current model only (``model_path``, its entry in
+  ``Settings.contexts``; Auto removes the entry), and shows what the loaded model got
+  (:func:`app.services.context_info.context_details`). Its number boxes allow more than the rules
+  do, so an out-of-range value gets the rules' message rather than a silent clamp.
 * Widgets are created in form order, so Tab follows the form; Enter presses OK (the Browse
   buttons are not auto-default) and Esc cancels.
 """
@@ -35,22 +39,31 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.services.context_info import context_details
 from app.services.settings import (
+    AUTO_CONTEXT,
+    CONTEXT_RANGE,
     DRAFT_MAX_RANGE,
     MAX_TOKENS_RANGE,
     SNAPSHOT_BUDGET_GIB_RANGE,
     Settings,
+    context_key,
     validate_settings,
 )
+from engine.protocol import ContextReport
 
 SEED_MESSAGE = "Seed must be a whole number, or empty for a random seed."
+NO_MODEL_DETAILS = "No model is loaded yet."
+NO_MODEL_FILE = "The current model's file was not found, so its context cannot be set."
+SUGGESTED_CONTEXT = 8192  # what the tokens box offers when the context is Auto and no model is loaded
 ERROR_STYLE = "color: #c62828;"  # a red that stays readable on light and dark backgrounds
 DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"))
 DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
 # Settings field -> the form field whose error label and focus stand for it, in form order.
 FORM_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens",
-    "draft", "draft_max", "device_policy", "snapshot_budget_gib", "data_folder", "highlight_drafts",
+    "draft", "draft_max", "device_policy", "contexts", "kv_cache_8bit", "memory_budget_percent",
+    "snapshot_budget_gib", "data_folder", "highlight_drafts",
 )  # fmt: skip
 
 
@@ -83,20 +96,25 @@ def _browse_button() -> QPushButton:
 
 class SettingsDialog(QDialog):
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False,
-                 npu_label: str = "NPU") -> None:
+                 npu_label: str = "NPU", model_path: str | None = None, context: ContextReport | None = None) -> None:
+        """``model_path``: the current model's file (None: its context cannot be set); ``context``:
+        what the loaded model got (None while none is loaded)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.result_settings: Settings | None = None
         self._base = settings
         self._npu_available = npu_available
         self._npu_label = npu_label
+        self._model_path = model_path
+        self._context = context
         self._errors: dict[str, QLabel] = {}
         layout = QVBoxLayout(self)
-        for group in (self._sampling_group(), self._drafting_group(), self._device_group(),
+        for group in (self._sampling_group(), self._drafting_group(), self._device_group(), self._model_group(),
                       self._storage_group(), self._display_group()):  # fmt: skip
             layout.addWidget(group)
         layout.addWidget(self._button_box())
         self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
+        self.context_auto.toggled.connect(self._update_context_enabled)
         self._fill(settings)
 
     # --- building the form ----------------------------------------------------------------------
@@ -155,6 +173,33 @@ class SettingsDialog(QDialog):
         group.setLayout(form)
         return group
 
+    def _model_group(self) -> QGroupBox:
+        group, form = QGroupBox("Model"), QFormLayout()
+        self.context_auto = QCheckBox("&Auto", objectName="context_auto")
+        self.context_auto.setToolTip("The longest context the memory budget holds, up to what the model was "
+                                     "trained on")
+        self.context_tokens = _spin("context_tokens", 1, CONTEXT_RANGE[1])
+        self.context_tokens.setSuffix(" tokens")
+        self.context_tokens.setSingleStep(1024)
+        self.context_tokens.setGroupSeparatorShown(True)
+        self.kv_cache_8bit = QCheckBox("&8-bit KV cache (about half the attention memory)", objectName="kv_cache_8bit")
+        self.memory_budget_percent = _spin("memory_budget_percent", 1, 100)
+        self.memory_budget_percent.setSuffix(" %")
+        self.memory_budget_percent.setToolTip("The share of the memory available at load time an automatic "
+                                              "context may fill, with the model")
+        details = context_details(self._context) if self._context is not None else NO_MODEL_DETAILS
+        self.context_details = QLabel(details, objectName="context_details", wordWrap=True)
+        self._row(form, "Conte&xt:", "contexts", self.context_auto, self.context_tokens)
+        form.addRow("", self.context_details)
+        self._row(form, "", "kv_cache_8bit", self.kv_cache_8bit)
+        self._row(form, "Memory b&udget for automatic context:", "memory_budget_percent", self.memory_budget_percent)
+        if self._model_path is None:
+            for widget in (self.context_auto, self.context_tokens):
+                widget.setEnabled(False)
+                widget.setToolTip(NO_MODEL_FILE)
+        group.setLayout(form)
+        return group
+
     def _storage_group(self) -> QGroupBox:
         group, form = QGroupBox("Storage"), QFormLayout()
         low, high = SNAPSHOT_BUDGET_GIB_RANGE
@@ -204,10 +249,26 @@ class SettingsDialog(QDialog):
         self.draft_path.setText(path if kind == "model" else "")
         self.draft_max.setValue(s.draft_max)
         self.device_policy.setCurrentIndex(max(self.device_policy.findData(s.device_policy), 0))
+        tokens = s.context_for(self._model_path) if self._model_path is not None else AUTO_CONTEXT
+        self.context_auto.setChecked(tokens == AUTO_CONTEXT)
+        self.context_tokens.setValue(tokens or (self._context.n_ctx if self._context else SUGGESTED_CONTEXT))
+        self.kv_cache_8bit.setChecked(s.kv_cache_8bit)
+        self.memory_budget_percent.setValue(s.memory_budget_percent)
         self.snapshot_budget_gib.setValue(s.snapshot_budget_gib)
         self.data_folder.setText(s.data_folder)
         self.highlight_drafts.setChecked(s.highlight_drafts)
         self._update_draft_path_enabled()
+        self._update_context_enabled()
+
+    def _contexts(self) -> dict[str, int]:
+        """The settings' contexts with the current model's as the form says (Auto: no entry)."""
+        contexts = dict(self._base.contexts)
+        if self._model_path is not None:
+            key = context_key(self._model_path)
+            contexts.pop(key, None)
+            if not self.context_auto.isChecked():
+                contexts[key] = self.context_tokens.value()
+        return contexts
 
     def _seed_value(self) -> tuple[int | None, str | None]:
         """The seed the text stands for (None = random), or a message when it is not a number."""
@@ -236,6 +297,9 @@ class SettingsDialog(QDialog):
             draft=self._draft_text(),
             draft_max=self.draft_max.value(),
             device_policy=self.device_policy.currentData(),
+            contexts=self._contexts(),
+            kv_cache_8bit=self.kv_cache_8bit.isChecked(),
+            memory_budget_percent=self.memory_budget_percent.value(),
             snapshot_budget_gib=self.snapshot_budget_gib.value(),
             data_folder=self.data_folder.text().strip(),
             highlight_drafts=self.highlight_drafts.isChecked(),
@@ -259,6 +323,8 @@ class SettingsDialog(QDialog):
     def _focus_widget(self, field: str) -> QWidget:
         if field == "draft":
             return self.draft_path if self.draft_kind.currentData() == "model" else self.draft_kind
+        if field == "contexts":
+            return self.context_tokens
         return getattr(self, field)
 
     def accept(self) -> None:
@@ -278,6 +344,9 @@ class SettingsDialog(QDialog):
         wants_path = self.draft_kind.currentData() == "model"
         self.draft_path.setEnabled(wants_path)
         self.draft_browse.setEnabled(wants_path)
+
+    def _update_context_enabled(self) -> None:
+        self.context_tokens.setEnabled(self._model_path is not None and not self.context_auto.isChecked())
 
     def _browse_draft_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a draft model", self.draft_path.text(), "GGUF models (*.gguf)")

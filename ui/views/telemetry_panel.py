@@ -16,7 +16,8 @@ Design:
 * Speeds get a :class:`~ui.views.sparkline.Sparkline` each (one sample per telemetry event, idle
   samples included, so the time axis stays regular); state memory gets a
   :class:`~ui.views.state_bar.StateBar` showing the fixed (recurrent) versus growing (attention
-  KV) split.
+  KV) split, and the KV row under it the attention cache in use against what the context
+  allocated for all its tokens (``Telemetry.kv_allocated_bytes``).
 * A phase's device row shows the device that last *ran* the phase (``Telemetry.phase_devices``)
   over the planned one, naming the plan when they differ; the plan's reason sits below it in a
   small wrapped label and in the tooltip.
@@ -46,7 +47,7 @@ from ui.views.state_bar import StateBar
 
 VALUE_KEYS: tuple[str, ...] = (
     "prefill_rate", "decode_rate", "ttft", "draft_acceptance", "memory", "model_size",
-    "state_fixed", "state_kv", "cpu_temperature", "throttling", "prefill_device", "decode_device",
+    "state_fixed", "state_kv", "kv_cache", "cpu_temperature", "throttling", "prefill_device", "decode_device",
 )
 
 ROW_TITLES: dict[str, str] = {
@@ -58,6 +59,7 @@ ROW_TITLES: dict[str, str] = {
     "model_size": "Model size",
     "state_fixed": "Fixed (recurrent)",
     "state_kv": "Growing (attention KV)",
+    "kv_cache": "KV in use / allocated",
     "cpu_temperature": "CPU temperature",
     "throttling": "Throttling",
     "prefill_device": "Prefill on",
@@ -175,6 +177,7 @@ class TelemetryPanel(QWidget):
         self._add_value_row(rows, "model_size")
         self._add_value_row(rows, "state_fixed")
         self._add_value_row(rows, "state_kv")
+        self._add_value_row(rows, "kv_cache")
         rows.add_full_width(self.state_bar)
         rows.add_full_width(_heading("CPU"))
         self._add_value_row(rows, "cpu_temperature")
@@ -205,6 +208,7 @@ class TelemetryPanel(QWidget):
         if t.model_bytes > 0:  # 0 while a model loads or unloads: the last known size stays
             self._set("model_size", fmt_bytes(t.model_bytes))
         self._show_state(t.state_fixed_bytes, t.state_kv_bytes)
+        self._set("kv_cache", _kv_cache_text(t.state_kv_bytes, t.kv_allocated_bytes))
         self._set("cpu_temperature", fmt_temperature(t.cpu_temp_c))
         self._show_throttling(fmt_throttle(t.throttled, t.cpu_freq_mhz, t.cpu_freq_max_mhz), t.throttled is True)
         self._ran_devices = dict(t.phase_devices)
@@ -263,6 +267,14 @@ class TelemetryPanel(QWidget):
     def values(self) -> dict[str, str]:
         """The text currently displayed for each key of :data:`VALUE_KEYS`."""
         return {key: self._labels[key].text() for key in VALUE_KEYS}
+
+
+def _kv_cache_text(used_bytes: int | None, allocated_bytes: int) -> str:
+    """``"36.0 MiB / 512.0 MiB (7 %)"``: the attention cache in use of the one allocated; "—" when none is."""
+    if allocated_bytes <= 0:
+        return NO_VALUE
+    used = used_bytes or 0
+    return f"{fmt_bytes(used)} / {fmt_bytes(allocated_bytes)} ({100 * used / allocated_bytes:.0f} %)"
 
 
 def _rate_text(phase: str, tok_s: float, running: str) -> str:

@@ -1,0 +1,101 @@
+"""The Models page's chart of memory against context: its crossing points, its scales, and the
+widget painting offscreen at several sizes."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QPalette
+
+from model_store.catalogue import load_catalogue
+from model_store.fit import CONTEXT_STEP, LONGEST_CONTEXT, headroom
+from ui.views.context_chart import EMPTY_TEXT, ChartModel, ContextChart, crossing, gib_step, short_tokens, token_range
+
+GIB = 1024**3
+AVAILABLE = 8 * GIB
+
+
+def linear(fixed: int, per_token: int):
+    return lambda n_ctx: fixed + per_token * n_ctx
+
+
+def test_a_line_crosses_a_level_at_the_longest_context_within_it():
+    line = linear(1_000_000, 1000)
+    assert crossing(line, 1_000_000 + 1000 * 5120) == 5120, "exactly on the level"
+    assert crossing(line, 1_000_000 + 1000 * 5375) == 5120, "rounded down to llama.cpp's step of 256"
+    assert crossing(line, 1_000_000 + 1000 * 5376) == 5376
+    assert crossing(line, 1_000_000 + 1000 * 255) is None, "not even 256 tokens fit"
+    assert crossing(linear(0, 1), 10**12) == LONGEST_CONTEXT, "a line that stays under the level stops at the cap"
+    assert crossing(line, 1_000_000 + 1000 * 9000, cap=4096) == 4096
+
+
+def test_the_axes_span_past_the_trained_length_and_every_crossing():
+    assert token_range(8192, [None, 2048]) == (256, 16384)
+    assert token_range(262_144, [1_244_672, 311_552]) == (256, 2**21)
+    assert token_range(2**23, [LONGEST_CONTEXT]) == (256, LONGEST_CONTEXT)
+    assert [short_tokens(n) for n in (256, 1024, 65536, 262_144, 2**20, 2**24)] == ["256", "1k", "64k", "256k", "1M",
+                                                                                     "16M"]
+    assert gib_step(9.2 * GIB) == 2 and gib_step(1.1 * GIB) == 0.25 and gib_step(30 * GIB) == 8
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return load_catalogue()
+
+
+def chart_model(catalogue, model_id: str) -> ChartModel:
+    entry = catalogue.get(model_id)
+    return ChartModel.of(entry, entry.file().size_bytes, AVAILABLE, 70)
+
+
+def test_the_crossings_are_the_listings_headroom(catalogue):
+    entry = catalogue.get("qwen3.5-2b")
+    model = chart_model(catalogue, "qwen3.5-2b")
+    hybrid, transformer = headroom(entry, entry.file().size_bytes, AVAILABLE, 70)
+    assert model.crossings() == {"hybrid": hybrid, "transformer": transformer}
+    assert hybrid > 3 * transformer > 0, "one layer in four keeps a KV cache"
+    assert model.budget_bytes == AVAILABLE * 70 // 100
+    assert f"holds {hybrid:,} tokens" in model.description() and f"{transformer:,}" in model.description()
+
+
+def test_a_transformer_is_drawn_as_one_line(catalogue):
+    model = chart_model(catalogue, "llama-3.2-1b-instruct")
+    assert list(model.lines()) == ["hybrid"] and "transformer of equal size" not in model.description()
+
+
+@pytest.fixture
+def chart(qtbot, catalogue) -> ContextChart:
+    widget = ContextChart()
+    qtbot.addWidget(widget)
+    widget.show_model(chart_model(catalogue, "qwen3.5-2b"))
+    return widget
+
+
+@pytest.mark.parametrize("size", [(560, 260), (300, 170), (1100, 420)])
+def test_the_chart_paints_at_any_size_with_a_dot_where_this_model_meets_the_budget(chart, size):
+    chart.resize(*size)
+    image = chart.grab().toImage()
+    assert (image.width(), image.height()) == size
+    model = chart.model
+    dot = chart.to_point(model.crossings()["hybrid"], model.budget_bytes).toPoint()
+    assert image.pixelColor(dot) == chart.palette().color(QPalette.ColorRole.Highlight)
+    assert chart.plot_rect().contains(dot)
+
+
+def test_the_transformer_line_is_above_this_models_where_contexts_are_long(chart):
+    chart.resize(600, 300)
+    hybrid, transformer = chart.line_points("hybrid"), chart.line_points("transformer")
+    assert [p.x() for p in hybrid] == [p.x() for p in transformer]
+    long_contexts = [i for i, point in enumerate(hybrid) if point.x() >= chart.to_point(4096, 0).x()]
+    assert long_contexts and all(transformer[i].y() < hybrid[i].y() for i in long_contexts), "more memory is higher"
+    budget_y = chart.to_point(CONTEXT_STEP, chart.model.budget_bytes).y()
+    crossings = chart.model.crossings()
+    assert chart.to_point(crossings["transformer"], 0).x() < chart.to_point(crossings["hybrid"], 0).x()
+    assert chart.plot_rect().top() < budget_y < chart.plot_rect().bottom()
+
+
+def test_an_empty_chart_paints_its_hint(qtbot):
+    chart = ContextChart()
+    qtbot.addWidget(chart)
+    chart.resize(400, 200)
+    chart.show_model(None)
+    assert not chart.grab().isNull() and chart.accessibleDescription() == EMPTY_TEXT
