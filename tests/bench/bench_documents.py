@@ -1,6 +1,7 @@
 """Documents: questions from the saved document state vs reading it, prefill speed, drafting, a long read.
 
-For each document length: a fresh engine reads a generated document and answers a first question
+For each document length: a fresh engine, with the automatic context (as the app loads a model;
+the peak resident memory of this process is reported against the engine's estimate), reads a generated document and answers a first question
 (time to first token counted from the start of reading: what a user waits for); then a second
 question forks from the document's snapshot (counted from sending it). Also: prefill tok/s of the
 read against a bare llama-cpp-python loop over the same tokens, and prompt-lookup drafting on a
@@ -80,12 +81,13 @@ def bare_prefill_rate(model: Path, tokens: list[int], n_ctx: int) -> float:
 
 
 class Bench:
-    def __init__(self, model: Path, folder: Path, n_ctx: int) -> None:
-        self.model, self.folder, self.n_ctx = model, folder, n_ctx
+    def __init__(self, model: Path, folder: Path, n_ctx: int = 0) -> None:
+        """``n_ctx`` 0: the automatic context, as the app loads a model."""
+        self.model, self.folder = model, folder
         self.store = ConversationStore(open_database(database_path(folder)))
         self.client = InprocClient(telemetry_interval_ms=0, data_dir=folder)
         self.client.start()
-        self.client.load_model(str(model), n_ctx=n_ctx)
+        self.context = self.client.load_model(str(model), n_ctx=n_ctx).context
 
     def measure(self, document: ExtractedDocument) -> p.TextMeasured:
         return next(e for e in self.client.stream(fit_command(document.text, "all"))
@@ -109,7 +111,7 @@ class Bench:
 
 def bench_length(model: Path, target_tokens: int, tokens_per_word: float, work: Path) -> dict:
     document = make_document(int(target_tokens / tokens_per_word))
-    bench = Bench(model, work / f"len-{target_tokens}", target_tokens + 2048)
+    bench = Bench(model, work / f"len-{target_tokens}")  # the automatic context, no hand-set size
     measured = bench.measure(document)
     started = time.perf_counter()
     stored = bench.store_it(document, measured)
@@ -118,12 +120,17 @@ def bench_length(model: Path, target_tokens: int, tokens_per_word: float, work: 
     reading_ms = (time.perf_counter() - started) * 1000
     first_ms, first = bench.ask(stored.conversation.id, stored.message.id, "What is the first word of the text?")
     second_ms, second = bench.ask(stored.conversation.id, stored.message.id, "What is the last word of the text?")
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the engine runs in this process
+    context = bench.client.context
     bench.close()
     tokens = bench_tokens(model, document.text)
     bare = bare_prefill_rate(model, tokens, target_tokens + 2048)
     hearth_rate = read.tokens / (read.timings.prompt_ms / 1000)
     return {
         "document_tokens": read.tokens,
+        "n_ctx": context.n_ctx, "context_mode": context.mode,
+        "estimated_bytes": context.estimated_bytes, "peak_rss_bytes": peak_rss,
+        "peak_rss_over_estimate": round(peak_rss / context.estimated_bytes, 3),
         "first_question_ttft_ms": round(reading_ms + first_ms, 1),
         "second_question_ttft_ms": round(second_ms, 1),
         "second_over_first": round(second_ms / (reading_ms + first_ms), 4),
