@@ -110,19 +110,23 @@ def drafting(path: Path, long_text: str) -> dict:
         client.close(mode="abort")
 
 
-def probe(path: Path) -> dict:
+def probe(path: Path, with_drafting: bool = True) -> dict:
     model = LlamaModel(path)
     facts = {"model": path.name, "weight_type": model.weight_type, "repacked": model.repacked,
              "kernels_exact": model.batch_exact}
     long_text = one_chunk_text(model)
     model.close()
-    return {**facts, "batch_exact": batch_exact(path), **drafting(path, long_text)}
+    drafted = drafting(path, long_text) if with_drafting else {}
+    return {**facts, "batch_exact": batch_exact(path), **drafted}
 
 
 def main(argv: list[str]) -> None:
     """``--repacked-only``: just ``batch_exact`` with repacked weights forced on (a control that
-    shows the check sees a difference where the canary found one)."""
+    shows the check sees a difference where the canary found one); ``--batch-only``: the kernels'
+    exactness without the drafting runs."""
     forced = argv[:1] == ["--repacked-only"]
+    batch_only = argv[:1] == ["--batch-only"]
+    argv = argv[1:] if batch_only else argv
     try:
         choice = init_backend()
     except CpuBackendError as exc:
@@ -132,7 +136,7 @@ def main(argv: list[str]) -> None:
     if forced:
         models = [{"model": path.name, "batch_exact": batch_exact(path, repack=True)} for path in paths]
     else:
-        models = [probe(path) for path in paths]
+        models = [probe(path, with_drafting=not batch_only) for path in paths]
     print(json.dumps({"variant": choice.variant, "models": models}))
 
 

@@ -1,10 +1,12 @@
 """Exact drafting for every weight type users have, in every CPU build this machine can run.
 
 For each build a child process (one CPU build per process) loads ``hybrid-quant`` converted by
-llama.cpp's quantizer to each of ``QUANT_TYPES`` and checks (``tests/exactness_probe.py``):
-a batch after a 600-token prompt equals single-token decoding bit for bit, and greedy drafting
-(the same file as draft model, auto-off disabled) yields exactly the ``--draft off`` tokens. A
-build this CPU cannot run is skipped, saying so. A control ties the canary's per-type verdict to
+llama.cpp's quantizer to each of ``QUANT_TYPES`` and checks (``tests/exactness_probe.py``) that
+a batch after a 600-token prompt equals single-token decoding bit for bit: what drafting's
+exactness rests on, and what differs between builds (their kernels). In the build this machine
+runs, it also checks the consequence end to end: greedy drafting (the same file as draft model,
+auto-off disabled) yields exactly the ``--draft off`` tokens; the drafting and rollback code
+around the kernels is the same in every build. A build this CPU cannot run is skipped, saying so. A control ties the canary's per-type verdict to
 the same measurement on this model: where the canary found repacked kernels inexact, forcing them
 on here must show a difference too (so the check can fail).
 """
@@ -47,7 +49,8 @@ def run_probe(variant: str, paths: list[str], *flags: str) -> dict:
 
 @pytest.mark.parametrize("variant", BUILDS)
 def test_every_weight_type_is_batch_exact_and_drafts_token_identically(variant, quant_models):
-    report = run_probe(variant, list(quant_models.values()))
+    drafts = variant == auto_build()
+    report = run_probe(variant, list(quant_models.values()), *(() if drafts else ("--batch-only",)))
     if report["variant"] == "unsupported":
         pytest.skip(f"this CPU cannot run the {variant} build: {report['detail']}")
     assert report["variant"] == variant
@@ -55,8 +58,9 @@ def test_every_weight_type_is_batch_exact_and_drafts_token_identically(variant, 
         assert result["weight_type"] == weight_type
         assert result["kernels_exact"], result
         assert result["batch_exact"], f"{variant} {weight_type}: a batch differs from single tokens"
-        assert result["draft_identical"], f"{variant} {weight_type}: drafting changed the greedy output"
-        assert result["rounds"] > 0 and result["accepted"] > 0, result  # drafting really ran
+        if drafts:
+            assert result["draft_identical"], f"{variant} {weight_type}: drafting changed the greedy output"
+            assert result["rounds"] > 0 and result["accepted"] > 0, result  # drafting really ran
 
 
 def test_the_canary_verdict_matches_a_hybrid_model_with_repacked_weights_forced_on(quant_models):
