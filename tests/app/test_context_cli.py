@@ -17,6 +17,7 @@ from model_store.db import database_path, open_database
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from tests.helpers.cli import installed_hearth
 from tests.helpers.documents import write_document
+from tests.helpers.gui import write_settings
 
 GREEDY = ("--temperature", "0", "--draft", "off", "--max-tokens", "12")
 LONG_MESSAGE = "Please remember these words: " + " ".join(f"item{i}" for i in range(180))  # ~550 tokens
@@ -95,3 +96,37 @@ def test_a_document_longer_than_the_context_is_read_whole_and_questions_stand_on
     assert len(grown_lines(loaded.stderr)) == 1 and document["tokens"] > 512
     asked, _ = send("--context", "512", "--conversation", document["conversation_id"], "What is it about?")
     assert asked["snapshot"]["restored_tokens"] >= document["tokens"] and asked["snapshot"]["prefilled_tokens"] < 30
+
+
+def test_the_8_bit_cache_setting_is_used_and_its_snapshots_are_not_mixed_with_16_bit_ones(hearth_home, smollm2):
+    write_settings(kv_cache_8bit=True)
+    info = json.loads(installed_hearth("info", "--json").stdout)["context"]
+    f16_bytes = model_memory(smollm2, check_model_file(smollm2)).kv_bytes(info["n_ctx"])
+    assert info["kv_type"] == "q8_0" and info["kv_bytes"] == f16_bytes * 17 // 32
+    first, _ = send("--new", "Eight bits", "Name a colour.")
+    write_settings(kv_cache_8bit=False)
+    second, _ = send("--conversation", first["conversation_id"], "And another?")
+    assert not second["snapshot"]["restored"], "a q8_0 state is never restored into an f16 cache"
+    assert second["snapshot"]["prefilled_tokens"] > first["timings"]["prompt_n"], "the conversation was read again"
+
+
+def test_models_list_gives_each_variant_the_context_this_machine_holds_next_to_a_transformers(hearth_home):
+    eight_gib = {AVAILABLE_MEMORY_ENV: str(8 << 30)}
+
+    def listing() -> list[dict]:
+        done = installed_hearth("models", "list", "--json", **eight_gib)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["catalogue"]
+
+    entries = listing()
+    for entry in entries:
+        sizes = [(v["size_bytes"], v["max_context_tokens"]) for v in entry["variants"]]
+        assert [tokens for _, tokens in sorted(sizes)] == sorted((t for _, t in sizes), reverse=True), \
+            f"{entry['id']}: a bigger file leaves room for less context"
+        for variant in entry["variants"]:
+            if entry["architecture"] == "qwen35" and variant["transformer_max_context_tokens"]:  # 3 of 4 layers recurrent
+                assert variant["max_context_tokens"] >= 3 * variant["transformer_max_context_tokens"], entry["id"]
+    write_settings(memory_budget_percent=35)
+    halved = listing()
+    assert all(h["max_context_tokens"] < v["max_context_tokens"] or v["max_context_tokens"] == 0
+               for e, f in zip(entries, halved) for v, h in zip(e["variants"], f["variants"]))

@@ -19,7 +19,7 @@ from engine.context_memory import CONTEXT_STEP, model_memory
 from engine.model_files import check_model_file
 from engine.process_client import ProcessClient
 from model_store.fit import AVAILABLE_MEMORY_ENV
-from tests.process.conftest import collect, finished
+from tests.process.conftest import collect, finished, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -35,7 +35,7 @@ def worker(home, **env: str) -> ProcessClient:
 
 def read_one_batch(client: ProcessClient) -> None:
     """A 512-token prompt and one answer token: every buffer a batch uses is touched."""
-    prompt = " ".join(f"w{i % 97}" for i in range(400))
+    prompt = " ".join(f"w{i % 97}" for i in range(170))  # about 512 tokens for SmolLM2
     command = p.Complete(request_id=new_request_id("batch"), prompt=prompt, max_tokens=1,
                          sampling=p.SamplingSpec(temperature=0), draft=p.DraftSpec("off"))
     assert finished(collect(client, command)).finish_reason in ("stop", "length")
@@ -93,3 +93,16 @@ def test_a_context_that_cannot_fit_is_refused_before_loading_with_the_numbers(he
         assert client.load_model(str(hybrid_long)).context.n_ctx > 0, "the worker goes on: auto fits"
     finally:
         client.close(mode="abort")
+
+
+def test_telemetry_shows_the_kv_in_use_against_the_kv_allocated(hearth_home, smollm2):
+    client = worker(hearth_home)
+    try:
+        loaded = client.load_model(str(smollm2), n_ctx=4096)
+        read_one_batch(client)
+        client.send(p.SetTelemetry(interval_ms=50))
+        sample = wait_for(client, p.Telemetry)
+    finally:
+        client.close(mode="abort")
+    assert sample.kv_allocated_bytes == loaded.context.kv_bytes
+    assert 0 < sample.state_kv_bytes < sample.kv_allocated_bytes
