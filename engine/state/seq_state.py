@@ -62,11 +62,17 @@ class KvCells:
     v: list[np.ndarray]
 
     def since(self, start: int) -> "KvCells":
+        n = len(self.positions)
+        if n and self.positions[0] == 0 and self.positions[-1] == n - 1:  # 0..n-1 in order: views, no copy
+            begin = min(max(start, 0), n)
+            return KvCells(self.positions[begin:], self.meta[begin:], [a[begin:] for a in self.k],
+                           [a[begin:] for a in self.v])
         keep = self.positions >= start
         return KvCells(self.positions[keep], self.meta[keep], [a[keep] for a in self.k], [a[keep] for a in self.v])
 
     def to_bytes(self) -> bytes:
-        return b"".join(a.tobytes() for a in (self.meta, *self.k, *self.v))
+        """One copy of the cells' bytes (a long context's KV is hundreds of MB: no copy per layer first)."""
+        return b"".join(memoryview(np.ascontiguousarray(a)).cast("B") for a in (self.meta, *self.k, *self.v))
 
 
 class _Reader:
@@ -86,11 +92,11 @@ class _Reader:
         return view
 
 
-def split_header(blob: bytes) -> tuple[int, bytes]:
-    """(seq_id, body) of a blob; checks the magic."""
+def split_header(blob: bytes) -> tuple[int, memoryview]:
+    """(seq_id, body) of a blob, the body a view into it (no copy); checks the magic."""
     if len(blob) < 8 or _U32.unpack_from(blob, 0)[0] != MAGIC:
         raise StateFormatError("not a llama.cpp sequence state (bad magic)")
-    return _I32.unpack_from(blob, 4)[0], bytes(blob[8:])
+    return _I32.unpack_from(blob, 4)[0], memoryview(blob)[8:]
 
 
 def _parse_kv(body: bytes, meta_bytes: int) -> tuple[KvLayout, KvCells, int]:
@@ -124,6 +130,8 @@ def _parse_kv(body: bytes, meta_bytes: int) -> tuple[KvLayout, KvCells, int]:
     meta_rows = np.frombuffer(meta, np.uint8).reshape(count, meta_bytes)
     positions = meta_rows[:, :4].copy().view("<i4").reshape(count)
     order = np.argsort(positions, kind="stable")
+    if np.array_equal(order, np.arange(count)):  # already in order (the usual case): views into the blob
+        return layout, KvCells(positions, meta_rows, [a for _, a in k], [a for _, a in v]), r.offset
     cells = KvCells(positions[order], meta_rows[order], [a[order] for _, a in k], [a[order] for _, a in v])
     return layout, cells, r.offset
 

@@ -82,7 +82,7 @@ class SnapshotKeeper:
     def _capture(self) -> tuple[KvLayout | None, KvCells | None, bytes]:
         context = self.session.context
         _, body = split_header(context.state_get(0))
-        recurrent = split_header(context.state_get(0, STATE_PARTIAL_ONLY))[1] if self.has_recurrent else b""
+        recurrent = bytes(split_header(context.state_get(0, STATE_PARTIAL_ONLY))[1]) if self.has_recurrent else b""
         if not self.has_kv:
             return None, None, recurrent
         layout, cells = parse_kv(body, len(body) - len(recurrent))
