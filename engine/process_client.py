@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import IO
@@ -18,6 +17,7 @@ from typing import IO
 import msgspec
 
 from engine import protocol as p
+from engine.child_command import WORKER, module_command
 from engine.client import ClientEvent, EngineClient, EngineError, checked
 from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
@@ -53,7 +53,7 @@ class ProcessClient(EngineClient):
             make_private_folder(self.log_path.parent)
             stderr = open_private(self.log_path, "ab")  # 0600, like every file Hearth keeps
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "engine.worker"],
+            module_command(WORKER),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             env={**os.environ, **(self.env or {})}, bufsize=0,
         )

@@ -14,6 +14,8 @@ import sys
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 
+from engine.child_command import CLI, module_command
+
 STOP_GRACE_MS = 5_000
 
 
@@ -38,7 +40,8 @@ class CliJob(QObject):
         self._done = False
 
     def start(self) -> None:
-        self.process.start(sys.executable, ["-m", "app", *self.argv])
+        program, *arguments = module_command(CLI)
+        self.process.start(program, [*arguments, *self.argv])
 
     def stop(self) -> None:
         """Ask the command to stop (SIGTERM: a download keeps its partial file); kill it if it lingers."""

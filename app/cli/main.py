@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from app.services.about import version_line
 from engine.protocol import DEFAULTS
 
 
@@ -63,6 +64,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hearth", description="A private, offline local assistant.")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
 
     generate = sub.add_parser("generate", help="write a reply to one prompt")

@@ -28,6 +28,7 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from engine.child_command import CPU_CANARY, module_command
 from engine.backends.faults import FAULT_ENV, only_stage
 from engine.deaths import CRASH_WORDS, signal_name
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
@@ -191,7 +192,7 @@ def run_canary(variant: CpuVariant, timeout_s: float = CANARY_TIMEOUT_S) -> Cana
     if FAULT_ENV in env:
         env[FAULT_ENV] = only_stage("canary", env[FAULT_ENV])
     try:
-        done = subprocess.run([sys.executable, "-m", "engine.backends.canary", variant.name],
+        done = subprocess.run([*module_command(CPU_CANARY), variant.name],
                               capture_output=True, text=True, errors="replace", env=env, timeout=timeout_s,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:

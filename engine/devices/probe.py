@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import engine
-from engine.backends import qnn as qnn_adapter  # cheap: it imports onnxruntime only inside functions
 from engine.backends.qnn import RESULT_MARKER
+from engine.child_command import NPU_CHECK, is_bundled, module_command
 from engine.devices.cpu import probe_cpu
 from engine.devices.info import CpuInfo, ProbedDevices, QnnInfo
 from model_store.private_files import make_private_folder, repair, write_private
@@ -50,7 +50,7 @@ def probe_qnn_in_child(timeout_s: float = PROBE_TIMEOUT_S) -> QnnInfo:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run([sys.executable, "-m", qnn_adapter.__name__], capture_output=True, text=True,
+        done = subprocess.run(module_command(NPU_CHECK), capture_output=True, text=True,
                               errors="replace", env=env, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return QnnInfo("absent", f"the NPU check did not finish within {timeout_s:g} s",
@@ -79,6 +79,8 @@ def _missing_package() -> str:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):
             found = False
+        if not found and is_bundled():
+            return "this build of Hearth has no NPU support; the Windows on Arm build has it"
         if not found:
             return f"{package} is not installed; install Hearth's [npu] extra to use a Qualcomm NPU"
     return ""
