@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from ui.controller import ChatController
 from ui.document_controller import DocumentController
 from ui.icon import app_icon
 from ui.main_window import MainWindow
+from ui.self_check import DEFAULT_TIMEOUT_S, SELF_CHECK_ENV, SELF_CHECK_TIMEOUT_ENV, SelfCheck
 from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel
@@ -57,4 +59,9 @@ def run(parts: AppParts) -> int:
     app.setWindowIcon(app_icon())  # dialogs and the task bar too
     window = build_window(parts)
     window.show()
-    return app.exec()
+    if question := os.environ.get(SELF_CHECK_ENV, "").strip():
+        SelfCheck(window, question, float(os.environ.get(SELF_CHECK_TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+    code = app.exec()
+    if window.isVisible():  # the loop was ended by the check, not by closing: stop the worker the same way
+        window.close()
+    return code
