@@ -30,7 +30,8 @@ def app_parts():
         return client
 
     return AppParts(
-        settings=settings, make_client=make_client, db_path=database_path(data), models_dir=models_folder(data),
+        settings=settings, make_client=make_client, db_path=database_path(data), data_dir=data,
+        models_dir=models_folder(data),
         save_settings=partial(save_settings, config_dir=paths.config), cache_dir=paths.cache,
         startup_notes=tuple(loaded.problems),
     )

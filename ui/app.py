@@ -31,6 +31,7 @@ class AppParts:
     settings: Settings
     make_client: Callable[[], EngineClient]
     db_path: Path
+    data_dir: Path  # the folder of the database, imported models and logs (settings: data folder)
     models_dir: Path
     save_settings: Callable[..., None]  # (settings, *, npu_available=False)
     cache_dir: Path
@@ -43,7 +44,8 @@ def build_window(parts: AppParts) -> MainWindow:
     bridge = EngineBridge(parts.make_client)
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
     models = ModelManager(store, parts.models_dir, parts.cache_dir)
-    window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings)
+    window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings,
+                        data_folder=parts.data_dir)
     window.setWindowIcon(app_icon())
     store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:
@@ -56,6 +58,7 @@ def run(parts: AppParts) -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Hearth")
     app.setApplicationDisplayName("Hearth")
+    app.setDesktopFileName("hearth")  # the installers' hearth.desktop: Wayland matches the window to its entry
     app.setWindowIcon(app_icon())  # dialogs and the task bar too
     window = build_window(parts)
     window.show()

@@ -22,6 +22,7 @@ from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
+from ui.views.about_dialog import AboutDialog, third_party_licences
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer
@@ -42,7 +43,7 @@ SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 class MainWindow(QMainWindow):
     def __init__(self, controller: ChatController, documents: DocumentController, models: ModelManager, *,
-                 save_settings: SaveSettings) -> None:
+                 save_settings: SaveSettings, data_folder: Path) -> None:
         super().__init__()
         self.controller = controller
         self.documents = documents
@@ -51,6 +52,7 @@ class MainWindow(QMainWindow):
         self.models_dialog: ModelsDialog | None = None
         self.system_check: SystemCheckDialog | None = None
         self.save_settings = save_settings
+        self.data_folder = data_folder  # where conversations are kept (the welcome and About say it)
         self._pending_deletes: dict[str, str] = {}  # id -> title: out of the list, not yet out of the store
         self._shown_conversation: str | None = None  # whose notices the banner may be showing
         self.undo_delete_timer = QTimer(self, singleShot=True, interval=UNDO_DELETE_MS)
@@ -71,7 +73,7 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.status_line = QLabel()
         self.status_line.setObjectName("status_line")
-        self.chat_view = ChatView(messages)
+        self.chat_view = ChatView(messages, data_folder=self.data_folder)
         self.chat_view.set_highlight_drafts(self.controller.settings.highlight_drafts)
         self.composer = Composer()
         self.document_progress = DocumentProgress()
@@ -166,6 +168,7 @@ class MainWindow(QMainWindow):
         self.highlight_action = highlight
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&System check…", None, self.open_system_check)
+        self._action(help_menu, "&About Hearth", None, self.open_about)
 
     def _stop_with_escape_anywhere(self) -> None:
         """Esc stops the answer wherever the focus is in this window. The action is enabled only while
@@ -294,6 +297,12 @@ class MainWindow(QMainWindow):
 
     def _system_check_closed(self, _result: int = 0) -> None:
         self.system_check = None
+
+    def open_about(self) -> AboutDialog:
+        dialog = AboutDialog(self.data_folder, self, licences=third_party_licences())
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def show_error(self, message: str) -> None:
         self.banner.show_notice("error", message)

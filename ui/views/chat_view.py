@@ -13,6 +13,7 @@ it never freezes the window.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
@@ -35,7 +36,8 @@ class ChatView(QScrollArea):
     file_dropped = Signal(str)
     models_requested = Signal()  # the welcome's "Browse models…"
 
-    def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
+    def __init__(self, model: MessageListModel, parent: QWidget | None = None, *,
+                 data_folder: Path | None = None) -> None:
         super().__init__(parent)
         self.model = model
         self.highlight_drafts = False
@@ -56,7 +58,7 @@ class ChatView(QScrollArea):
         self._layout = QVBoxLayout(self.column)
         self._layout.setAlignment(Qt.AlignmentFlag.AlignTop)
         self._layout.setSpacing(MESSAGE_SPACING)
-        self.welcome = Welcome()
+        self.welcome = Welcome(data_folder=data_folder)
         self.welcome.models_requested.connect(self.models_requested)
         self._layout.addWidget(self.welcome)
         self._layout.addStretch(1)

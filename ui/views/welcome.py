@@ -1,7 +1,9 @@
-"""What an empty conversation shows: what Hearth is, that what is written stays on this computer,
-and where a bigger model comes from (the Models page, one click away)."""
+"""What an empty conversation shows: what Hearth is, that what is written stays on this computer
+and in which folder, and where a bigger model comes from (the Models page, one click away)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QPalette
@@ -12,20 +14,23 @@ from ui.icon import app_icon
 
 TITLE = "Welcome to Hearth"
 LOGO_SIZE = 64
-PARAGRAPHS = (
-    "Hearth is an assistant that runs a language model on this computer. Ask it anything, or drop a "
-    "document here and ask about it.",
-    "Nothing you write leaves this computer: there is no account, and answers are written here, "
-    "without a connection. Your conversations are kept in Hearth's data folder.",
-    f"The built-in model, {EMBEDDED_NAME}, is small: quick, but often wrong. For better answers, "
-    "download a bigger one from the Models page (File → Models…, Ctrl+M); only a download goes online.",
-)
+WHAT = ("Hearth is an assistant that runs a language model on this computer. Ask it anything, or drop a "
+        "document here and ask about it.")
+PRIVATE = ("Nothing you write leaves this computer: there is no account, and answers are written here, "
+           "without a connection. Your conversations are kept in {folder}.")
+BIGGER_MODEL = (f"The built-in model, {EMBEDDED_NAME}, is small: quick, but often wrong. For better answers, "
+                "download a bigger one from the Models page (File → Models…, Ctrl+M); only a download goes online.")
+
+
+def paragraphs(data_folder: Path | None) -> tuple[str, str, str]:
+    folder = f"Hearth's data folder, {data_folder}" if data_folder is not None else "Hearth's data folder"
+    return WHAT, PRIVATE.format(folder=folder), BIGGER_MODEL
 
 
 class Welcome(QWidget):
     models_requested = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, data_folder: Path | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chat_welcome")
         layout = QVBoxLayout(self)
@@ -43,10 +48,10 @@ class Welcome(QWidget):
         self.title.setFont(font)
         layout.addWidget(self.title, 0, Qt.AlignmentFlag.AlignHCenter)
         self.paragraphs = []
-        for text in PARAGRAPHS:
+        for text in paragraphs(data_folder):
             label = QLabel(text, wordWrap=True)
             label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
-            label.setForegroundRole(QPalette.ColorRole.PlaceholderText if text is not PARAGRAPHS[0]
+            label.setForegroundRole(QPalette.ColorRole.PlaceholderText if text is not WHAT
                                     else QPalette.ColorRole.WindowText)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.paragraphs.append(label)
