@@ -45,6 +45,7 @@ def test_the_window_answers_its_self_check_question_through_its_worker():
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["ok"] and report["answer"].strip() and report["error"] == ""
     assert report["model"] == "SmolLM2 135M Instruct"
+    assert 0 < report["window_shown_ms"] < 240_000
 
 
 @pytest.mark.slow
