@@ -4,19 +4,22 @@
 
 prints the path of the wheel to install. Nothing is compiled for the machine doing the build
 (``GGML_NATIVE=OFF``): the library is built with ``GGML_BACKEND_DL=ON`` and *without* a CPU
-backend, and ggml's CPU backend is built separately once per instruction level (``VARIANTS``),
-each as ``libggml-cpu-<name>.so`` beside the library, with a manifest (fastest first) that
-``engine.backends.cpu_variants`` reads. The app then loads the fastest build whose canary passed on
-the machine it runs on (``engine.backends.cpu_check``).
+backend, and ggml's CPU backend is built separately once per instruction level
+(``llama_platforms.VARIANTS``), each as ``libggml-cpu-<name>.so`` (``ggml-cpu-<name>.dll`` on
+Windows) beside the library, with a manifest (fastest first) that ``engine.backends.cpu_variants``
+reads. The app then loads the fastest build whose canary passed on the machine it runs on
+(``engine.backends.cpu_check``).
 
 * ``GGML_LLAMAFILE=OFF``: llamafile's sgemm multiplies a batch with other kernels than a single
   token, so a speculative verify batch would not be bit-identical to plain decoding.
 * The variants are llama.cpp's own (``GGML_CPU_ALL_VARIANTS`` defines them, with their feature
-  checks), but only the few listed here are compiled: all of them would triple the build time.
+  checks), but only the few listed are compiled: all of them would triple the build time. What
+  differs on Windows and macOS (file names, variants, flags, compilers) is in ``llama_platforms``.
 * The finished wheel is cached under a key made of everything that determines its content: the
   llama-cpp-python version, every CMake flag, the variant set, the target architecture, the
   compiler and Python versions, and this script's format. Never the build machine's CPU.
-* Every library except the AMX build is checked to hold no AMX instruction (``objdump``).
+* On x86, every library except the AMX build is checked to hold no AMX instruction (``objdump``,
+  when installed).
 * ``PATCHES`` keep a batch of fewer than ``EXACT_ROWS`` tokens bit-identical, row by row, to the
   same tokens decoded one at a time, which speculative drafting's exactness rests on: ggml's CPU
   backend otherwise switches kernels by batch size in two places that llama.cpp does not let a
@@ -44,29 +47,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llama_platforms as per_system  # noqa: E402
+
 FORMAT = 2
 MANIFEST_FORMAT = 2  # engine.backends.cpu_variants.MANIFEST_FORMAT
 MANIFEST = "hearth-cpu-variants.json"  # engine.backends.cpu_variants.MANIFEST
 COMMON_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_LLAMAFILE=OFF", "-DLLAVA_BUILD=OFF",
                 "-DCMAKE_BUILD_TYPE=Release")
 WHEEL_FLAGS = ("-DGGML_CPU=OFF",)  # the CPU backends come from the variant build
-# name (llama.cpp's variant tag), what it needs, whether it uses AMX; fastest first per architecture.
-VARIANTS = {
-    "x86_64": (
-        ("sapphirerapids", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"), True),
-        ("zen4", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "avx2", "fma", "f16c"), False),
-        ("icelake", ("avx512f", "avx512_vbmi", "avx512_vnni", "avx2", "fma", "f16c"), False),
-        ("alderlake", ("avx2", "fma", "f16c", "avx_vnni"), False),
-        ("haswell", ("avx2", "fma", "f16c", "bmi2"), False),
-        ("sse42", ("sse4.2",), False),
-    ),
-    "aarch64": (
-        ("armv8.6_1", ("dotprod", "fp16", "sve", "i8mm"), False),
-        ("armv8.2_2", ("dotprod", "fp16"), False),
-        ("armv8.2_1", ("dotprod",), False),
-        ("armv8.0_1", ("neon",), False),
-    ),
-}
 EXACT_ROWS = 16
 # (file under vendor/llama.cpp, text, replacement): each must match once, or the build stops.
 PATCHES = (
@@ -78,25 +67,17 @@ PATCHES = (
 AMX_MNEMONICS = ("tilezero", "tileloadd", "tilestored", "tilerelease", "ldtilecfg", "sttilecfg", "tdpb", "tdpf")
 
 
-def target_arch() -> str:
-    machine = platform.machine().lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
-
-
-def compiler_version() -> str:
-    cc = os.environ.get("CC", "cc")
-    try:
-        return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    except (OSError, IndexError):
-        return "unknown"
+def common_flags() -> tuple[str, ...]:
+    return COMMON_FLAGS + per_system.system_flags()
 
 
 def build_key(version: str) -> str:
     """Everything the wheel's content depends on, hashed; the host CPU is deliberately not in it."""
-    arch = target_arch()
-    parts = {"format": FORMAT, "version": version, "common": COMMON_FLAGS, "wheel": WHEEL_FLAGS, "patches": PATCHES,
-             "variants": VARIANTS.get(arch, ()), "arch": arch, "system": platform.system(),
-             "compiler": compiler_version(), "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    arch = per_system.target_arch()
+    parts = {"format": FORMAT, "version": version, "common": common_flags(), "wheel": WHEEL_FLAGS, "patches": PATCHES,
+             "variants": per_system.variants(), "arch": arch, "system": platform.system(),
+             "compiler": per_system.compiler_version(), "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+             **per_system.key_parts()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -120,10 +101,33 @@ def fetch_sdist(pip: str, version: str, work: Path, log: Path) -> Path:
 
 
 def build_base_wheel(pip: str, sdist: Path, out: Path, jobs: int, log: Path) -> Path:
-    env = {**os.environ, "CMAKE_ARGS": " ".join(COMMON_FLAGS + WHEEL_FLAGS), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
+    env = {**os.environ, "CMAKE_ARGS": " ".join(common_flags() + WHEEL_FLAGS), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
     say(f"library: CMAKE_ARGS={env['CMAKE_ARGS']} (GGML_LLAMAFILE=OFF keeps batches bit-exact)")
     run([pip, "wheel", "--no-deps", "--no-cache-dir", "-w", str(out), str(sdist)], log, env=env)
     return next(out.glob("llama_cpp_python-*.whl"))
+
+
+def variant_configure(source: Path, build: Path, selection: tuple[str, ...]) -> list[str]:
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    return ["cmake", "-S", str(source), "-B", str(build), *generator, *common_flags(), "-DBUILD_SHARED_LIBS=ON",
+            *selection, "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF",
+            "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON", *per_system.backend_flags()]
+
+
+def compile_backends(source: Path, build: Path, names: list[str], jobs: int, log: Path) -> list[Path]:
+    """One configure and build making the CPU backends ``names`` (on Windows ARM64, one at a time)."""
+    run(variant_configure(source, build, per_system.variant_selection(names)), log)
+    targets = [per_system.backend_target(n) for n in names]
+    run(["cmake", "--build", str(build), *per_system.build_options(), "-j", str(jobs), "--target", *targets], log)
+    return [next(build.rglob(per_system.module_file(target))) for target in targets]
+
+
+def require_tools() -> None:
+    missing = per_system.missing_tools()
+    if missing:
+        sys.exit(f"[llama build] the CPU backends are built with clang through Ninja here (ggml refuses MSVC "
+                 f"for ARM), and {', '.join(missing)} is not on PATH; install LLVM and Ninja, or set CC and CXX")
 
 
 def build_variants(sdist: Path, work: Path, jobs: int, log: Path) -> list[Path]:
@@ -131,16 +135,12 @@ def build_variants(sdist: Path, work: Path, jobs: int, log: Path) -> list[Path]:
         archive.extractall(work, filter="data")
     source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
     apply_patches(source)
-    build = work / "cpu-variants"
-    names = [name for name, _, _ in VARIANTS[target_arch()]]
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    names = [name for name, _, _ in per_system.variants()]
+    if per_system.one_build_per_variant():
+        say(f"CPU backends: {', '.join(names)}, one clang build each (GGML_CPU_ARM_ARCH, GGML_NATIVE=OFF)")
+        return [compile_backends(source, work / f"cpu-{n}", [n], jobs, log)[0] for n in names]
     say(f"CPU backends: {', '.join(names)} (GGML_CPU_ALL_VARIANTS definitions, GGML_NATIVE=OFF)")
-    run(["cmake", "-S", str(source), "-B", str(build), *generator, *COMMON_FLAGS, "-DBUILD_SHARED_LIBS=ON",
-         "-DGGML_CPU_ALL_VARIANTS=ON", "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-         "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF",
-         "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"], log)
-    run(["cmake", "--build", str(build), "-j", str(jobs), "--target", *[f"ggml-cpu-{n}" for n in names]], log)
-    return [next(build.rglob(f"libggml-cpu-{name}.so")) for name in names]
+    return compile_backends(source, work / "cpu-variants", names, jobs, log)
 
 
 def apply_patches(source: Path) -> None:
@@ -168,14 +168,14 @@ def build_native_backend(pip: str, version: str, out: Path, jobs: int) -> Path:
         features = [f"-DGGML_{f}=OFF" for f in ("SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C", "AVX512")]
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         say("native CPU backend (benchmarks only): -march=native, unpatched")
-        run(["cmake", "-S", str(source), "-B", str(work / "native"), *generator, *COMMON_FLAGS, *features,
+        run(["cmake", "-S", str(source), "-B", str(work / "native"), *generator, *common_flags(), *features,
              "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_C_FLAGS=-march=native", "-DCMAKE_CXX_FLAGS=-march=native",
              "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
              "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF"], log)
         run(["cmake", "--build", str(work / "native"), "-j", str(jobs), "--target", "ggml-cpu"], log)
         out.mkdir(parents=True, exist_ok=True)
-        target = out / "libggml-cpu-native.so"
-        shutil.copy2(next((work / "native").rglob("libggml-cpu.so")), target)
+        target = out / per_system.variant_file("native")
+        shutil.copy2(next((work / "native").rglob(per_system.module_file("ggml-cpu"))), target)
     say(f"built {target}")
     return target
 
@@ -195,13 +195,11 @@ def amx_instructions(library: Path) -> int:
 
 
 def registry_library(names: list[str]) -> str:
-    """The file of libggml (the backend registry) that libllama loads: the one named by its soname
-    (``libggml.so.0``). The wheel holds byte-identical copies under three names, and loading another
-    copy would give the process a second, empty registry."""
-    sonamed = sorted(n for n in names if n.startswith("libggml.so.") and n.count(".") == 2)
-    if not sonamed:
-        sys.exit(f"[llama build] no libggml.so.<major> in the wheel ({', '.join(names)})")
-    return sonamed[0]
+    """The file of libggml (the backend registry) that libllama loads (``llama_platforms``)."""
+    found = per_system.registry_candidates(names)
+    if not found:
+        sys.exit(f"[llama build] the wheel holds no libggml that libllama loads by name ({', '.join(names)})")
+    return found[0]
 
 
 def _record_line(name: str, data: bytes) -> list[str]:
@@ -231,6 +229,9 @@ def add_to_wheel(wheel: Path, files: dict[str, bytes], out: Path) -> Path:
 
 
 def check_no_amx(libraries: dict[str, Path], amx_names: set[str]) -> None:
+    if per_system.target_arch() != "x86_64":
+        say("not an x86 build: there is no AMX to check for")
+        return
     for name, path in libraries.items():
         count = amx_instructions(path)
         if count < 0:
@@ -243,16 +244,23 @@ def check_no_amx(libraries: dict[str, Path], amx_names: set[str]) -> None:
     say(f"no AMX instruction outside {', '.join(sorted(amx_names)) or 'any library'}")
 
 
+def manifest_for(label: str, registry: str) -> dict:
+    return {"format": MANIFEST_FORMAT, "build_key": label, "registry": registry, "exact_rows": EXACT_ROWS,
+            "variants": [{"name": name, "file": per_system.variant_file(name), "features": list(features), "amx": amx}
+                         for name, features, amx in per_system.variants()]}
+
+
 def build(version: str, pip: str, cache: Path, jobs: int) -> Path:
-    arch = target_arch()
-    if arch not in VARIANTS:
-        sys.exit(f"[llama build] no CPU variants are defined for {arch}")
+    arch = per_system.target_arch()
+    if not per_system.variants():
+        sys.exit(f"[llama build] no CPU variants are defined for {platform.system()} on {arch}")
     key = build_key(version)
     folder = cache / f"llama-cpp-python-{version}-{arch}-{key}"
     found = sorted(folder.glob("llama_cpp_python-*.whl"))
     if found:
         say(f"cached: {found[0]} (build key {key})")
         return found[0]
+    require_tools()
     with tempfile.TemporaryDirectory(prefix="hearth-llama-build-") as tmp:
         work = Path(tmp)
         log = work / "build.log"
@@ -260,19 +268,16 @@ def build(version: str, pip: str, cache: Path, jobs: int) -> Path:
         sdist = fetch_sdist(pip, version, work / "sdist", log)
         wheel = build_base_wheel(pip, sdist, work / "wheel", jobs, log)
         variant_files = build_variants(sdist, work / "src", jobs, log)
-        names = [name for name, _, _ in VARIANTS[arch]]
+        names = [name for name, _, _ in per_system.variants()]
         with zipfile.ZipFile(wheel) as archive:
-            base_libs = [n for n in archive.namelist() if n.startswith("llama_cpp/lib/") and ".so" in n]
+            base_libs = [n for n in archive.namelist() if n.startswith("llama_cpp/lib/") and per_system.is_library(n)]
             for name in base_libs:
                 archive.extract(name, work / "base")
         check_no_amx({**{Path(n).name: work / "base" / n for n in base_libs}, **dict(zip(names, variant_files))},
-                     {name for name, _, amx in VARIANTS[arch] if amx})
-        registry = registry_library([Path(n).name for n in base_libs])
-        manifest = {"format": MANIFEST_FORMAT, "build_key": f"{version}-{arch}-{key}", "registry": registry,
-                    "exact_rows": EXACT_ROWS, "variants": [
-            {"name": name, "file": f"libggml-cpu-{name}.so", "features": list(features), "amx": amx}
-            for name, features, amx in VARIANTS[arch]]}
-        files = {f"llama_cpp/lib/libggml-cpu-{name}.so": path.read_bytes() for name, path in zip(names, variant_files)}
+                     {name for name, _, amx in per_system.variants() if amx})
+        manifest = manifest_for(f"{version}-{arch}-{key}", registry_library([Path(n).name for n in base_libs]))
+        files = {f"llama_cpp/lib/{per_system.variant_file(name)}": path.read_bytes()
+                 for name, path in zip(names, variant_files)}
         files[f"llama_cpp/lib/{MANIFEST}"] = json.dumps(manifest, indent=1).encode()
         folder.mkdir(parents=True, exist_ok=True)
         staged = add_to_wheel(wheel, files, work)
