@@ -12,6 +12,12 @@ import signal
 from engine.client import CRASH_WORDS, EngineDead
 
 
+# Windows ends a process that crashes in native code with an exception code as its exit status
+# (positive: 0xC000001D is 3221225501), where POSIX kills it with a signal. The signal each stands for.
+WINDOWS_CRASHES = {0xC000001D: "SIGILL", 0xC0000005: "SIGSEGV", 0xC00000FD: "SIGSEGV", 0xC0000094: "SIGFPE",
+                   0xC0000409: "SIGABRT"}
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -19,13 +25,20 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def death_signal(code: int) -> str | None:
+    """The signal an exit status stands for: a negative status on POSIX, a crash code on Windows."""
+    if code < 0:
+        return signal_name(-code)
+    return WINDOWS_CRASHES.get(code)
+
+
 def engine_dead(code: int | None, cpu_variant: str = "") -> EngineDead:
     """The event for a worker that ended with ``code`` (a negative code is the signal that killed it)."""
     if code is None:
         return EngineDead(exit_code=None, message="the engine stopped answering")
-    if code >= 0:
+    name = death_signal(code)
+    if name is None:
         return EngineDead(exit_code=code, message=f"the engine exited with status {code}")
-    name = signal_name(-code)
     if name in CRASH_WORDS:
         build = f" with the CPU build {cpu_variant}" if cpu_variant else ""
         message = f"the inference library crashed ({CRASH_WORDS[name]}, {name}){build}"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from engine.child_command import CPU_CANARY, module_command
 from engine.backends.faults import FAULT_ENV, only_stage
-from engine.deaths import CRASH_WORDS, signal_name
+from engine.deaths import CRASH_WORDS, death_signal
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
 from model_store.private_files import make_private_folder, repair, write_private
 
@@ -211,8 +211,8 @@ def _killed_by(name: str) -> CanaryResult:
 
 
 def parse_canary_output(stdout: str, stderr: str, returncode: int) -> CanaryResult:
-    if returncode < 0:
-        return _killed_by(signal_name(-returncode))
+    if (name := death_signal(returncode)) is not None:
+        return _killed_by(name)
     for line in reversed(stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             try:
