@@ -65,7 +65,8 @@ def add_icons(bundle: Path, icons: Path) -> None:
 
 
 def add_licences(bundle: Path, log: Path) -> None:
-    excluded = [] if layout.with_npu() else [arg for dist in layout.NPU_DISTRIBUTIONS for arg in ("--exclude", dist)]
+    left_out = [*layout.LLM_TOOL_DISTRIBUTIONS, *([] if layout.with_npu() else layout.NPU_DISTRIBUTIONS)]
+    excluded = [arg for dist in left_out for arg in ("--exclude", dist)]
     run([sys.executable, str(INSTALLERS / "third_party_licenses.py"), "--out", str(bundle / layout.LICENCES_FILE),
          *excluded], log)
 

