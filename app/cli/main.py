@@ -62,6 +62,31 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
                              "cpu, or npu (the emulator where there is no NPU; slow)")
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def _add_serve_command(sub) -> None:
+    serve = sub.add_parser("serve", help="an OpenAI-compatible API on one model for other programs "
+                                         "(http://127.0.0.1:8089/v1)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this computer only; another needs a key)")
+    serve.add_argument("--port", type=int, default=8089, help="port (default 8089; 0 picks a free one)")
+    _add_model_flag(serve)
+    _add_context_flag(serve)
+    serve.add_argument("--api-key", default=None, metavar="KEY",
+                       help="require 'Authorization: Bearer KEY' (or set HEARTH_API_KEY, kept out of the process list)")
+    serve.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
+                       help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft})")
+    serve.add_argument("--cors", default=None, metavar="ORIGIN", help="let web pages from ORIGIN call the API")
+    serve.add_argument("--max-queue", type=_positive, default=16, metavar="N",
+                       help="requests that may wait for the engine; more are refused with 429 (default 16)")
+    serve.set_defaults(run="app.serve.main:run_serve", draft_max=DEFAULTS.draft_max)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hearth", description="A private, offline local assistant.")
     parser.add_argument("--version", action="version", version=version_line())
@@ -121,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "into a bug report (exit status 1 when something is broken)")
     check.add_argument("--json", action="store_true")
     check.set_defaults(run="app.cli.doctor:run_doctor")
+
+    _add_serve_command(sub)
 
     conversations = sub.add_parser("conversations", help="list saved conversations")
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")

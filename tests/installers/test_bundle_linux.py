@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "installers"))
 sys.path.insert(0, str(ROOT / "installers" / "bundle"))
 import layout  # noqa: E402
 import smoke_bundle  # noqa: E402
+from tests.helpers.serve import http  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.process,
@@ -92,6 +93,21 @@ def test_the_window_answers_a_question_through_its_worker(unpacked, tmp_path):
     assert report["ok"] and report["question"] == QUESTION and report["answer"].strip()
     assert report["finish_reason"] in ("stop", "length")
     assert "Traceback" not in outcome.stderr
+
+
+def test_the_bundled_command_line_serves_the_api(unpacked, tmp_path):
+    env = smoke_bundle.clean_environment(tmp_path / "home")
+    server = subprocess.Popen([str(unpacked / "hearth"), "serve", "--port", "0"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        line = server.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, server.stderr.read() if server.poll() is not None else line
+        base = line.split("listening on ", 1)[1].split()[0]
+        models = http("GET", f"{base}/models", timeout=30).json()
+        assert [m["id"] for m in models["data"]] == ["default"]
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def test_the_per_user_install_puts_the_app_on_the_path_and_removes_only_itself(unpacked, tmp_path):

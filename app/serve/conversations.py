@@ -1,0 +1,99 @@
+"""API requests as conversations, so a request that continues an earlier one reads only what is new.
+
+An OpenAI client sends the whole conversation with every request. Each request's messages are
+stored in the server's own database (a private folder of the server run, never the user's
+conversation list) as a branch: a message is found again by the chained digest of its role and text
+and every message before it, so the next request of the same conversation (the same messages, the
+answer the server gave, and a new question) walks the stored branch as far as it matches and adds
+only the rest. The answer is then an ``AnswerTurn`` on that branch: the worker stands on the
+deepest snapshot of the branch, exactly as for the app's own conversations (``engine.turns``), and
+saves the answer's end under the answer. Several clients each follow their own branch.
+
+Not thread-safe: used only from the engine runner's thread (the SQLite connection's thread).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import msgspec
+
+from app.services.turn import PendingTurn, TurnOptions, begin_answer, end_answer
+from model_store.conversations import ConversationStore, Message
+from model_store.db import StoreError
+
+TITLE_LENGTH = 60
+KEPT_CHAINS = 20_000  # digests remembered (oldest forgotten first); a forgotten one is read again
+
+
+def chain_digest(before: str, role: str, text: str) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (before, role, text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+class ApiConversations:
+    def __init__(self, store: ConversationStore, model: str) -> None:
+        self.store = store
+        self.model = model
+        self._messages: OrderedDict[str, str] = OrderedDict()  # chain digest -> stored message id
+
+    def begin(self, turns: list[tuple[str, str]], options: TurnOptions, stop: list[str]) -> PendingTurn:
+        """Store what is new in ``turns`` and an empty answer; the turn's command answers it."""
+        parent, digest, matched = self._stored_prefix(turns)
+        conversation_id = self._conversation_for(parent, turns)
+        for role, text in turns[matched:]:
+            digest = chain_digest(digest, role, text)
+            message = self.store.add_message(conversation_id, role, text, parent_id=parent.id if parent else None)
+            self._remember(digest, message.id)
+            parent = message
+        history = self.store.branch(parent.id)
+        turn = begin_answer(self.store, conversation_id, history, options)
+        turn.command = msgspec.structs.replace(turn.command, stop=stop)
+        turn.model = self.model
+        return turn
+
+    def finish(self, turn: PendingTurn) -> PendingTurn:
+        """Store the answer; a finished one can be continued by the next request that quotes it."""
+        turn = end_answer(self.store, turn)
+        if turn.status == "done" and turn.text:
+            history = self.store.branch(turn.answer.id)
+            digest = ""
+            for message in history:
+                digest = chain_digest(digest, message.role, message.content)
+            self._remember(digest, turn.answer.id)
+        return turn
+
+    def _stored_prefix(self, turns: list[tuple[str, str]]) -> tuple[Message | None, str, int]:
+        """The deepest stored message the request's messages start with, its digest, and how many
+        of the request's messages it covers."""
+        found: tuple[Message | None, str, int] = (None, "", 0)
+        digest = ""
+        for index, (role, text) in enumerate(turns):
+            digest = chain_digest(digest, role, text)
+            message_id = self._messages.get(digest)
+            if message_id is None:
+                break
+            try:
+                found = (self.store.message(message_id), digest, index + 1)
+            except StoreError:
+                break
+            self._messages.move_to_end(digest)
+        return found
+
+    def _conversation_for(self, parent: Message | None, turns: list[tuple[str, str]]) -> str:
+        if parent is not None:
+            return parent.conversation_id
+        first_user = next((text for role, text in turns if role == "user"), "")
+        title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
+        return self.store.create(title, model=self.model).id
+
+    def _remember(self, digest: str, message_id: str) -> None:
+        self._messages[digest] = message_id
+        self._messages.move_to_end(digest)
+        while len(self._messages) > KEPT_CHAINS:
+            self._messages.popitem(last=False)
+

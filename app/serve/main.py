@@ -1,0 +1,215 @@
+"""``hearth serve``: the OpenAI-compatible API on one model, in one worker, for other programs.
+
+It binds 127.0.0.1 unless told otherwise, and another address only with a key (``--api-key`` or
+``HEARTH_API_KEY``, which keeps the key out of the process list). The worker's folder is a private
+one of this run: the API's conversations and their snapshots never mix with the app's, and go when
+the server stops. The first line on stdout says where it listens (``--port 0`` picks a free port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import uvicorn
+
+from app.serve import schema
+from app.serve.conversations import ApiConversations
+from app.serve.routes import Api, ServeConfig
+from app.serve.runner import EngineRunner, Job
+from app.services.model_refs import ModelRefError, model_file, resolve_model_ref
+from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
+from app.services.paths import user_paths
+from app.services.serve_contract import KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
+from app.services.turn import TurnOptions, PendingTurn
+from engine import protocol as p
+from engine.client import EngineClient, EngineError, new_request_id
+from engine.process_client import ProcessClient
+from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from model_store.after_crash import open_conversation_store
+from model_store.db import database_path
+from model_store.private_files import make_private_folder
+
+LOOPBACK_NAMES = {"localhost"}
+FOLDER_PREFIX = "serve-"
+FOLDER_NAME = re.compile(rf"{FOLDER_PREFIX}(\d+)-")
+PARENT_POLL_S = 1.0
+
+
+class ServeRefused(Exception):
+    """The server cannot start as asked: one line saying what to do."""
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, api_key: str | None) -> None:
+    if not is_loopback(host) and not api_key:
+        raise ServeRefused(f"binding to {host} lets other computers connect: set a key with --api-key KEY "
+                           f"(or {KEY_ENV}), or bind 127.0.0.1")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, reuse_port=False)
+    except OSError as exc:
+        raise ServeRefused(f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose another --port "
+                           "or stop the program using it") from None
+
+
+def served_model(ref: str) -> tuple[str, str]:
+    """(the id requests name, the file or ``default`` the worker loads). A path serves under its name."""
+    try:
+        path = resolve_model_ref(ref, app_data_dir())
+    except ModelRefError as exc:
+        raise ServeRefused(str(exc)) from None
+    model_id = Path(ref).stem if ref.endswith(".gguf") or os.sep in ref else ref
+    return model_id, path
+
+
+def private_folder(cache: Path) -> Path:
+    """This run's worker folder (0700), after removing those of earlier runs that were killed."""
+    make_private_folder(cache)
+    for old in cache.glob(f"{FOLDER_PREFIX}*"):
+        match = FOLDER_NAME.match(old.name)
+        if match and not psutil.pid_exists(int(match.group(1))):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=cache))
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """Stop (as SIGTERM would) once the process that started this server has gone (the same
+    process: its start time is checked, so a new process given the same id does not count)."""
+    def started(pid: int) -> float | None:
+        try:
+            return psutil.Process(pid).create_time()
+        except psutil.Error:
+            return None
+
+    born = started(parent_pid)
+
+    def watch() -> None:
+        while born is not None and started(parent_pid) == born:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    """uvicorn stops gracefully on SIGTERM, then raises it again: end through the cleanup then."""
+    raise SystemExit(0)
+
+
+class Server:
+    """The parts of one run: the worker's folder, the runner and the routes."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.api_key = args.api_key or os.environ.get(KEY_ENV) or None
+        check_exposure(args.host, self.api_key)
+        try:
+            self.draft = parse_draft_spec(args.draft)
+        except DraftRefused as exc:
+            raise ServeRefused(str(exc)) from None
+        self.model_id, self.model_path = served_model(args.model)
+        self.settings = current_settings()
+        self.folder = private_folder(user_paths().ensure().cache)
+        self._conversations: ApiConversations | None = None
+        client = ProcessClient(data_dir=self.folder)
+        client.snapshot_budget_bytes = snapshot_budget_bytes(self.settings)
+        self.runner = EngineRunner(client, self._load, max_queue=args.max_queue)
+        self.runner.on_restart = lambda text: print(f"{NOTICE_PREFIX}{text}", file=sys.stderr, flush=True)
+
+    def _load(self, client: EngineClient) -> p.ModelLoaded:
+        settings, path = self.settings, self.model_path
+        file = model_file(path)
+        n_ctx = self.args.context if self.args.context is not None else (settings.context_for(file) if file else 0)
+        return client.load_model(path, n_ctx=n_ctx, draft_max=self.args.draft_max, kv_type=settings.kv_type,
+                                 memory_percent=settings.memory_budget_percent,
+                                 calibration=settings.device_calibration)
+
+    def conversations(self) -> ApiConversations:
+        """Opened on the runner's thread, where its SQLite connection is used."""
+        if self._conversations is None:
+            store = open_conversation_store(database_path(self.folder))
+            self._conversations = ApiConversations(store, self.model_id)
+        return self._conversations
+
+    def chat_job(self, body: schema.ChatRequest) -> Job:
+        turns, stop = schema.chat_turns(body), schema.stop_strings(body)
+        options = TurnOptions(sampling=schema.sampling_spec(body), max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
+                              draft=self.args.draft, draft_max=self.args.draft_max)
+        holder: list[PendingTurn] = []
+
+        def prepare() -> p.Command:
+            holder.append(self.conversations().begin(turns, options, stop))
+            return holder[0].command
+
+        def finish(events) -> None:
+            for event in events:
+                holder[0].feed(event)
+            self.conversations().finish(holder[0])
+
+        return Job(prepare=prepare, finish=finish)
+
+    def completion_job(self, body: schema.CompletionRequest) -> Job:
+        command = p.Complete(request_id=new_request_id("api"), prompt=schema.completion_prompt(body),
+                             sampling=schema.sampling_spec(body), max_tokens=body.max_tokens,
+                             stop=schema.stop_strings(body), draft=self.draft, draft_max=self.args.draft_max)
+        return Job(prepare=lambda: command)
+
+    def run(self) -> int:
+        listening = bind(self.args.host, self.args.port)
+        try:
+            loaded = self.runner.start()
+        except EngineError as exc:
+            listening.close()
+            raise ServeRefused(f"the model did not load: {exc}") from None
+        api = Api(ServeConfig(self.model_id, self.api_key, self.args.cors), self.runner, self.chat_job,
+                  self.completion_job)
+        host, port = listening.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        n_ctx = loaded.context.n_ctx if loaded.context else None
+        print(listening_line(f"http://{shown}:{port}/v1", self.model_id, n_ctx), flush=True)
+        config = uvicorn.Config(api.app(), log_level="warning", access_log=False, lifespan="off")
+        uvicorn.Server(config).run(sockets=[listening])
+        return 0
+
+    def close(self) -> None:
+        self.runner.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    if (parent := os.environ.get(PARENT_ENV, "")).isdigit():
+        end_with_parent(int(parent))
+    server = None
+    try:
+        server = Server(args)
+        return server.run()
+    except ServeRefused as exc:
+        print(f"hearth: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if server is not None:
+            server.close()

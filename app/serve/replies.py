@@ -1,0 +1,83 @@
+"""What the server answers, in the OpenAI API's shapes: completions, stream chunks, errors."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from starlette.responses import JSONResponse
+
+from engine import protocol as p
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
+               408: "timeout_error", 504: "timeout_error", 413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error",
+               503: "server_error"}
+
+
+class ApiError(Exception):
+    """An answer in OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": ERROR_TYPES.get(self.status, "server_error"),
+                          "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def completion_id(kind: str) -> str:
+    return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}"
+
+
+class Reply:
+    """The parts every response and chunk of one request share."""
+
+    def __init__(self, kind: str, model: str) -> None:
+        self.kind = kind  # "chat" | "text"
+        self.model = model
+        self.id = completion_id(kind)
+        self.created = int(time.time())
+
+    def _head(self, object_name: str) -> dict:
+        return {"id": self.id, "object": object_name, "created": self.created, "model": self.model,
+                "system_fingerprint": "hearth"}
+
+    def whole(self, text: str, finish_reason: str, usage: dict) -> dict:
+        if self.kind == "chat":
+            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                      "logprobs": None, "finish_reason": finish_reason}
+            return {**self._head("chat.completion"), "choices": [choice], "usage": usage}
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+        return {**self._head("text_completion"), "choices": [choice], "usage": usage}
+
+    def chunk(self, text: str | None = None, finish_reason: str | None = None, *, first: bool = False) -> dict:
+        if self.kind == "chat":
+            delta: dict = {"role": "assistant", "content": ""} if first else {}
+            if text is not None:
+                delta["content"] = text
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            return {**self._head("chat.completion.chunk"), "choices": [choice]}
+        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+        return {**self._head("text_completion"), "choices": [choice]}
+
+    def usage_chunk(self, usage: dict) -> dict:
+        name = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {**self._head(name), "choices": [], "usage": usage}
+
+
+def usage(turn_finished: p.Finished | None, completion_tokens: int) -> dict:
+    """OpenAI's ``usage``: the prompt's tokens (restored from a snapshot or read), those restored
+    (``prompt_tokens_details.cached_tokens``), and the answer's."""
+    snapshot = turn_finished.snapshot if turn_finished is not None else None
+    timings = turn_finished.timings if turn_finished is not None else None
+    cached = snapshot.restored_tokens if snapshot is not None else 0
+    read = snapshot.prefilled_tokens if snapshot is not None else (timings.prompt_n if timings else 0)
+    prompt = cached + read
+    return {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens, "prompt_tokens_details": {"cached_tokens": cached}}

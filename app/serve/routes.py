@@ -1,0 +1,281 @@
+"""The HTTP API (Starlette): ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/health``.
+
+Every request is checked before it reaches the engine: the key (when one is set, compared in
+constant time), the body's size, its JSON and fields (``schema``), and the model's name, which must
+be the served model's id (a request never names a file). A chat request becomes an ``AnswerTurn``
+on the server's own conversation store (``conversations``), a completion a ``Complete``; both go to
+the engine runner's FIFO queue. Failures are OpenAI error objects with the status OpenAI uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import msgspec
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from app.serve import schema
+from app.serve.replies import ApiError, Reply, usage
+from app.serve.runner import EngineRunner, Job, QueueFull, WaitedTooLong
+from app.services.serve_contract import REQUEST_PREFIX
+from engine.client import ClientEvent, EngineDead
+from engine import protocol as p
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+DRAIN_BYTES = 64 * 1024 * 1024  # a body over the limit is read (and dropped) up to this, so its sender gets the 413
+RETRY_AFTER_S = 2
+DISCONNECT_POLL_S = 0.25
+
+
+@dataclass
+class ServeConfig:
+    model_id: str
+    api_key: str | None = None
+    cors_origin: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Outcome:
+    """What a request's events added up to."""
+
+    text: str = ""
+    finish_reason: str = "stop"
+    usage: dict | None = None
+    ttft_ms: float | None = None
+    tokens: int = 0
+
+
+class Api:
+    """The routes, bound to one engine runner and the way it turns requests into jobs."""
+
+    def __init__(self, config: ServeConfig, runner: EngineRunner, chat_job: Callable[[schema.ChatRequest], Job],
+                 completion_job: Callable[[schema.CompletionRequest], Job]) -> None:
+        self.config, self.runner = config, runner
+        self.chat_job, self.completion_job = chat_job, completion_job
+        self.requests = 0  # answered so far (the app's state bar shows it)
+
+    def app(self) -> Starlette:
+        middleware = []
+        if self.config.cors_origin:
+            middleware.append(Middleware(CORSMiddleware, allow_origins=[self.config.cors_origin],
+                                         allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]))
+        routes = [Route("/health", self.health, methods=["GET"]),
+                  Route("/v1/models", self.models, methods=["GET"]),
+                  Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                  Route("/v1/completions", self.completions, methods=["POST"])]
+        return Starlette(routes=routes, middleware=middleware, exception_handlers={
+            404: lambda request, exc: ApiError(404, f"no route {request.url.path}", code="not_found").response(),
+            405: lambda request, exc: ApiError(405, f"{request.method} is not allowed on {request.url.path}").response(),
+        })
+
+    # -- routes -------------------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        up = self.runner.up.is_set()
+        body = {"status": "ok" if up else "restarting", "model": self.config.model_id,
+                "waiting": self.runner.waiting, "requests": self.requests}
+        return JSONResponse(body, status_code=200 if up else 503)
+
+    async def models(self, request: Request) -> Response:
+        try:
+            self._authorise(request)
+        except ApiError as exc:
+            return exc.response()
+        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "hearth"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def chat(self, request: Request) -> Response:
+        return await self._answer(request, schema.ChatRequest, "chat")
+
+    async def completions(self, request: Request) -> Response:
+        return await self._answer(request, schema.CompletionRequest, "text")
+
+    # -- one answer ---------------------------------------------------------------------------------
+
+    async def _answer(self, request: Request, kind: type, reply_kind: str) -> Response:
+        started = time.monotonic()
+        try:
+            self._authorise(request)
+            body = await self._decode(request, kind)
+            schema.refuse_unsupported(body)
+            job = self.chat_job(body) if reply_kind == "chat" else self.completion_job(body)
+            job.loop, job.events = asyncio.get_running_loop(), asyncio.Queue()
+            self._submit(job)
+        except schema.RequestRefused as exc:
+            return self._logged(ApiError(400, str(exc), param=exc.param, code=exc.code).response(), started)
+        except ApiError as exc:
+            return self._logged(exc.response(), started)
+        reply = Reply(reply_kind, self.config.model_id)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return EventSourceResponse(self._stream(job, reply, include_usage, started), ping=15,
+                                       sep="\n", send_timeout=30)
+        try:
+            outcome = await self._collect(job, request)
+        except ApiError as exc:
+            return self._logged(exc.response(), started, job)
+        self.requests += 1
+        response = JSONResponse(reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {}))
+        return self._logged(response, started, job, outcome)
+
+    def _authorise(self, request: Request) -> None:
+        key = self.config.api_key
+        if not key:
+            return
+        given = request.headers.get("authorization", "")
+        token = given[7:] if given.lower().startswith("bearer ") else ""
+        if not hmac.compare_digest(token.encode(), key.encode()):
+            raise ApiError(401, "Incorrect API key provided: send it as 'Authorization: Bearer KEY'",
+                           code="invalid_api_key")
+
+    async def _decode(self, request: Request, kind: type):
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > DRAIN_BYTES:
+            raise _too_large(limit)  # not read at all: the connection closes after the answer
+        data, seen = bytearray(), 0
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen <= limit:
+                data += chunk
+            elif seen > DRAIN_BYTES:
+                break
+        if seen > limit:
+            raise _too_large(limit)
+        try:
+            body = msgspec.json.decode(bytes(data), type=kind)
+        except msgspec.ValidationError as exc:
+            raise ApiError(400, _field_error(str(exc)), code="invalid_request") from None
+        except msgspec.DecodeError:
+            raise ApiError(400, "We could not parse the JSON body of your request: send valid JSON",
+                           code="invalid_json") from None
+        if body.model != self.config.model_id:
+            raise ApiError(404, f"The model '{body.model}' does not exist: this server serves "
+                                f"'{self.config.model_id}' (GET /v1/models)", param="model", code="model_not_found")
+        return body
+
+    def _submit(self, job: Job) -> None:
+        try:
+            self.runner.submit(job)
+        except QueueFull:
+            raise ApiError(429, f"{self.runner.max_queue} requests are already waiting: retry shortly",
+                           code="queue_full", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+
+    async def _events(self, job: Job) -> AsyncIterator[ClientEvent]:
+        """The job's events as they come; raises :class:`ApiError` for a failure."""
+        while (item := await job.events.get()) is not None:
+            if isinstance(item, WaitedTooLong):
+                raise ApiError(503, f"{item}: the server is busy, retry later", code="queue_timeout")
+            if isinstance(item, BaseException):
+                raise ApiError(500, f"the request failed: {item}", code="internal_error")
+            if isinstance(item, EngineDead):
+                raise ApiError(503, f"the engine stopped ({item.message}); it is restarting: retry the request",
+                               code="engine_restarting")
+            if isinstance(item, p.Error):
+                raise _engine_error(item)
+            if isinstance(item, p.Finished) and job.ran_out:
+                raise ApiError(504, f"the answer ran past {job.run_limit_s:g} s and was stopped: ask for fewer "
+                                    "tokens (max_tokens)", code="answer_timeout")
+            yield item
+
+    async def _collect(self, job: Job, request: Request) -> Outcome:
+        """Run a non-streaming request to its end; a client that disconnects cancels it."""
+        outcome = Outcome()
+        watcher = asyncio.create_task(_wait_for_disconnect(request))
+        try:
+            async for event in self._events(job):
+                _add(outcome, event, job)
+                if watcher.done():
+                    self.runner.cancel(job)
+        finally:
+            watcher.cancel()
+            self.runner.cancel(job)  # a no-op once it ended
+        return outcome
+
+    async def _stream(self, job: Job, reply: Reply, include_usage: bool, started: float) -> AsyncIterator[str]:
+        outcome = Outcome()
+        try:
+            yield json.dumps(reply.chunk(first=True))
+            async for event in self._events(job):
+                if isinstance(event, p.TokenDelta) and event.text:
+                    yield json.dumps(reply.chunk(event.text))
+                _add(outcome, event, job)
+            yield json.dumps(reply.chunk(finish_reason=outcome.finish_reason))
+            if include_usage:
+                yield json.dumps(reply.usage_chunk(outcome.usage or {}))
+            yield "[DONE]"
+            self.requests += 1
+            self._log(job, 200, started, outcome)
+        except ApiError as exc:
+            yield json.dumps(exc.body())
+            self._log(job, exc.status, started, outcome)
+        finally:
+            self.runner.cancel(job)  # the client went away mid-stream: stop writing for it
+
+    # -- logging ------------------------------------------------------------------------------------
+
+    def _logged(self, response: Response, started: float, job: Job | None = None,
+                outcome: Outcome | None = None) -> Response:
+        self._log(job, response.status_code, started, outcome)
+        return response
+
+    def _log(self, job: Job | None, status: int, started: float, outcome: Outcome | None) -> None:
+        usage = (outcome.usage if outcome else None) or {}
+        elapsed = time.monotonic() - started
+        ttft = f"{outcome.ttft_ms:.0f}ms" if outcome and outcome.ttft_ms is not None else "-"
+        rate = f"{outcome.tokens / elapsed:.1f}" if outcome and outcome.tokens and elapsed > 0 else "-"
+        cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+        self.config.log(f"{REQUEST_PREFIX}{job.request_id if job and job.request_id else '-'} {status} "
+                        f"in={usage.get('prompt_tokens', 0)} cached={cached} out={usage.get('completion_tokens', 0)} "
+                        f"ttft={ttft} tok/s={rate}")
+
+
+def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
+    if isinstance(event, p.TokenDelta):
+        if outcome.ttft_ms is None and job.started_at is not None:
+            outcome.ttft_ms = (time.monotonic() - job.started_at) * 1000
+        outcome.text += event.text
+        outcome.tokens += event.n_tokens
+    elif isinstance(event, p.Finished):
+        outcome.finish_reason = schema.finish_reason(event.finish_reason)
+        outcome.usage = usage(event, outcome.tokens)
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL_S)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MiB", code="body_too_large")
+
+
+def _field_error(message: str) -> str:
+    """msgspec's words in OpenAI's: an unknown field is 'Unrecognized request argument supplied'."""
+    if message.startswith("Object contains unknown field"):
+        name = message.split("`")[1] if "`" in message else message
+        return f"Unrecognized request argument supplied: {name}"
+    return f"Invalid request: {message}"
+
+
+def _engine_error(error: p.Error) -> ApiError:
+    if error.code == "context_full":
+        return ApiError(400, error.message, param="messages", code="context_length_exceeded")
+    if error.code == "bad_request":
+        return ApiError(400, error.message, code="invalid_request")
+    return ApiError(500, error.message, code=error.code)
+

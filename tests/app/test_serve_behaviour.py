@@ -1,0 +1,149 @@
+"""How ``hearth serve`` behaves under pressure: keys, a full queue, a client that goes away, a worker
+that dies, and addresses it will not bind without a key. Each with a server of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import openai
+import pytest
+
+from tests.helpers.cli import hearth
+from tests.helpers.serve import http, start_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+MODEL = "default"
+LONG = [{"role": "user", "content": "Write a very long story about a lighthouse keeper, chapter by chapter."}]
+
+
+def test_with_a_key_only_requests_that_carry_it_are_answered(tmp_path):
+    server = start_server(tmp_path / "home", "--api-key", "s3cret-key")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            server.client(api_key="wrong-key").models.list()
+        missing = http("GET", f"{server.base_url}/models", timeout=10)
+        assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
+        assert [m.id for m in server.client(api_key="s3cret-key").models.list().data] == [MODEL]
+    finally:
+        server.stop()
+
+
+def test_the_key_can_come_from_the_environment_instead_of_the_command_line(tmp_path):
+    server = start_server(tmp_path / "home", HEARTH_API_KEY="from-env")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            server.client(api_key="other").models.list()
+        assert server.client(api_key="from-env").models.list().data
+    finally:
+        server.stop()
+
+
+def test_another_address_than_loopback_needs_a_key(tmp_path):
+    refused = hearth("serve", "--host", "0.0.0.0", "--port", "0", timeout=60)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]  # one line
+    assert "--api-key" in refused.stderr
+
+
+def test_a_port_in_use_is_one_line_saying_so(tmp_path):
+    server = start_server(tmp_path / "home")
+    try:
+        port = server.base_url.rsplit(":", 1)[1].split("/")[0]
+        taken = hearth("serve", "--port", port, timeout=60)
+        assert taken.returncode == 1 and "Traceback" not in taken.stderr
+        assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr and "--port" in taken.stderr
+    finally:
+        server.stop()
+
+
+def test_a_full_queue_answers_429_with_retry_after_and_the_queued_request_is_still_answered(tmp_path):
+    server = start_server(tmp_path / "home", "--max-queue", "1")
+    try:
+        running = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
+                                                          temperature=0, stream=True)
+        next(iter(running))  # the engine is busy with it
+        queued: list = []
+        waiter = threading.Thread(target=lambda: queued.append(server.client().completions.create(
+            model=MODEL, prompt="Hello", max_tokens=2, temperature=0)))
+        waiter.start()
+        time.sleep(1.0)
+        full = http("POST", f"{server.base_url}/completions", timeout=30,
+                    json_body={"model": MODEL, "prompt": "Hello", "max_tokens": 2})
+        assert full.status_code == 429 and full.headers["retry-after"].isdigit()
+        assert full.json()["error"]["code"] == "queue_full"
+        running.close()  # the client goes away: its answer stops, the queued one runs
+        waiter.join(timeout=120)
+        assert queued and queued[0].choices[0].text is not None
+    finally:
+        server.stop()
+
+
+def test_a_client_that_disconnects_mid_stream_stops_its_answer_at_once(tmp_path):
+    server = start_server(tmp_path / "home")
+    try:
+        stream = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
+                                                         temperature=0, stream=True)
+        for _, _chunk in zip(range(3), stream):
+            pass
+        stream.close()
+        started = time.monotonic()
+        after = server.client().completions.create(model=MODEL, prompt="Hi", max_tokens=1, temperature=0)
+        assert after.choices[0].finish_reason == "length"
+        assert time.monotonic() - started < 20  # 4,000 tokens would take minutes
+    finally:
+        server.stop()
+
+
+def test_a_worker_killed_mid_request_answers_503_and_the_server_recovers(tmp_path):
+    server = start_server(tmp_path / "home")
+    try:
+        stream = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
+                                                         temperature=0, stream=True)
+        next(iter(stream))
+        os.kill(server.worker().pid, signal.SIGKILL)
+        with pytest.raises(openai.APIError) as failed:
+            for _chunk in stream:
+                pass
+        assert "restarting" in str(failed.value)
+        deadline = time.monotonic() + 120
+        while http("GET", f"{server.root}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the server did not recover"
+            time.sleep(0.5)
+        answer = server.client().completions.create(model=MODEL, prompt="Hello", max_tokens=2, temperature=0)
+        assert answer.usage.completion_tokens == 2
+        assert any("a new one serves the model" in line for line in server.log_lines())
+    finally:
+        server.stop()
+
+
+def serve_folders(home) -> list:
+    return sorted((home / "cache").glob("serve-*"))
+
+
+def test_a_stopped_server_leaves_no_folder_behind_and_clears_those_of_killed_ones(tmp_path):
+    home = tmp_path / "home"
+    killed = start_server(home)
+    assert len(serve_folders(home)) == 1
+    killed.process.kill()  # no cleanup possible: its folder stays
+    killed.process.wait()
+    server = start_server(home)  # clears the dead one's folder as it starts
+    assert len(serve_folders(home)) == 1
+    server.stop()  # SIGTERM: uvicorn's graceful stop, then the cleanup
+    assert server.process.returncode == 0
+    assert serve_folders(home) == []
+
+
+def test_the_server_ends_when_the_program_that_started_it_has_gone(tmp_path):
+    parent = subprocess.Popen(["sleep", "600"])
+    server = start_server(tmp_path / "home", HEARTH_SERVE_PARENT_PID=str(parent.pid))
+    try:
+        parent.kill()
+        parent.wait()
+        server.process.wait(timeout=30)  # it notices within a second or two, and stops as on SIGTERM
+        assert serve_folders(tmp_path / "home") == []
+    finally:
+        server.stop()
