@@ -12,10 +12,11 @@ from pathlib import Path
 import msgspec
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.services.context_info import context_state
 from app.services.settings import Settings, SettingsError
+from ui.api_server import ApiServerProcess
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
 from ui.formatting import model_name
@@ -23,6 +24,7 @@ from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.views.about_dialog import AboutDialog, third_party_licences
+from ui.views.api_status import ApiStatus
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer
@@ -51,6 +53,7 @@ class MainWindow(QMainWindow):
         models.setParent(self)  # dies with the window, so no late result reaches a closed window
         self.models_dialog: ModelsDialog | None = None
         self.system_check: SystemCheckDialog | None = None
+        self.settings_dialog: SettingsDialog | None = None
         self.save_settings = save_settings
         self.data_folder = data_folder  # where conversations are kept (the welcome and About say it)
         self._pending_deletes: dict[str, str] = {}  # id -> title: out of the list, not yet out of the store
@@ -64,6 +67,7 @@ class MainWindow(QMainWindow):
         self._menus()
         models.memory_percent = controller.settings.memory_budget_percent
         self.refresh_models()
+        self.api_server.apply(controller.settings)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -73,14 +77,20 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.status_line = QLabel()
         self.status_line.setObjectName("status_line")
+        self.api_status = ApiStatus()
+        self.api_server = ApiServerProcess(self)
         self.chat_view = ChatView(messages, data_folder=self.data_folder)
         self.chat_view.set_highlight_drafts(self.controller.settings.highlight_drafts)
         self.composer = Composer()
         self.document_progress = DocumentProgress()
         centre = QWidget()
         column = QVBoxLayout(centre)
-        for widget in (self.model_picker, self.banner, self.status_line):
-            column.addWidget(widget)
+        column.addWidget(self.model_picker)
+        column.addWidget(self.banner)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status_line, 1)
+        status_row.addWidget(self.api_status)
+        column.addLayout(status_row)
         column.addWidget(self.chat_view, 1)
         column.addWidget(self.document_progress)
         column.addWidget(self.composer)
@@ -144,6 +154,9 @@ class MainWindow(QMainWindow):
         for changed in (c.messages.modelReset, c.messages.rowsInserted, c.generating_changed):
             changed.connect(self._update_regenerate)
         c.messages.dataChanged.connect(self._message_changed)
+        self.api_status.watch(self.api_server)
+        self.api_server.failed.connect(self._api_server_failed)
+        self.api_server.listening.connect(lambda _url: self.banner.withdraw(self.open_settings))  # past failures
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -356,6 +369,14 @@ class MainWindow(QMainWindow):
             self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
         except SettingsError as exc:
             self.banner.show_notice("error", f"{exc} The change applies until Hearth closes.")
+        self.api_server.apply(settings)  # after saving: the server reads the saved settings when it starts
+
+    def _api_server_failed(self, text: str) -> None:
+        """Said where the user looks: the settings dialog while it is open, else the banner."""
+        if self.settings_dialog is not None and self.settings_dialog.isVisible():
+            self.settings_dialog.show_api_server_problem(text)
+        else:
+            self.banner.show_notice("error", text, "Settings…", self.open_settings)
 
     # -- deleting with undo ----------------------------------------------------------------------
 
@@ -393,6 +414,7 @@ class MainWindow(QMainWindow):
         if self.system_check is not None:
             self.system_check.reject()  # stops its child process, which would outlive the window
         self.models.shutdown()
+        self.api_server.stop()  # the server and its worker end with the app
         self.controller.shutdown()
         super().closeEvent(event)
 

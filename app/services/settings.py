@@ -13,7 +13,8 @@ Design:
   :attr:`LoadedSettings.problems`. Unknown keys are ignored, so an older Hearth can read a newer
   file.
 * Saving refuses invalid settings and writes atomically (temporary file in the same folder, fsync,
-  ``os.replace``), so a failed save leaves the previous file as it was.
+  ``os.replace``), so a failed save leaves the previous file as it was. The file is private (0600):
+  it holds the local API server's key.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also 
 AUTO_CONTEXT = 0
 DEVICE_POLICIES = ("auto", "cpu", "npu")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
+API_PORT_RANGE = (1024, 65535)  # below 1024 needs administrator rights on most systems
 NO_NPU_MESSAGE = "No NPU was found on this machine; choose Auto or CPU."
 NEWER_SCHEMA_MESSAGE = (
     "Your settings.json was written by a newer Hearth (schema {version}); settings this version does not "
@@ -73,6 +75,12 @@ class Settings(msgspec.Struct, kw_only=True):
     contexts: dict[str, int] = {}
     kv_cache_8bit: bool = False  # q8_0 K/V: about half the attention cache's memory (off: f16)
     memory_budget_percent: int = DEFAULT_BUDGET_PERCENT  # of the available memory an automatic context may fill
+    # The local API server (``hearth serve`` run by the app): on/off, its port, its key ("": none),
+    # and whether other devices may connect (binds 0.0.0.0; needs a key).
+    api_server: bool = False
+    api_server_port: int = 8089
+    api_server_key: str = ""
+    api_server_lan: bool = False
 
     def context_for(self, model_path: str) -> int:
         """The context chosen for the model file at ``model_path`` (0: auto)."""
@@ -192,6 +200,19 @@ def _contexts_message(contexts: dict[str, int]) -> str | None:
     return None
 
 
+def _api_key_message(key: str) -> str | None:
+    """A key travels in an HTTP header (``Authorization: Bearer KEY``): visible ASCII, no spaces."""
+    if all("!" <= char <= "~" for char in key):
+        return None
+    return "The API key may use only letters, digits and punctuation, without spaces; press Generate for one."
+
+
+def _api_lan_message(s: Settings) -> str | None:
+    if s.api_server_lan and (not s.api_server_key or _api_key_message(s.api_server_key)):
+        return "Letting other devices connect needs a key: type one or press Generate."
+    return None
+
+
 def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, str]:
     """Field name -> one clear message for each invalid field; empty when all are valid.
 
@@ -211,6 +232,9 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["contexts"] = _contexts_message(s.contexts)
     messages["memory_budget_percent"] = _range_message("The memory budget", s.memory_budget_percent,
                                                        BUDGET_PERCENT_RANGE, " %")
+    messages["api_server_port"] = _range_message("The API server's port", s.api_server_port, API_PORT_RANGE)
+    messages["api_server_key"] = _api_key_message(s.api_server_key)
+    messages["api_server_lan"] = _api_lan_message(s)
     return {name: message for name, message in messages.items() if message is not None}
 
 

@@ -14,6 +14,10 @@ Design:
   ``Settings.contexts``; Auto removes the entry), and shows what the loaded model got
   (:func:`app.services.context_info.context_details`). Its number boxes allow more than the rules
   do, so an out-of-range value gets the rules' message rather than a silent clamp.
+* The Local API server group (:mod:`ui.views.api_server_group`) builds its rows with this
+  dialog's row builder, so its messages show and take focus like every other field's. While the
+  dialog is open, a server that fails to start says why under its on/off box
+  (:meth:`SettingsDialog.show_api_server_problem`).
 * Widgets are created in form order, so Tab follows the form; Enter presses OK (the Browse
   buttons are not auto-default) and Esc cancels.
 """
@@ -51,6 +55,7 @@ from app.services.settings import (
     validate_settings,
 )
 from engine.protocol import ContextReport
+from ui.views.api_server_group import ApiServerGroup
 
 SEED_MESSAGE = "Seed must be a whole number, or empty for a random seed."
 NO_MODEL_DETAILS = "No model is loaded yet."
@@ -63,7 +68,8 @@ DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
 FORM_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens",
     "draft", "draft_max", "device_policy", "contexts", "kv_cache_8bit", "memory_budget_percent",
-    "snapshot_budget_gib", "data_folder", "highlight_drafts",
+    "snapshot_budget_gib", "data_folder", "highlight_drafts", "api_server", "api_server_port", "api_server_key",
+    "api_server_lan",
 )  # fmt: skip
 
 
@@ -110,7 +116,7 @@ class SettingsDialog(QDialog):
         self._errors: dict[str, QLabel] = {}
         layout = QVBoxLayout(self)
         for group in (self._sampling_group(), self._drafting_group(), self._device_group(), self._model_group(),
-                      self._storage_group(), self._display_group()):  # fmt: skip
+                      self._storage_group(), self._display_group(), self._api_server_group()):  # fmt: skip
             layout.addWidget(group)
         layout.addWidget(self._button_box())
         self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
@@ -221,6 +227,10 @@ class SettingsDialog(QDialog):
         group.setLayout(form)
         return group
 
+    def _api_server_group(self) -> ApiServerGroup:
+        self.api_group = ApiServerGroup(self._row)
+        return self.api_group
+
     def _button_box(self) -> QDialogButtonBox:
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
@@ -257,6 +267,7 @@ class SettingsDialog(QDialog):
         self.snapshot_budget_gib.setValue(s.snapshot_budget_gib)
         self.data_folder.setText(s.data_folder)
         self.highlight_drafts.setChecked(s.highlight_drafts)
+        self.api_group.fill(s)
         self._update_draft_path_enabled()
         self._update_context_enabled()
 
@@ -303,6 +314,7 @@ class SettingsDialog(QDialog):
             snapshot_budget_gib=self.snapshot_budget_gib.value(),
             data_folder=self.data_folder.text().strip(),
             highlight_drafts=self.highlight_drafts.isChecked(),
+            **self.api_group.values(),
         )
 
     def form_errors(self) -> dict[str, str]:
@@ -325,6 +337,8 @@ class SettingsDialog(QDialog):
             return self.draft_path if self.draft_kind.currentData() == "model" else self.draft_kind
         if field == "contexts":
             return self.context_tokens
+        if field.startswith("api_server"):
+            return getattr(self.api_group, field)
         return getattr(self, field)
 
     def accept(self) -> None:
@@ -335,6 +349,12 @@ class SettingsDialog(QDialog):
             return
         self.result_settings = self.form_settings()
         super().accept()
+
+    def show_api_server_problem(self, text: str) -> None:
+        """Why the local API server could not start (or stopped), under its on/off box."""
+        label = self._errors["api_server"]
+        label.setText(text)
+        label.setVisible(True)
 
     def restore_defaults(self) -> None:
         self._fill(Settings())
