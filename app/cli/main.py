@@ -84,6 +84,9 @@ def _add_serve_command(sub) -> None:
     serve.add_argument("--cors", default=None, metavar="ORIGIN", help="let web pages from ORIGIN call the API")
     serve.add_argument("--max-queue", type=_positive, default=16, metavar="N",
                        help="requests that may wait for the engine; more are refused with 429 (default 16)")
+    serve.add_argument("--allow-switch", action="store_true",
+                       help="answer for every installed model (GET /v1/models lists them); a request naming "
+                            "another loads it in place of the current one")
     serve.set_defaults(run="app.serve.main:run_serve", draft_max=DEFAULTS.draft_max)
 
 

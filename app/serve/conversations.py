@@ -36,15 +36,14 @@ def chain_digest(before: str, role: str, text: str) -> str:
 
 
 class ApiConversations:
-    def __init__(self, store: ConversationStore, model: str) -> None:
+    def __init__(self, store: ConversationStore) -> None:
         self.store = store
-        self.model = model
         self._messages: OrderedDict[str, str] = OrderedDict()  # chain digest -> stored message id
 
-    def begin(self, turns: list[tuple[str, str]], options: TurnOptions, stop: list[str]) -> PendingTurn:
-        """Store what is new in ``turns`` and an empty answer; the turn's command answers it."""
+    def begin(self, turns: list[tuple[str, str]], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
+        """Store what is new in ``turns`` and an empty answer by ``model``; the turn's command answers it."""
         parent, digest, matched = self._stored_prefix(turns)
-        conversation_id = self._conversation_for(parent, turns)
+        conversation_id = self._conversation_for(parent, turns, model)
         for role, text in turns[matched:]:
             digest = chain_digest(digest, role, text)
             message = self.store.add_message(conversation_id, role, text, parent_id=parent.id if parent else None)
@@ -53,7 +52,7 @@ class ApiConversations:
         history = self.store.branch(parent.id)
         turn = begin_answer(self.store, conversation_id, history, options)
         turn.command = msgspec.structs.replace(turn.command, stop=stop)
-        turn.model = self.model
+        turn.model = model
         return turn
 
     def finish(self, turn: PendingTurn) -> PendingTurn:
@@ -84,12 +83,12 @@ class ApiConversations:
             self._messages.move_to_end(digest)
         return found
 
-    def _conversation_for(self, parent: Message | None, turns: list[tuple[str, str]]) -> str:
+    def _conversation_for(self, parent: Message | None, turns: list[tuple[str, str]], model: str) -> str:
         if parent is not None:
             return parent.conversation_id
         first_user = next((text for role, text in turns if role == "user"), "")
         title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
-        return self.store.create(title, model=self.model).id
+        return self.store.create(title, model=model).id
 
     def _remember(self, digest: str, message_id: str) -> None:
         self._messages[digest] = message_id

@@ -28,8 +28,9 @@ from app.serve import schema
 from app.serve.conversations import ApiConversations
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import EngineRunner, Job
-from app.services.model_refs import ModelRefError, model_file, resolve_model_ref
-from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
+from app.serve.models import ModelRefused, model_table
+from app.services.model_refs import model_file
+from app.services.settings import current_settings, snapshot_budget_bytes
 from app.services.paths import user_paths
 from app.services.serve_contract import KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
 from app.services.turn import TurnOptions, PendingTurn
@@ -73,16 +74,6 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         raise ServeRefused(f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose another --port "
                            "or stop the program using it") from None
-
-
-def served_model(ref: str) -> tuple[str, str]:
-    """(the id requests name, the file or ``default`` the worker loads). A path serves under its name."""
-    try:
-        path = resolve_model_ref(ref, app_data_dir())
-    except ModelRefError as exc:
-        raise ServeRefused(str(exc)) from None
-    model_id = Path(ref).stem if ref.endswith(".gguf") or os.sep in ref else ref
-    return model_id, path
 
 
 def private_folder(cache: Path) -> Path:
@@ -130,19 +121,25 @@ class Server:
             self.draft = parse_draft_spec(args.draft)
         except DraftRefused as exc:
             raise ServeRefused(str(exc)) from None
-        self.model_id, self.model_path = served_model(args.model)
+        try:
+            self.models = model_table(args.model, args.allow_switch)
+        except ModelRefused as exc:
+            raise ServeRefused(str(exc)) from None
+        self.model_id = next(iter(self.models))
         self.settings = current_settings()
         self.folder = private_folder(user_paths().ensure().cache)
         self._conversations: ApiConversations | None = None
         client = ProcessClient(data_dir=self.folder)
         client.snapshot_budget_bytes = snapshot_budget_bytes(self.settings)
-        self.runner = EngineRunner(client, self._load, max_queue=args.max_queue)
+        self.runner = EngineRunner(client, self._load, self.model_id, max_queue=args.max_queue)
         self.runner.on_restart = lambda text: print(f"{NOTICE_PREFIX}{text}", file=sys.stderr, flush=True)
 
-    def _load(self, client: EngineClient) -> p.ModelLoaded:
-        settings, path = self.settings, self.model_path
+    def _load(self, client: EngineClient, model_id: str) -> p.ModelLoaded:
+        """Load ``model_id`` (the served model with ``--context``; another with its own setting)."""
+        settings, path = self.settings, self.models[model_id]
         file = model_file(path)
-        n_ctx = self.args.context if self.args.context is not None else (settings.context_for(file) if file else 0)
+        chosen = self.args.context if model_id == self.model_id else None
+        n_ctx = chosen if chosen is not None else (settings.context_for(file) if file else 0)
         return client.load_model(path, n_ctx=n_ctx, draft_max=self.args.draft_max, kv_type=settings.kv_type,
                                  memory_percent=settings.memory_budget_percent,
                                  calibration=settings.device_calibration)
@@ -151,7 +148,7 @@ class Server:
         """Opened on the runner's thread, where its SQLite connection is used."""
         if self._conversations is None:
             store = open_conversation_store(database_path(self.folder))
-            self._conversations = ApiConversations(store, self.model_id)
+            self._conversations = ApiConversations(store)
         return self._conversations
 
     def chat_job(self, body: schema.ChatRequest) -> Job:
@@ -161,7 +158,7 @@ class Server:
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:
-            holder.append(self.conversations().begin(turns, options, stop))
+            holder.append(self.conversations().begin(turns, options, stop, self.runner.model))
             return holder[0].command
 
         def finish(events) -> None:
@@ -184,7 +181,7 @@ class Server:
         except EngineError as exc:
             listening.close()
             raise ServeRefused(f"the model did not load: {exc}") from None
-        api = Api(ServeConfig(self.model_id, self.api_key, self.args.cors), self.runner, self.chat_job,
+        api = Api(ServeConfig(list(self.models), self.api_key, self.args.cors), self.runner, self.chat_job,
                   self.completion_job)
         host, port = listening.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from app.serve import schema
 from app.serve.replies import ApiError, Reply, usage
-from app.serve.runner import EngineRunner, Job, QueueFull, WaitedTooLong
+from app.serve.runner import EngineRunner, Job, QueueFull, SwitchFailed, WaitedTooLong
 from app.services.serve_contract import REQUEST_PREFIX
 from engine.client import ClientEvent, EngineDead
 from engine import protocol as p
@@ -41,7 +41,7 @@ DISCONNECT_POLL_S = 0.25
 
 @dataclass
 class ServeConfig:
-    model_id: str
+    model_ids: list[str]  # what requests may name: the served model, and installed ones with --allow-switch
     api_key: str | None = None
     cors_origin: str | None = None
     max_body_bytes: int = MAX_BODY_BYTES
@@ -86,7 +86,7 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         up = self.runner.up.is_set()
-        body = {"status": "ok" if up else "restarting", "model": self.config.model_id,
+        body = {"status": "ok" if up else "restarting", "model": self.runner.model,
                 "waiting": self.runner.waiting, "requests": self.requests}
         return JSONResponse(body, status_code=200 if up else 503)
 
@@ -95,8 +95,8 @@ class Api:
             self._authorise(request)
         except ApiError as exc:
             return exc.response()
-        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "hearth"}
-        return JSONResponse({"object": "list", "data": [model]})
+        models = [{"id": name, "object": "model", "created": 0, "owned_by": "hearth"} for name in self.config.model_ids]
+        return JSONResponse({"object": "list", "data": models})
 
     async def chat(self, request: Request) -> Response:
         return await self._answer(request, schema.ChatRequest, "chat")
@@ -113,13 +113,13 @@ class Api:
             body = await self._decode(request, kind)
             schema.refuse_unsupported(body)
             job = self.chat_job(body) if reply_kind == "chat" else self.completion_job(body)
-            job.loop, job.events = asyncio.get_running_loop(), asyncio.Queue()
+            job.loop, job.events, job.model = asyncio.get_running_loop(), asyncio.Queue(), body.model
             self._submit(job)
         except schema.RequestRefused as exc:
             return self._logged(ApiError(400, str(exc), param=exc.param, code=exc.code).response(), started)
         except ApiError as exc:
             return self._logged(exc.response(), started)
-        reply = Reply(reply_kind, self.config.model_id)
+        reply = Reply(reply_kind, body.model)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return EventSourceResponse(self._stream(job, reply, include_usage, started), ping=15,
@@ -163,9 +163,10 @@ class Api:
         except msgspec.DecodeError:
             raise ApiError(400, "We could not parse the JSON body of your request: send valid JSON",
                            code="invalid_json") from None
-        if body.model != self.config.model_id:
+        if body.model not in self.config.model_ids:
             raise ApiError(404, f"The model '{body.model}' does not exist: this server serves "
-                                f"'{self.config.model_id}' (GET /v1/models)", param="model", code="model_not_found")
+                                f"{', '.join(repr(m) for m in self.config.model_ids)} (GET /v1/models)",
+                           param="model", code="model_not_found")
         return body
 
     def _submit(self, job: Job) -> None:
@@ -180,6 +181,8 @@ class Api:
         while (item := await job.events.get()) is not None:
             if isinstance(item, WaitedTooLong):
                 raise ApiError(503, f"{item}: the server is busy, retry later", code="queue_timeout")
+            if isinstance(item, SwitchFailed):
+                raise ApiError(503, str(item), param="model", code="model_load_failed")
             if isinstance(item, BaseException):
                 raise ApiError(500, f"the request failed: {item}", code="internal_error")
             if isinstance(item, EngineDead):

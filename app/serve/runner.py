@@ -32,6 +32,10 @@ class WaitedTooLong(Exception):
     pass
 
 
+class SwitchFailed(Exception):
+    """The model a request asked for (``--allow-switch``) did not load; the message says why."""
+
+
 @dataclass
 class Job:
     """One request for the engine. ``prepare`` runs on the runner's thread and returns the command;
@@ -47,6 +51,7 @@ class Job:
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
     request_id: str = ""
+    model: str = ""  # the served model's id the request names ("" : whichever is loaded)
     ran_out: bool = False  # cancelled for running past run_limit_s
 
     def deliver(self, item: ClientEvent | BaseException | None) -> None:
@@ -56,9 +61,11 @@ class Job:
 
 
 class EngineRunner:
-    def __init__(self, client: EngineClient, load: Callable[[EngineClient], p.ModelLoaded], max_queue: int) -> None:
+    def __init__(self, client: EngineClient, load: Callable[[EngineClient, str], p.ModelLoaded], model: str,
+                 max_queue: int) -> None:
         self.client = client
-        self.load = load  # loads the served model into a (new) worker
+        self.load = load  # (worker, model id): loads that model into a (new) worker
+        self.model = model  # the id of the model the worker has
         self.max_queue = max_queue
         self.loaded: p.ModelLoaded | None = None
         self.up = threading.Event()  # a worker with the model is there
@@ -72,7 +79,7 @@ class EngineRunner:
         """Start the worker, load the model (raises :class:`EngineError`), then serve jobs."""
         self.client.start()
         self.client.send(p.SetTelemetry(interval_ms=0))
-        self.loaded = self.load(self.client)
+        self.loaded = self.load(self.client, self.model)
         self.up.set()
         self._thread.start()
         return self.loaded
@@ -115,6 +122,8 @@ class EngineRunner:
                 job.deliver(exc)
 
     def _run(self, job: Job) -> None:
+        if job.model and job.model != self.model:
+            self._switch(job.model)
         command = job.prepare()
         job.request_id = command.request_id
         events: list[ClientEvent] = []
@@ -139,6 +148,14 @@ class EngineRunner:
         if isinstance(events[-1], EngineDead):
             self._restart(events[-1])
 
+    def _switch(self, model: str) -> None:
+        """Load another installed model for this job (and those after it); raises :class:`SwitchFailed`."""
+        try:
+            self.loaded = self.load(self.client, model)
+        except EngineError as exc:
+            raise SwitchFailed(f"the model '{model}' did not load: {exc}") from None
+        self.model = model
+
     def _restart(self, dead: EngineDead) -> None:
         """A new worker with the model, before the next job (tried a few times)."""
         self.up.clear()
@@ -146,7 +163,7 @@ class EngineRunner:
             try:
                 self.client.restart()
                 self.client.send(p.SetTelemetry(interval_ms=0))
-                self.loaded = self.load(self.client)
+                self.loaded = self.load(self.client, self.model)
             except EngineError as exc:
                 if self.on_restart is not None:
                     self.on_restart(f"restart {attempt + 1} failed: {exc}")

@@ -3,6 +3,7 @@ that dies, and addresses it will not bind without a key. Each with a server of i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -147,3 +148,27 @@ def test_the_server_ends_when_the_program_that_started_it_has_gone(tmp_path):
         assert serve_folders(tmp_path / "home") == []
     finally:
         server.stop()
+
+
+def test_with_allow_switch_every_installed_model_is_listed_and_a_request_loads_the_one_it_names(tmp_path,
+                                                                                                hybrid_tiny):
+    home = tmp_path / "home"
+    imported = hearth("models", "import", "--json", str(hybrid_tiny), HEARTH_HOME=str(home), timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    other = json.loads(imported.stdout)["id"]
+    server = start_server(home, "--allow-switch")
+    try:
+        client = server.client()
+        assert [m.id for m in client.models.list().data] == [MODEL, other]
+        hybrid = client.completions.create(model=other, prompt="Hello", max_tokens=3, temperature=0)
+        assert hybrid.model == other and hybrid.usage.completion_tokens == 3
+        assert http("GET", f"{server.root}/health").json()["model"] == other
+        back = client.completions.create(model=MODEL, prompt="Hello", max_tokens=3, temperature=0)
+        assert back.model == MODEL and back.usage.completion_tokens == 3
+    finally:
+        server.stop()
+    fixed = start_server(tmp_path / "home2")
+    try:
+        assert [m.id for m in fixed.client().models.list().data] == [MODEL]  # without the flag, only the served one
+    finally:
+        fixed.stop()
