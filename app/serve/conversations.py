@@ -24,7 +24,7 @@ from model_store.conversations import ConversationStore, Message
 from model_store.db import StoreError
 
 TITLE_LENGTH = 60
-KEPT_CHAINS = 20_000  # digests remembered (oldest forgotten first); a forgotten one is read again
+KEPT_CONVERSATIONS = 500  # the least recently continued beyond this are deleted, with their snapshots
 
 
 def chain_digest(before: str, role: str, text: str) -> str:
@@ -38,16 +38,18 @@ def chain_digest(before: str, role: str, text: str) -> str:
 class ApiConversations:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
-        self._messages: OrderedDict[str, str] = OrderedDict()  # chain digest -> stored message id
+        self._messages: dict[str, tuple[str, str]] = {}  # chain digest -> (conversation id, message id)
+        self._used: OrderedDict[str, None] = OrderedDict()  # conversation ids, least recently used first
 
     def begin(self, turns: list[tuple[str, str]], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
         """Store what is new in ``turns`` and an empty answer by ``model``; the turn's command answers it."""
         parent, digest, matched = self._stored_prefix(turns)
         conversation_id = self._conversation_for(parent, turns, model)
+        self._touch(conversation_id)
         for role, text in turns[matched:]:
             digest = chain_digest(digest, role, text)
             message = self.store.add_message(conversation_id, role, text, parent_id=parent.id if parent else None)
-            self._remember(digest, message.id)
+            self._messages[digest] = (conversation_id, message.id)
             parent = message
         history = self.store.branch(parent.id)
         turn = begin_answer(self.store, conversation_id, history, options)
@@ -63,7 +65,7 @@ class ApiConversations:
             digest = ""
             for message in history:
                 digest = chain_digest(digest, message.role, message.content)
-            self._remember(digest, turn.answer.id)
+            self._messages[digest] = (turn.conversation_id, turn.answer.id)
         return turn
 
     def _stored_prefix(self, turns: list[tuple[str, str]]) -> tuple[Message | None, str, int]:
@@ -73,14 +75,13 @@ class ApiConversations:
         digest = ""
         for index, (role, text) in enumerate(turns):
             digest = chain_digest(digest, role, text)
-            message_id = self._messages.get(digest)
-            if message_id is None:
+            known = self._messages.get(digest)
+            if known is None:
                 break
             try:
-                found = (self.store.message(message_id), digest, index + 1)
+                found = (self.store.message(known[1]), digest, index + 1)
             except StoreError:
                 break
-            self._messages.move_to_end(digest)
         return found
 
     def _conversation_for(self, parent: Message | None, turns: list[tuple[str, str]], model: str) -> str:
@@ -90,9 +91,12 @@ class ApiConversations:
         title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
         return self.store.create(title, model=model).id
 
-    def _remember(self, digest: str, message_id: str) -> None:
-        self._messages[digest] = message_id
-        self._messages.move_to_end(digest)
-        while len(self._messages) > KEPT_CHAINS:
-            self._messages.popitem(last=False)
+    def _touch(self, conversation_id: str) -> None:
+        """Mark it used; delete the least recently used beyond :data:`KEPT_CONVERSATIONS`."""
+        self._used[conversation_id] = None
+        self._used.move_to_end(conversation_id)
+        while len(self._used) > KEPT_CONVERSATIONS:
+            oldest, _ = self._used.popitem(last=False)
+            self.store.delete(oldest)
+            self._messages = {d: known for d, known in self._messages.items() if known[0] != oldest}
 

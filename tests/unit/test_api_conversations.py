@@ -1,0 +1,66 @@
+"""API requests mapped onto stored branches (a real SQLite store, no engine): a request that
+continues an earlier one walks its branch and adds only what is new; other conversations stay apart;
+the least recently used go, with their messages, beyond the limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.serve import conversations as api
+from app.services.turn import TurnOptions
+from engine import protocol as p
+from engine.client import prepare_database
+from model_store.after_crash import open_conversation_store
+from model_store.db import StoreError, database_path
+
+OPTIONS = TurnOptions(sampling=p.SamplingSpec(temperature=0), max_tokens=8)
+
+
+@pytest.fixture
+def served(tmp_path):
+    prepare_database(tmp_path)
+    return api.ApiConversations(open_conversation_store(database_path(tmp_path)))
+
+
+def answered(served, turns, text):
+    turn = served.begin(turns, OPTIONS, ["END"], "default")
+    turn.feed(p.TokenDelta(request_id=turn.command.request_id, text=text, n_tokens=2))
+    turn.feed(p.Finished(request_id=turn.command.request_id, finish_reason="stop", timings=p.Timings()))
+    return served.finish(turn)
+
+
+def test_a_continued_conversation_adds_only_its_new_message_to_the_same_branch(served):
+    first = [("system", "Be brief."), ("user", "Capital of France?")]
+    one = answered(served, first, "Paris.")
+    assert one.command.stop == ["END"] and [m.role for m in one.command.messages] == ["system", "user"]
+    two = served.begin([*first, ("assistant", "Paris."), ("user", "And Italy?")], OPTIONS, [], "default")
+    assert two.conversation_id == one.conversation_id
+    ids = [m.id for m in two.command.messages]
+    assert ids[:3] == [m.id for m in one.command.messages] + [one.answer.id]  # the answer's snapshot lies there
+    assert [m.content for m in two.command.messages] == ["Be brief.", "Capital of France?", "Paris.", "And Italy?"]
+
+
+def test_an_answer_the_client_changed_starts_a_branch_beside_it(served):
+    first = [("user", "Capital of France?")]
+    one = answered(served, first, "Paris.")
+    edited = served.begin([*first, ("assistant", "PARIS"), ("user", "And Italy?")], OPTIONS, [], "default")
+    assert edited.conversation_id == one.conversation_id
+    assert edited.command.messages[0].id == one.command.messages[0].id
+    assert edited.command.messages[1].id != one.answer.id
+
+
+def test_other_conversations_stay_apart(served):
+    one = answered(served, [("user", "Capital of France?")], "Paris.")
+    other = answered(served, [("user", "Capital of Spain?")], "Madrid.")
+    assert other.conversation_id != one.conversation_id
+
+
+def test_beyond_the_limit_the_least_recently_used_conversation_goes(served, monkeypatch):
+    monkeypatch.setattr(api, "KEPT_CONVERSATIONS", 2)
+    oldest = answered(served, [("user", "one")], "1")
+    answered(served, [("user", "two")], "2")
+    answered(served, [("user", "three")], "3")
+    with pytest.raises(StoreError):
+        served.store.get(oldest.conversation_id)
+    again = served.begin([("user", "one"), ("assistant", "1"), ("user", "more")], OPTIONS, [], "default")
+    assert again.conversation_id != oldest.conversation_id  # read anew, not a dangling branch
