@@ -21,6 +21,12 @@ MODEL = "default"
 LONG = [{"role": "user", "content": "Write a very long story about a lighthouse keeper, chapter by chapter."}]
 
 
+def long_stream(server):
+    """A streamed answer of up to 4,000 tokens: minutes of work unless something stops it."""
+    return server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000, temperature=0,
+                                                   stream=True)
+
+
 def test_with_a_key_only_requests_that_carry_it_are_answered(tmp_path):
     server = start_server(tmp_path / "home", "--api-key", "s3cret-key")
     try:
@@ -64,8 +70,7 @@ def test_a_port_in_use_is_one_line_saying_so(tmp_path):
 def test_a_full_queue_answers_429_with_retry_after_and_the_queued_request_is_still_answered(tmp_path):
     server = start_server(tmp_path / "home", "--max-queue", "1")
     try:
-        running = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
-                                                          temperature=0, stream=True)
+        running = long_stream(server)
         next(iter(running))  # the engine is busy with it
         queued: list = []
         waiter = threading.Thread(target=lambda: queued.append(server.client().completions.create(
@@ -86,8 +91,7 @@ def test_a_full_queue_answers_429_with_retry_after_and_the_queued_request_is_sti
 def test_a_client_that_disconnects_mid_stream_stops_its_answer_at_once(tmp_path):
     server = start_server(tmp_path / "home")
     try:
-        stream = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
-                                                         temperature=0, stream=True)
+        stream = long_stream(server)
         for _, _chunk in zip(range(3), stream):
             pass
         stream.close()
@@ -102,8 +106,7 @@ def test_a_client_that_disconnects_mid_stream_stops_its_answer_at_once(tmp_path)
 def test_a_worker_killed_mid_request_answers_503_and_the_server_recovers(tmp_path):
     server = start_server(tmp_path / "home")
     try:
-        stream = server.client().chat.completions.create(model=MODEL, messages=LONG, max_tokens=4000,
-                                                         temperature=0, stream=True)
+        stream = long_stream(server)
         next(iter(stream))
         os.kill(server.worker().pid, signal.SIGKILL)
         with pytest.raises(openai.APIError) as failed:
