@@ -1,0 +1,333 @@
+"""``hearth serve`` against llama-cpp-python's own OpenAI server (``llama_cpp.server``), side by side.
+
+Both servers run at once on 127.0.0.1 with the same model file, context, batch size, threads and CPU
+build of llama.cpp (Hearth's llama-cpp-python has no CPU backend linked in, so ``llama_cpp.server``
+is started through a launcher that first loads the build Hearth's canary chose). ``llama_cpp.server``
+gets flash attention (Hearth always uses it) and ``logits_all`` off (its default computes the output
+layer for every prompt token, which no chat client needs). Both render the GGUF's own chat template
+into the same tokens; both get a system message, so neither template adds a default one.
+
+Per model (``smollm2``, ``hybrid-bench``):
+
+* a conversation replayed as clients do: every request carries all the messages so far, with that
+  server's own earlier answers as it returned them (so the two histories differ where the answers
+  do). Each user message is deterministic filler, as many words as make ``--history-tokens`` in all
+  at the last turn (6600: about 7k tokens of prompt); each answer is at most ``--answer-tokens``
+  greedy tokens. Per turn: time to first token as the client sees it (a streaming request, from
+  sending to the first content chunk), which server goes first alternating; the prompt tokens and
+  the reused ones (``cached_tokens``) Hearth reports. ``llama_cpp.server`` reports no usage when
+  streaming, so both servers' counts of the last turn's prompt are asked afterwards, not streamed.
+* single-request decode speed: a fresh short prompt, ``--decode-tokens`` greedy tokens, streamed;
+  tokens after the first chunk divided by the time from the first chunk to the last (Hearth's count
+  from its usage, ``llama_cpp.server``'s its content chunks: one per token), alternating, ``--reps``.
+
+Prints one JSON object (progress on stderr). Run ``.venv/bin/pip install -e '.[bench]'`` first, then
+``python tests/bench/bench_serve.py [--models smollm2,hybrid-bench] [--turns 12] [--decode-tokens 128]
+[--reps 3] [--threads N] [--context 8192] [--history-tokens 6600] [--first-share 0] [--draft auto]``.
+``--first-share 0.5`` puts half of the history in the first message (a pasted document, an agent's
+instructions) and spreads the rest: later messages are shorter, as in many real conversations. ``--threads``
+below the cores this process may use pins both servers to that many (Hearth runs one thread per
+core it may use). ``--draft`` is ``hearth serve``'s (default: Hearth's own, speculative decoding
+where it helps); ``--draft off`` compares plain decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import openai
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from engine.backends import cpu_check  # noqa: E402
+from engine.backends.base import default_threads  # noqa: E402
+from engine.protocol import DEFAULTS  # noqa: E402
+from model_store.installed import embedded_model_file  # noqa: E402
+from tests.fixtures.make_models import make_models  # noqa: E402
+from tests.helpers.serve import LISTENING  # noqa: E402
+
+LLAMA_SERVER_LAUNCHER = """
+from engine.backends.cpu_check import ensure_cpu_backend
+ensure_cpu_backend()  # the CPU build named by HEARTH_CPU_VARIANT, before llama.cpp initialises
+import runpy
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+SYSTEM = "You are a helpful assistant. Answer in one short sentence."
+WORDS = ("river stone light house garden winter market letter window music paper forest bridge candle "
+         "morning harbor orchard valley meadow lantern").split()
+DECODE_PROMPT = "Write a long story about a lighthouse keeper and the ships she guides home."
+START_TIMEOUT_S = 300
+# Between requests: ggml's OpenMP threads spin for a while after their work, so a request sent at
+# once to the other server would share the cores with the first one's spinning threads.
+PAUSE_S = 1.0
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen
+    base_url: str
+    client: openai.OpenAI = field(init=False)
+    model_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = openai.OpenAI(base_url=self.base_url, api_key="not-needed", max_retries=0, timeout=600)
+        self.model_id = self.client.models.list().data[0].id
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Reply:
+    text: str
+    ttft_ms: float
+    decode_s: float  # from the first content chunk to the last
+    chunks: int  # content chunks
+    usage: dict
+
+
+def log_tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
+
+
+def server_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "HEARTH_HOME": str(home), "PYTHONPATH": str(ROOT)}
+
+
+def pin_to(cpus: list[int] | None):
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def start_hearth(model_ref: str, context: int, draft: str, home: Path, cpus: list[int] | None) -> Server:
+    log = home / "hearth-serve.log"
+    command = [sys.executable, "-m", "app", "serve", "--port", "0", "--model", model_ref, "--context", str(context),
+               "--draft", draft]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("wb"),
+                               stdin=subprocess.DEVNULL, text=True, env=server_env(home), preexec_fn=pin_to(cpus))
+    match = LISTENING.search(process.stdout.readline())
+    if match is None:
+        process.kill()
+        raise SystemExit(f"hearth serve did not start:\n{log_tail(log)}")
+    return Server("hearth", process, match.group(1))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_llama_server(model: Path, context: int, threads: int, home: Path, cpus: list[int] | None) -> Server:
+    port = free_port()
+    flags = {"model": model, "n_ctx": context, "n_batch": 512, "n_ubatch": 512, "n_threads": threads,
+             "n_threads_batch": threads, "flash_attn": "true", "logits_all": "false", "verbose": "false",
+             "host": "127.0.0.1", "port": port}
+    args = [a for name, value in flags.items() for a in (f"--{name}", str(value))]
+    log = home / "llama-server.log"
+    process = subprocess.Popen([sys.executable, "-c", LLAMA_SERVER_LAUNCHER, *args], cwd=ROOT, stdout=log.open("wb"),
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(home),
+                               preexec_fn=pin_to(cpus))
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            urllib.request.urlopen(f"{base_url}/models", timeout=5).close()
+            return Server("llama_server", process, base_url)
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"llama_cpp.server did not start (exit {process.poll()}):\n{log_tail(log)}")
+
+
+def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
+    sent = time.perf_counter()
+    first = last = 0.0
+    parts: list[str] = []
+    usage: dict = {}
+    stream = server.client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=max_tokens,
+                                                   temperature=0, stream=True,
+                                                   stream_options={"include_usage": True})
+    for chunk in stream:
+        now = time.perf_counter()
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump()
+        content = chunk.choices[0].delta.content if chunk.choices else None
+        ended = bool(chunk.choices and chunk.choices[0].finish_reason)
+        if content or (ended and not first):  # an empty answer: its end is its first token
+            first = first or now
+            last = now
+            parts.append(content or "")
+    return Reply("".join(parts), (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage)
+
+
+def prompt_tokens(server: Server, messages: list[dict]) -> int:
+    """The server's own count of the rendered prompt (a non-streaming request, one answer token)."""
+    answer = server.client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=1,
+                                                   temperature=0)
+    return answer.usage.prompt_tokens
+
+
+def tokens_per_word(server: Server, words: int = 400) -> float:
+    """The filler's tokens per word, counted by ``llama_cpp.server``'s tokenizer endpoint."""
+    body = json.dumps({"input": user_message(0, words)}).encode()
+    request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/extras/tokenize/count", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)["count"] / words
+
+
+def user_message(turn: int, words: int) -> str:
+    rng = random.Random(turn)
+    paragraphs = [" ".join(rng.choice(WORDS) for _ in range(words // 4)).capitalize() + "." for _ in range(4)]
+    return "\n\n".join(paragraphs) + f"\n\nThis is note {turn}. Which word appears most often above?"
+
+
+def alternating(servers: list[Server], index: int) -> list[Server]:
+    return servers if index % 2 == 0 else servers[::-1]
+
+
+def message_words(turn: int, turns: int, total: int, first_share: float) -> int:
+    """Words of the user message of ``turn`` (from 1): ``first_share`` of ``total`` in the first
+    (a pasted document, an agent's long instructions), the rest spread evenly; 0 spreads all evenly."""
+    if first_share <= 0 or turns == 1:
+        return max(8, round(total / turns))
+    if turn == 1:
+        return max(8, round(total * first_share))
+    return max(8, round(total * (1 - first_share) / (turns - 1)))
+
+
+def conversation(servers: list[Server], turns: int, total_words: int, first_share: float,
+                 answer_tokens: int) -> tuple[list[dict], dict]:
+    histories = {s.name: [{"role": "system", "content": SYSTEM}] for s in servers}
+    rows = []
+    for turn in range(1, turns + 1):
+        row = {"turn": turn}
+        words = message_words(turn, turns, total_words, first_share)
+        for server in alternating(servers, turn):
+            history = histories[server.name]
+            history.append({"role": "user", "content": user_message(turn, words)})
+            time.sleep(PAUSE_S)
+            reply = stream_chat(server, history, answer_tokens)
+            history.append({"role": "assistant", "content": reply.text})
+            row[f"{server.name}_ttft_ms"] = round(reply.ttft_ms, 1)
+            if server.name == "hearth":
+                row["prompt_tokens"] = reply.usage.get("prompt_tokens")
+                row["hearth_cached_tokens"] = (reply.usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    return rows, histories
+
+
+def last_prompt_tokens(servers: list[Server], histories: dict) -> dict:
+    """Each server's count of the last turn's prompt (its history without its last answer)."""
+    return {server.name: prompt_tokens(server, histories[server.name][:-1]) for server in servers}
+
+
+def decode_speed(servers: list[Server], n_tokens: int, reps: int) -> dict:
+    speeds: dict[str, list[float]] = {s.name: [] for s in servers}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": DECODE_PROMPT}]
+    for rep in range(reps):
+        for server in alternating(servers, rep):
+            time.sleep(PAUSE_S)
+            reply = stream_chat(server, messages, n_tokens)
+            tokens = reply.usage.get("completion_tokens") if server.name == "hearth" else reply.chunks
+            if tokens and tokens > 1 and reply.decode_s > 0:
+                speeds[server.name].append((tokens - 1) / reply.decode_s)
+            print(json.dumps({"decode": server.name, "rep": rep, "tokens": tokens,
+                              "seconds": round(reply.decode_s, 3)}), file=sys.stderr)
+    median = {name: round(statistics.median(values), 1) if values else None for name, values in speeds.items()}
+    ratio = median["hearth"] / median["llama_server"] if median["hearth"] and median["llama_server"] else None
+    return {**median, "ratio": round(ratio, 3) if ratio else None, "all": speeds}
+
+
+def bench_model(ref: str, path: Path, args: argparse.Namespace, cpus: list[int] | None, home: Path) -> dict:
+    servers = []
+    try:
+        servers.append(start_hearth(ref, args.context, args.draft, home, cpus))
+        servers.append(start_llama_server(path, args.context, args.threads, home, cpus))
+        words = round(args.history_tokens / tokens_per_word(servers[1]))
+        turns, histories = conversation(servers, args.turns, words, args.first_share, args.answer_tokens)
+        counted = last_prompt_tokens(servers, histories)
+        decode = decode_speed(servers, args.decode_tokens, args.reps)
+    finally:
+        for server in servers:
+            server.stop()
+    last = turns[-1]
+    ratio = last["llama_server_ttft_ms"] / last["hearth_ttft_ms"] if last["hearth_ttft_ms"] else None
+    return {"turns": turns, "last_turn_prompt_tokens": counted,
+            "last_turn_ttft_ratio": round(ratio, 2) if ratio else None, "decode_tok_s": decode,
+            "history_words": words, "first_share": args.first_share}
+
+
+def model_files(wanted: list[str], cache: Path) -> dict[str, tuple[str, Path]]:
+    """name -> (what ``hearth serve --model`` takes, the GGUF file)."""
+    files = {"smollm2": ("default", embedded_model_file())}
+    generated = [name for name in wanted if name != "smollm2"]
+    if generated:
+        files.update({name: (str(path), path) for name, path in make_models(cache, generated).items()})
+    return {name: files[name] for name in wanted}
+
+
+def choose_cpu_build(home: Path) -> str:
+    """Hearth's choice of CPU build, pinned for both servers (the canary's result cached in ``home``)."""
+    os.environ[cpu_check.CHECK_FILE_ENV] = str(home / cpu_check.CHECK_FILE)
+    variant = cpu_check.ensure_cpu_backend().variant
+    if variant != "built-in":
+        os.environ[cpu_check.VARIANT_ENV] = variant
+    return variant
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="smollm2,hybrid-bench")
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--history-tokens", type=int, default=6600,
+                        help="about how many tokens the user messages add up to at the last turn")
+    parser.add_argument("--first-share", type=float, default=0.0,
+                        help="share of the history in the first user message (a pasted document); 0: even")
+    parser.add_argument("--answer-tokens", type=int, default=16)
+    parser.add_argument("--decode-tokens", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--draft", default=DEFAULTS.draft, help="hearth serve's --draft (off: no speculative decoding)")
+    parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    args = parser.parse_args()
+    available = sorted(os.sched_getaffinity(0))
+    cpus = available[:args.threads] if args.threads < len(available) else None
+    wanted = args.models.split(",")
+    files = model_files(wanted, args.cache)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="hearth-bench-serve-") as work:
+        home = Path(work)
+        variant = choose_cpu_build(home)
+        for name in wanted:
+            ref, path = files[name]
+            (home / name).mkdir()
+            results[name] = bench_model(ref, path, args, cpus, home / name)
+    print(json.dumps({"bench": "serve", "cpu_build": variant, "threads": args.threads, "context": args.context,
+                      "hearth_draft": args.draft, "turns": args.turns, "answer_tokens": args.answer_tokens,
+                      "models": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
