@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from app.services.serve_contract import KEY_ENV, LISTENING, PARENT_ENV, REQUEST_PREFIX
+from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, LISTENING, PARENT_ENV, REQUEST_PREFIX
 from app.services.settings import Settings
 from engine.child_command import CLI, module_command
 
@@ -63,7 +63,7 @@ def local_url(port: int) -> str:
 def failure_text(line: str, port: int, was_listening: bool) -> str:
     """The server's last error line, said for the window's user."""
     detail = line.removeprefix(ERROR_PREFIX).strip()
-    if not was_listening and detail.startswith("cannot listen on"):
+    if not was_listening and detail.startswith(CANNOT_LISTEN):
         if "in use" in detail:
             return (f"The local API server could not start: port {port} is already in use by another program. "
                     "Choose another port in Settings, or close that program.")

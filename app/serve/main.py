@@ -32,7 +32,7 @@ from app.serve.models import ModelRefused, model_table
 from app.services.model_refs import model_file
 from app.services.settings import current_settings, snapshot_budget_bytes
 from app.services.paths import user_paths
-from app.services.serve_contract import KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
+from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
 from app.services.turn import TurnOptions, PendingTurn
 from engine import protocol as p
 from engine.client import EngineClient, EngineError, new_request_id
@@ -72,7 +72,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), family=family, reuse_port=False)
     except OSError as exc:
-        raise ServeRefused(f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose another --port "
+        raise ServeRefused(f"{CANNOT_LISTEN} {host}:{port} ({exc.strerror or exc}): choose another --port "
                            "or stop the program using it") from None
 
 

@@ -9,6 +9,7 @@ KEY_ENV = "HEARTH_API_KEY"  # the key, kept out of the process list
 PARENT_ENV = "HEARTH_SERVE_PARENT_PID"  # the server ends when this process has gone
 REQUEST_PREFIX = "hearth serve: "  # stderr: one line per request answered or refused, and nothing else
 NOTICE_PREFIX = "hearth: "  # stderr: anything else worth saying (a worker restarted)
+CANNOT_LISTEN = "cannot listen on"  # how the error line about an unusable address or port begins
 LISTENING = re.compile(r"listening on (http://(\S+):(\d+)/v1)")  # stdout, the first line
 
 
