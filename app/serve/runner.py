@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from engine import protocol as p
 from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, ends_request
+from engine.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at
 RESTART_TRIES = 3
@@ -122,11 +123,26 @@ class EngineRunner:
                 job.deliver(exc)
 
     def _run(self, job: Job) -> None:
+        if (gone := self._worker_gone()) is not None:  # it died while idle: nothing was lost yet
+            self._restart(gone)
         if job.model and job.model != self.model:
             self._switch(job.model)
         command = job.prepare()
         job.request_id = command.request_id
         events: list[ClientEvent] = []
+        try:
+            self._follow(job, command, events)
+        except EngineError as exc:  # the worker died as the request was sent to it
+            dead = exc.dead or EngineDead(exit_code=None, message=str(exc))
+            events.append(dead)
+            job.deliver(dead)
+        job.finish(events)
+        job.deliver(None)
+        if isinstance(events[-1], EngineDead):
+            self._restart(events[-1])
+
+    def _follow(self, job: Job, command: p.Command, events: list[ClientEvent]) -> None:
+        """Send the request and pass its events to the job until the one that ends it (or a death)."""
         self.client.send(command)
         cancel_sent = False
         deadline = job.started_at + job.run_limit_s
@@ -142,11 +158,18 @@ class EngineRunner:
             events.append(event)
             job.deliver(event)
             if isinstance(event, EngineDead) or ends_request(command, event):
-                break
-        job.finish(events)
-        job.deliver(None)
-        if isinstance(events[-1], EngineDead):
-            self._restart(events[-1])
+                return
+
+    def _worker_gone(self) -> EngineDead | None:
+        """How the worker ended, if it has (its death may still wait in the event queue)."""
+        process = getattr(self.client, "process", None)
+        code = process.poll() if process is not None else None
+        if code is None:
+            return None
+        while (event := self.client.next_event(0)) is not None:  # drop what the dead worker left
+            if isinstance(event, EngineDead):
+                return event
+        return engine_dead(code)
 
     def _switch(self, model: str) -> None:
         """Load another installed model for this job (and those after it); raises :class:`SwitchFailed`."""

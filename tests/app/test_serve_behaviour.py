@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.helpers.cli import hearth
-from tests.helpers.serve import http, start_server
+from tests.helpers.serve import http, serving, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 MODEL = "default"
@@ -28,25 +28,19 @@ def long_stream(server):
 
 
 def test_with_a_key_only_requests_that_carry_it_are_answered(tmp_path):
-    server = start_server(tmp_path / "home", "--api-key", "s3cret-key")
-    try:
+    with serving(tmp_path / "home", "--api-key", "s3cret-key") as server:
         with pytest.raises(openai.AuthenticationError):
             server.client(api_key="wrong-key").models.list()
         missing = http("GET", f"{server.base_url}/models", timeout=10)
         assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
         assert [m.id for m in server.client(api_key="s3cret-key").models.list().data] == [MODEL]
-    finally:
-        server.stop()
 
 
 def test_the_key_can_come_from_the_environment_instead_of_the_command_line(tmp_path):
-    server = start_server(tmp_path / "home", HEARTH_API_KEY="from-env")
-    try:
+    with serving(tmp_path / "home", HEARTH_API_KEY="from-env") as server:
         with pytest.raises(openai.AuthenticationError):
             server.client(api_key="other").models.list()
         assert server.client(api_key="from-env").models.list().data
-    finally:
-        server.stop()
 
 
 def test_another_address_than_loopback_needs_a_key(tmp_path):
@@ -57,19 +51,15 @@ def test_another_address_than_loopback_needs_a_key(tmp_path):
 
 
 def test_a_port_in_use_is_one_line_saying_so(tmp_path):
-    server = start_server(tmp_path / "home")
-    try:
+    with serving(tmp_path / "home") as server:
         port = server.base_url.rsplit(":", 1)[1].split("/")[0]
         taken = hearth("serve", "--port", port, timeout=60)
         assert taken.returncode == 1 and "Traceback" not in taken.stderr
         assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr and "--port" in taken.stderr
-    finally:
-        server.stop()
 
 
 def test_a_full_queue_answers_429_with_retry_after_and_the_queued_request_is_still_answered(tmp_path):
-    server = start_server(tmp_path / "home", "--max-queue", "1")
-    try:
+    with serving(tmp_path / "home", "--max-queue", "1") as server:
         running = long_stream(server)
         next(iter(running))  # the engine is busy with it
         queued: list = []
@@ -84,13 +74,10 @@ def test_a_full_queue_answers_429_with_retry_after_and_the_queued_request_is_sti
         running.close()  # the client goes away: its answer stops, the queued one runs
         waiter.join(timeout=120)
         assert queued and queued[0].choices[0].text is not None
-    finally:
-        server.stop()
 
 
 def test_a_client_that_disconnects_mid_stream_stops_its_answer_at_once(tmp_path):
-    server = start_server(tmp_path / "home")
-    try:
+    with serving(tmp_path / "home") as server:
         stream = long_stream(server)
         for _, _chunk in zip(range(3), stream):
             pass
@@ -99,18 +86,17 @@ def test_a_client_that_disconnects_mid_stream_stops_its_answer_at_once(tmp_path)
         after = server.client().completions.create(model=MODEL, prompt="Hi", max_tokens=1, temperature=0)
         assert after.choices[0].finish_reason == "length"
         assert time.monotonic() - started < 20  # 4,000 tokens would take minutes
-    finally:
-        server.stop()
 
 
 def test_a_worker_killed_mid_request_answers_503_and_the_server_recovers(tmp_path):
-    server = start_server(tmp_path / "home")
-    try:
+    with serving(tmp_path / "home") as server:
         stream = long_stream(server)
-        next(iter(stream))
+        chunks = iter(stream)
+        while not next(chunks).choices[0].delta.content:  # the worker is writing the answer
+            pass
         os.kill(server.worker().pid, signal.SIGKILL)
         with pytest.raises(openai.APIError) as failed:
-            for _chunk in stream:
+            for _chunk in chunks:
                 pass
         assert "restarting" in str(failed.value)
         deadline = time.monotonic() + 120
@@ -120,8 +106,17 @@ def test_a_worker_killed_mid_request_answers_503_and_the_server_recovers(tmp_pat
         answer = server.client().completions.create(model=MODEL, prompt="Hello", max_tokens=2, temperature=0)
         assert answer.usage.completion_tokens == 2
         assert any("a new one serves the model" in line for line in server.log_lines())
-    finally:
-        server.stop()
+
+
+def test_a_worker_that_died_while_idle_is_replaced_before_the_next_request(tmp_path):
+    with serving(tmp_path / "home") as server:
+        worker = server.worker()
+        worker.kill()
+        worker.wait(10)
+        answer = server.client().completions.create(model=MODEL, prompt="Hello", max_tokens=2, temperature=0)
+        assert answer.usage.completion_tokens == 2  # nothing was in flight: the request is simply answered
+        assert server.worker().pid != worker.pid
+        assert any("a new one serves the model" in line for line in server.log_lines())
 
 
 def serve_folders(home) -> list:
@@ -143,14 +138,11 @@ def test_a_stopped_server_leaves_no_folder_behind_and_clears_those_of_killed_one
 
 def test_the_server_ends_when_the_program_that_started_it_has_gone(tmp_path):
     parent = subprocess.Popen(["sleep", "600"])
-    server = start_server(tmp_path / "home", HEARTH_SERVE_PARENT_PID=str(parent.pid))
-    try:
+    with serving(tmp_path / "home", HEARTH_SERVE_PARENT_PID=str(parent.pid)) as server:
         parent.kill()
         parent.wait()
         server.process.wait(timeout=30)  # it notices within a second or two, and stops as on SIGTERM
         assert serve_folders(tmp_path / "home") == []
-    finally:
-        server.stop()
 
 
 def test_with_allow_switch_every_installed_model_is_listed_and_a_request_loads_the_one_it_names(tmp_path,
@@ -159,8 +151,7 @@ def test_with_allow_switch_every_installed_model_is_listed_and_a_request_loads_t
     imported = hearth("models", "import", "--json", str(hybrid_tiny), HEARTH_HOME=str(home), timeout=120)
     assert imported.returncode == 0, imported.stderr
     other = json.loads(imported.stdout)["id"]
-    server = start_server(home, "--allow-switch")
-    try:
+    with serving(home, "--allow-switch") as server:
         client = server.client()
         assert [m.id for m in client.models.list().data] == [MODEL, other]
         hybrid = client.completions.create(model=other, prompt="Hello", max_tokens=3, temperature=0)
@@ -168,10 +159,5 @@ def test_with_allow_switch_every_installed_model_is_listed_and_a_request_loads_t
         assert http("GET", f"{server.root}/health").json()["model"] == other
         back = client.completions.create(model=MODEL, prompt="Hello", max_tokens=3, temperature=0)
         assert back.model == MODEL and back.usage.completion_tokens == 3
-    finally:
-        server.stop()
-    fixed = start_server(tmp_path / "home2")
-    try:
+    with serving(tmp_path / "home2") as fixed:
         assert [m.id for m in fixed.client().models.list().data] == [MODEL]  # without the flag, only the served one
-    finally:
-        fixed.stop()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 import urllib.error
 import urllib.request
 import subprocess
@@ -79,6 +81,16 @@ class RunningServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+@contextmanager
+def serving(home: Path, *args: str, **env: str) -> Iterator[RunningServer]:
+    """A server for the ``with`` block, stopped at its end."""
+    server = start_server(home, *args, **env)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def start_server(home: Path, *args: str, timeout: float = 180, **env: str) -> RunningServer:

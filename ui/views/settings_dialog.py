@@ -25,6 +25,8 @@ Design:
 from __future__ import annotations
 
 import msgspec
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,11 +35,13 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -115,9 +119,13 @@ class SettingsDialog(QDialog):
         self._context = context
         self._errors: dict[str, QLabel] = {}
         layout = QVBoxLayout(self)
+        form = QWidget()
+        groups = QVBoxLayout(form)
+        groups.setContentsMargins(0, 0, 0, 0)
         for group in (self._sampling_group(), self._drafting_group(), self._device_group(), self._model_group(),
                       self._storage_group(), self._display_group(), self._api_server_group()):  # fmt: skip
-            layout.addWidget(group)
+            groups.addWidget(group)
+        layout.addWidget(_scrolling(form), stretch=1)  # the buttons stay in view on a short screen
         layout.addWidget(self._button_box())
         self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
         self.context_auto.toggled.connect(self._update_context_enabled)
@@ -377,3 +385,16 @@ class SettingsDialog(QDialog):
         folder = QFileDialog.getExistingDirectory(self, "Choose the data folder", self.data_folder.text())
         if folder:
             self.data_folder.setText(folder)
+
+
+def _scrolling(form: QWidget) -> QScrollArea:
+    """``form`` in a frameless scroll area that opens as tall as the form, up to the screen's height."""
+    area = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+    area.setWidget(form)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    screen = QGuiApplication.primaryScreen()
+    room = int(screen.availableGeometry().height() * 0.8) if screen is not None else 800
+    area.setMinimumHeight(min(form.sizeHint().height(), room))
+    area.setMinimumWidth(form.sizeHint().width() + area.verticalScrollBar().sizeHint().width())
+    return area
+
