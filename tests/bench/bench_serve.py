@@ -57,7 +57,7 @@ from engine.backends.base import default_threads  # noqa: E402
 from engine.protocol import DEFAULTS  # noqa: E402
 from model_store.installed import embedded_model_file  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
-from tests.helpers.serve import LISTENING  # noqa: E402
+from tests.helpers.serve import LISTENING, stop_process  # noqa: E402
 
 LLAMA_SERVER_LAUNCHER = """
 from engine.backends.cpu_check import ensure_cpu_backend
@@ -88,12 +88,7 @@ class Server:
         self.model_id = self.client.models.list().data[0].id
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 @dataclass
