@@ -27,7 +27,7 @@ import uvicorn
 from app.serve import schema
 from app.serve.conversations import ApiConversations
 from app.serve.routes import Api, ServeConfig
-from app.serve.runner import EngineRunner, Job
+from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.serve.models import ModelRefused, model_table
 from app.services.model_refs import model_file
 from app.services.settings import current_settings, snapshot_budget_bytes
@@ -46,6 +46,16 @@ LOOPBACK_NAMES = {"localhost"}
 FOLDER_PREFIX = "serve-"
 FOLDER_NAME = re.compile(rf"{FOLDER_PREFIX}(\d+)-")
 PARENT_POLL_S = 1.0
+LIMITS_TEST_ENV = "HEARTH_TEST_SERVE_LIMITS"  # "WAIT,RUN" seconds: tests reach the limits in seconds
+
+
+def serve_limits() -> tuple[float, float]:
+    """How long a request may wait in the queue, and write (a test may shorten both)."""
+    wait, _, run = os.environ.get(LIMITS_TEST_ENV, "").partition(",")
+    try:
+        return float(wait), float(run)
+    except ValueError:
+        return WAIT_LIMIT_S, RUN_LIMIT_S
 
 
 class ServeRefused(Exception):
@@ -126,6 +136,7 @@ class Server:
         except ModelRefused as exc:
             raise ServeRefused(str(exc)) from None
         self.model_id = next(iter(self.models))
+        self.wait_s, self.run_s = serve_limits()
         self.settings = current_settings()
         self.folder = private_folder(user_paths().ensure().cache)
         self._conversations: ApiConversations | None = None
@@ -166,13 +177,13 @@ class Server:
                 holder[0].feed(event)
             self.conversations().finish(holder[0])
 
-        return Job(prepare=prepare, finish=finish)
+        return Job(prepare=prepare, finish=finish, wait_limit_s=self.wait_s, run_limit_s=self.run_s)
 
     def completion_job(self, body: schema.CompletionRequest) -> Job:
         command = p.Complete(request_id=new_request_id("api"), prompt=schema.completion_prompt(body),
                              sampling=schema.sampling_spec(body), max_tokens=body.max_tokens,
                              stop=schema.stop_strings(body), draft=self.draft, draft_max=self.args.draft_max)
-        return Job(prepare=lambda: command)
+        return Job(prepare=lambda: command, wait_limit_s=self.wait_s, run_limit_s=self.run_s)
 
     def run(self) -> int:
         listening = bind(self.args.host, self.args.port)

@@ -176,9 +176,22 @@ class Api:
             raise ApiError(429, f"{self.runner.max_queue} requests are already waiting: retry shortly",
                            code="queue_full", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
 
+    async def _next(self, job: Job):
+        """The job's next item; while it waits in the queue, no longer than its wait limit."""
+        if job.started_at is not None:
+            return await job.events.get()
+        waited = time.monotonic() - job.queued_at
+        try:
+            return await asyncio.wait_for(job.events.get(), max(0.0, job.wait_limit_s - waited))
+        except TimeoutError:
+            if job.started_at is not None:  # it started just now
+                return await job.events.get()
+            self.runner.cancel(job)  # skipped when its turn comes
+            return WaitedTooLong(f"the request waited {job.wait_limit_s:g} s for the engine")
+
     async def _events(self, job: Job) -> AsyncIterator[ClientEvent]:
         """The job's events as they come; raises :class:`ApiError` for a failure."""
-        while (item := await job.events.get()) is not None:
+        while (item := await self._next(job)) is not None:
             if isinstance(item, WaitedTooLong):
                 raise ApiError(503, f"{item}: the server is busy, retry later", code="queue_timeout")
             if isinstance(item, SwitchFailed):

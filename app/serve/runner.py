@@ -22,6 +22,8 @@ from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, en
 from engine.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at
+WAIT_LIMIT_S = 300.0  # in the queue; then the request is answered 503
+RUN_LIMIT_S = 600.0  # once started; then it is cancelled and answered 504
 RESTART_TRIES = 3
 
 
@@ -46,8 +48,8 @@ class Job:
     finish: Callable[[list[ClientEvent]], None] = lambda events: None
     loop: asyncio.AbstractEventLoop | None = None
     events: asyncio.Queue | None = None
-    wait_limit_s: float = 300.0  # in the queue
-    run_limit_s: float = 600.0  # once started: then it is cancelled, keeping what it wrote
+    wait_limit_s: float = WAIT_LIMIT_S
+    run_limit_s: float = RUN_LIMIT_S
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None

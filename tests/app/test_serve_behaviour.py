@@ -108,6 +108,25 @@ def test_a_worker_killed_mid_request_answers_503_and_the_server_recovers(tmp_pat
         assert any("a new one serves the model" in line for line in server.log_lines())
 
 
+def test_a_request_that_waits_too_long_or_writes_too_long_ends_with_an_error(tmp_path):
+    """Limits of 300 s waiting and 600 s writing, shortened by the test switch to 1 s and 3 s."""
+    with serving(tmp_path / "home", HEARTH_TEST_SERVE_LIMITS="1,3") as server:
+        url = f"{server.base_url}/chat/completions"
+        running = long_stream(server)  # writes until its limit
+        next(iter(running))
+        started = time.monotonic()
+        waited = http("POST", url, json_body={"model": MODEL, "messages": LONG, "max_tokens": 2}, timeout=60)
+        assert waited.status_code == 503 and waited.json()["error"]["code"] == "queue_timeout"
+        assert time.monotonic() - started < 3  # told after its own limit, not after the running answer
+        with pytest.raises(openai.APIError, match="ran past 3 s"):
+            for _chunk in running:
+                pass
+        ran = http("POST", url, json_body={"model": MODEL, "messages": LONG, "max_tokens": 4000}, timeout=60)
+        assert ran.status_code == 504 and ran.json()["error"]["code"] == "answer_timeout"
+        after = server.client().completions.create(model=MODEL, prompt="Hi", max_tokens=1, temperature=0)
+        assert after.usage.completion_tokens == 1
+
+
 def test_a_worker_that_died_while_idle_is_replaced_before_the_next_request(tmp_path):
     with serving(tmp_path / "home") as server:
         worker = server.worker()
