@@ -121,7 +121,8 @@ def test_a_request_that_waits_too_long_or_writes_too_long_ends_with_an_error(tmp
         with pytest.raises(openai.APIError, match="ran past 3 s"):
             for _chunk in running:
                 pass
-        ran = http("POST", url, json_body={"model": MODEL, "messages": LONG, "max_tokens": 4000}, timeout=60)
+        ran = http("POST", url, json_body={"model": MODEL, "messages": LONG, "max_tokens": 4000, "temperature": 0},
+                   timeout=60)  # greedy, as the stream above: an answer that runs past 3 s
         assert ran.status_code == 504 and ran.json()["error"]["code"] == "answer_timeout"
         after = server.client().completions.create(model=MODEL, prompt="Hi", max_tokens=1, temperature=0)
         assert after.usage.completion_tokens == 1
