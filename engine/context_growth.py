@@ -18,12 +18,9 @@ from __future__ import annotations
 
 from engine import protocol as p
 from engine.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
+from engine.document_room import ANSWER_ROOM
 from engine.session import ModelSession
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, available_memory, longest_context, memory_budget
-
-
-ANSWER_ROOM = 1024  # tokens a document leaves free for the questions and answers after it; an answer's most
-TEMPLATE_ROOM = 64  # the chat template's tokens around a document
 
 
 class ContextLimit(ValueError):

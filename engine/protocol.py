@@ -423,6 +423,18 @@ class DocumentRead(_Message, tag="document_read"):
     snapshot: SnapshotReport | None = None
 
 
+class RemoteReport(msgspec.Struct):
+    """What a remote OpenAI-compatible engine did for a request (engine.remote): the engine and the
+    model that answered, and the prompt tokens it counted. Local snapshots, drafting and devices do
+    not apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
+    another Hearth), else None."""
+
+    engine: str
+    model: str
+    prompt_tokens: int = 0
+    cached_tokens: int | None = None
+
+
 class Finished(_Message, tag="finished"):
     request_id: str
     finish_reason: Literal["stop", "length", "cancelled", "error"]
@@ -431,6 +443,7 @@ class Finished(_Message, tag="finished"):
     snapshot: SnapshotReport | None = None
     draft: DraftStats | None = None
     devices: DevicePlan | None = None  # the devices that actually ran this request's phases, and why
+    remote: RemoteReport | None = None  # set when a remote engine answered (engine.remote)
 
 
 class Pong(_Message, tag="pong"):
@@ -455,11 +468,15 @@ class Telemetry(_Message, tag="telemetry"):
     phase_devices: dict[str, str]  # phase -> device that ran it last
     phase: Literal["idle", "prefill", "decode"] = "idle"  # what the engine is doing now (a rate can be 0 mid-phase)
     kv_allocated_bytes: int = 0  # the attention cache the context holds for all its tokens (state_kv_bytes: used)
+    remote: str = ""  # a remote engine's name: the rates are measured from its stream; memory is not this computer's
 
 
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
     "generation_failed", "internal", "cpu_unsupported", "context_full",
+    # a remote engine (engine.remote): the message says what happened and what to do
+    "remote_unreachable", "remote_tls", "remote_auth", "remote_model", "remote_busy", "remote_timeout",
+    "remote_disconnected", "remote_bad_reply", "remote_refused",
 ]
 
 

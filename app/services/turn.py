@@ -111,6 +111,9 @@ class PendingTurn:
                 stats["snapshot"] = msgspec.to_builtins(self.finished.snapshot)
             if self.finished.draft is not None:
                 stats["draft"] = msgspec.to_builtins(self.finished.draft)
+            if self.finished.remote is not None:  # a remote engine answered: which, and with what model
+                stats.update(engine=self.finished.remote.engine, model=self.finished.remote.model,
+                             remote=msgspec.to_builtins(self.finished.remote))
         if any(drafted for _, drafted in self.draft_spans):
             stats["draft_spans"] = self.draft_spans
         if self.errors:

@@ -1,0 +1,146 @@
+"""One answer from a remote engine, as the worker's events: the request's body, then its stream
+read into ``TokenDelta`` events and one ``Finished`` with timings measured here (TTFT from the
+request to the first text, decode speed between the first and the last piece).
+
+A stop closes the connection (the server stops generating); a failure after text has arrived
+keeps that text (it was already sent as deltas) and ends the answer with ``error``. Only the
+standard sampling fields are sent (temperature, top_p, seed); top_k and min_p are Hearth's own and
+not every server takes them, so the engine's defaults apply to those.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+
+from engine import protocol as p
+from engine.records import Timings
+from engine.remote.api import OpenAIApi, OpenStream
+from engine.remote.errors import RemoteError
+from engine.remote.retry import RetryPolicy, with_retries
+
+Emit = Callable[[p.Event], None]
+
+
+def request_body(command: p.Answer, model: str) -> tuple[str, dict]:
+    """The API path and JSON body for ``command``, streamed, with usage asked for."""
+    body: dict = {"model": model, "max_tokens": command.max_tokens, "temperature": command.sampling.temperature,
+                  "top_p": command.sampling.top_p, "stream": True, "stream_options": {"include_usage": True}}
+    if command.sampling.seed is not None:
+        body["seed"] = command.sampling.seed
+    if command.stop:
+        body["stop"] = list(command.stop)
+    if isinstance(command, p.Complete):
+        return "completions", {**body, "prompt": command.prompt}
+    return "chat/completions", {**body, "messages": [{"role": m.role, "content": m.content} for m in command.messages]}
+
+
+def chunk_text(chunk: dict) -> tuple[str, str | None]:
+    """The new text of a chat or completion chunk, and its finish reason if it has one."""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return "", None
+    choice = choices[0]
+    delta = choice.get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    return (text if isinstance(text, str) else ""), choice.get("finish_reason")
+
+
+class AnswerStream:
+    """Reads one answer; :meth:`stop` may be called from another thread."""
+
+    def __init__(self, api: OpenAIApi, model: str, policy: RetryPolicy, emit: Emit,
+                 on_progress: Callable[[AnswerStream], None] | None = None) -> None:
+        self.api, self.model, self.policy, self.emit = api, model, policy, emit
+        self.on_progress = on_progress
+        self.stopped = threading.Event()
+        self._open: OpenStream | None = None
+        self.started = self.first_at = self.last_at = 0.0
+        self.n_pieces = 0
+        self.usage: dict = {}
+
+    def stop(self) -> None:
+        self.stopped.set()
+        opened = self._open
+        if opened is not None:
+            try:
+                opened.response.close()  # the blocked read ends; the server sees the connection close
+            except Exception:  # noqa: BLE001 - closing a connection that is going away anyway
+                pass
+
+    @property
+    def decode_tok_s(self) -> float:
+        span = self.last_at - self.first_at
+        return (self.n_pieces - 1) / span if self.n_pieces > 1 and span > 0 else 0.0
+
+    @property
+    def ttft_ms(self) -> float:
+        return (self.first_at - self.started) * 1000 if self.first_at else 0.0
+
+    def run(self, command: p.Answer) -> None:
+        """Stream ``command``'s answer as events, ending with ``Finished`` whatever happens."""
+        rid = command.request_id
+        path, body = request_body(command, self.model)
+        self.started = time.perf_counter()
+        reason = "length"
+        try:
+            reason = self._read(rid, path, body)
+        except RemoteError as error:
+            if self.stopped.is_set():
+                reason = "cancelled"
+            else:
+                self.emit(p.Error(code=error.code, message=str(error), request_id=rid))
+                reason = "error"
+        if self.stopped.is_set() and reason != "error":
+            reason = "cancelled"
+        self.emit(p.Finished(request_id=rid, finish_reason=reason, timings=self._timings(),
+                             devices=None, remote=self._report()))
+
+    def _read(self, rid: str, path: str, body: dict) -> str:
+        with ExitStack() as stack:
+            opened = with_retries(self.policy, lambda: stack.enter_context(self.api.stream(path, body)), self.stopped)
+            self._open = opened
+            if self.stopped.is_set():
+                return "cancelled"
+            reason = None
+            try:
+                for chunk in opened.chunks:
+                    text, finish = chunk_text(chunk)
+                    reason = finish or reason
+                    if isinstance(chunk.get("usage"), dict):
+                        self.usage = chunk["usage"]
+                    if text:
+                        self._took(rid, text)
+            except RemoteError:
+                raise
+            except Exception:  # noqa: BLE001 - the read ended because stop() closed the connection
+                if not self.stopped.is_set():
+                    raise
+                return "cancelled"
+            finally:
+                self._open = None
+        return "length" if reason == "length" else "stop"
+
+    def _took(self, rid: str, text: str) -> None:
+        now = time.perf_counter()
+        self.first_at = self.first_at or now
+        self.last_at = now
+        self.n_pieces += 1
+        self.emit(p.TokenDelta(request_id=rid, text=text, n_tokens=1))
+        if self.on_progress is not None:
+            self.on_progress(self)
+
+    def _timings(self) -> Timings:
+        gen_n = self.usage.get("completion_tokens")
+        return Timings(prompt_n=int(self.usage.get("prompt_tokens") or 0), prompt_ms=self.ttft_ms,
+                       gen_n=int(gen_n) if isinstance(gen_n, int) else self.n_pieces,
+                       gen_ms=(self.last_at - self.first_at) * 1000 if self.first_at else 0.0, ttft_ms=self.ttft_ms)
+
+    def _report(self) -> p.RemoteReport:
+        details = self.usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return p.RemoteReport(engine=self.api.engine.name, model=self.model,
+                              prompt_tokens=int(self.usage.get("prompt_tokens") or 0),
+                              cached_tokens=cached if isinstance(cached, int) else None)

@@ -1,0 +1,140 @@
+"""The few calls Hearth makes to an OpenAI-compatible server, over ``httpx2`` (the HTTP client
+huggingface-hub already brings): the model list, and streamed chat or text completions read as
+server-sent events. TLS is verified; redirects are not followed (a key is never sent on to
+another host); every failure is a :class:`~engine.remote.errors.RemoteError`.
+
+Servers differ in what they say about a model's context: vLLM's ``max_model_len``, llama.cpp
+server's ``meta.n_ctx_train``, Ollama and llama-cpp-python say nothing (:func:`model_context`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx2
+import msgspec
+
+from engine.remote.errors import RemoteError, from_status, from_transport
+from engine.remote.spec import RemoteEngine
+
+CONNECT_TIMEOUT_S = 10.0
+# Between two pieces of a stream (and before the first: a long prompt on a busy server). The test
+# switch HEARTH_TEST_REMOTE_TIMEOUT_S shortens it so a test can reach the timeout.
+READ_TIMEOUT_S = 600.0
+MAX_ERROR_BODY = 64 * 1024
+
+
+class OpenStream(msgspec.Struct):
+    """An answer being streamed: its JSON chunks, and the response to close to stop it (from any thread)."""
+
+    response: httpx2.Response
+    chunks: Iterator[dict]
+
+
+class ServerModel(msgspec.Struct, frozen=True):
+    id: str
+    context: int = 0  # 0: the server does not say
+
+
+def read_timeout() -> float:
+    value = os.environ.get("HEARTH_TEST_REMOTE_TIMEOUT_S", "")
+    return float(value) if value else READ_TIMEOUT_S
+
+
+def model_context(entry: dict) -> int:
+    """The context length a /v1/models entry states, 0 when it states none."""
+    for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window"),
+                  (entry.get("meta") or {}).get("n_ctx_train") if isinstance(entry.get("meta"), dict) else None):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+class OpenAIApi:
+    """One engine's HTTP connection pool; safe to use from several threads."""
+
+    def __init__(self, engine: RemoteEngine) -> None:
+        self.engine = engine
+        headers = {"Authorization": f"Bearer {engine.api_key}"} if engine.api_key else {}
+        timeout = httpx2.Timeout(read_timeout(), connect=CONNECT_TIMEOUT_S)
+        self._http = httpx2.Client(base_url=engine.url + "/", headers=headers, timeout=timeout,
+                                   follow_redirects=False, verify=True)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def models(self) -> list[ServerModel]:
+        body = self._json("GET", "models")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise RemoteError("remote_bad_reply", f"the engine {self.engine.name} did not answer /models like an "
+                                                  "OpenAI-compatible server; check the address (it should end in /v1)")
+        return [ServerModel(str(m["id"]), model_context(m)) for m in data if isinstance(m, dict) and m.get("id")]
+
+    def post_json(self, path: str, body: dict) -> object:
+        return self._json("POST", path, body)
+
+    def _json(self, method: str, path: str, body: dict | None = None) -> object:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx2.HTTPError as exc:
+            raise from_transport(self.engine.name, self.engine.url, exc) from None
+        if response.status_code != 200:
+            raise self._status_error(response.status_code, response.content, response.headers)
+        try:
+            return response.json()
+        except ValueError:
+            raise RemoteError("remote_bad_reply", f"the engine {self.engine.name} answered {path} with something "
+                                                  "that is not JSON; check the address (it should end in /v1)") from None
+
+    @contextmanager
+    def stream(self, path: str, body: dict) -> Iterator[OpenStream]:
+        """POST ``body`` (a streaming request) and yield the open stream; leaving the block closes
+        the connection (that is how a stop reaches the server)."""
+        try:
+            with self._http.stream("POST", path, json=body) as response:
+                if response.status_code != 200:
+                    raise self._status_error(response.status_code, response.read()[:MAX_ERROR_BODY], response.headers)
+                yield OpenStream(response, self._chunks(response))
+        except httpx2.HTTPError as exc:
+            raise from_transport(self.engine.name, self.engine.url, exc, streaming=False) from None
+
+    def root_url(self, path: str) -> str:
+        """``path`` on the server's root (where llama.cpp and vLLM keep /tokenize), not under /v1."""
+        base = self.engine.url.removesuffix("/v1")
+        return f"{base}/{path}"
+
+    def _chunks(self, response: httpx2.Response) -> Iterator[dict]:
+        try:
+            for event in httpx2.EventSource(response):
+                if event.data.strip() == "[DONE]":
+                    return
+                if not event.data.strip():
+                    continue
+                try:
+                    chunk = json.loads(event.data)
+                except ValueError:
+                    raise self._bad_stream("a piece of its stream is not JSON") from None
+                if not isinstance(chunk, dict):
+                    raise self._bad_stream("a piece of its stream is not an object")
+                if chunk.get("error"):  # an error reported inside the stream (vLLM, llama.cpp do this)
+                    raise from_status(self.engine.name, 500, chunk)
+                yield chunk
+        except httpx2.SSEError:
+            raise self._bad_stream("it did not answer with a stream of events") from None
+        except httpx2.HTTPError as exc:
+            raise from_transport(self.engine.name, self.engine.url, exc, streaming=True) from None
+
+    def _bad_stream(self, what: str) -> RemoteError:
+        return RemoteError("remote_bad_reply", f"the engine {self.engine.name} sent a broken answer ({what}); "
+                                               "what it wrote so far is kept")
+
+    def _status_error(self, status: int, content: bytes, headers) -> RemoteError:
+        try:
+            body = json.loads(content)
+        except ValueError:
+            body = None
+        return from_status(self.engine.name, status, body, headers.get("retry-after"))

@@ -1,0 +1,189 @@
+"""A remote engine behind the :class:`~engine.client.EngineClient` interface.
+
+Commands are answered one at a time, in order, on a thread of this process (an HTTP stream needs no
+process of its own: nothing native runs here). The handshake and the model list come first
+(``Hello`` → ``Ready`` at once, ``LoadModel`` → the server's ``/v1/models``); answers stream as
+``TokenDelta`` events; ``Cancel`` closes the stream at once. What the engine cannot do on a server
+is answered as such, not faked: no snapshots (``ConversationOpened`` and ``DocumentRead`` say none
+were used), no drafting, no device calibration.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+
+from engine import protocol as p
+from engine.client import ClientEvent, EngineClient, EngineError, checked
+from engine.remote.answer import AnswerStream
+from engine.remote.api import OpenAIApi
+from engine.remote.errors import RemoteError
+from engine.remote.loading import model_loaded, pick_model
+from engine.remote.measure import TokenCounter, text_measured
+from engine.remote.retry import RetryPolicy, default_policy
+from engine.remote.spec import RemoteEngine
+from engine.remote.telemetry import remote_telemetry
+
+NO_SNAPSHOTS = "a remote engine keeps no state on this computer: the conversation is sent with each message"
+
+
+class RemoteClient(EngineClient):
+    def __init__(self, engine: RemoteEngine, *, policy: RetryPolicy | None = None) -> None:
+        self.engine = engine
+        self.policy = policy or default_policy()
+        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._commands: queue.Queue[p.Command | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._api: OpenAIApi | None = None
+        self._counter: TokenCounter | None = None
+        self._lock = threading.Lock()
+        self._answering: tuple[str, AnswerStream] | None = None
+        self._cancelled: set[str] = set()
+        self.model = ""  # the server's model id, once loaded
+        self.n_ctx = 0
+        self.telemetry_interval_ms = 0
+        self._last_telemetry = 0.0
+
+    def _launch(self) -> None:
+        self._events, self._commands = queue.Queue(), queue.Queue()
+        self._api = OpenAIApi(self.engine)
+        self._thread = threading.Thread(target=self._serve, name=f"remote-{self.engine.name}", daemon=True)
+        self._thread.start()
+
+    def send(self, command: p.Command) -> None:
+        if self._thread is None:
+            raise EngineError("not_started", "the engine is not running; start it first")
+        command = checked(command)
+        match command:
+            case p.Hello():
+                self._events.put(self._ready())
+            case p.Cancel():
+                self._cancel(command.request_id)
+            case p.SetTelemetry():
+                self.telemetry_interval_ms = command.interval_ms
+            case p.Ping():
+                self._events.put(p.Pong(request_id=command.request_id))
+            case p.Shutdown():
+                self._commands.put(None)
+            case _:
+                self._commands.put(command)
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        if mode == "abort":
+            with self._lock:
+                answering = self._answering
+            if answering is not None:
+                answering[1].stop()
+        self._commands.put(None)
+        self._thread.join(timeout)
+        if self._api is not None:
+            self._api.close()
+        self._thread = self._api = None
+
+    # -- the command thread -----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while (command := self._commands.get()) is not None:
+            try:
+                self._handle(command)
+            except RemoteError as error:
+                self._fail(command, error.code, str(error))
+            except Exception as exc:  # noqa: BLE001 - one request fails, the client goes on
+                self._fail(command, "internal", f"the remote engine client failed: {exc}")
+
+    def _handle(self, command: p.Command) -> None:
+        if getattr(command, "request_id", None) in self._cancelled:
+            self._cancelled.discard(command.request_id)
+            self._answer_cancelled(command)
+            return
+        match command:
+            case p.LoadModel():
+                self._load(command)
+            case p.UnloadModel():
+                self.model = ""
+                self._events.put(p.ModelUnloaded(request_id=command.request_id))
+            case p.Complete() | p.Chat() | p.AnswerTurn():
+                self._answer(command)
+            case p.MeasureText():
+                self._events.put(text_measured(self._loaded_counter(), command, self.n_ctx))
+            case p.ReadDocument():
+                tokens, _exact = self._loaded_counter().count(command.messages[-1].content if command.messages else "")
+                self._events.put(p.DocumentRead(request_id=command.request_id, finish_reason="stop", tokens=tokens,
+                                                timings=p.Timings(), snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
+            case p.OpenConversation():
+                self._events.put(p.ConversationOpened(request_id=command.request_id,
+                                                      snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
+            case p.Calibrate():
+                raise RemoteError("remote_refused", "calibration measures this computer's devices; switch to this "
+                                                    "computer's engine to calibrate")
+
+    def _ready(self) -> p.Ready:
+        device = p.DeviceInfo(kind="remote", name=self.engine.name, detail=self.engine.url)
+        return p.Ready(protocol_version=p.PROTOCOL_VERSION, versions={"remote": self.engine.url}, devices=[device],
+                       pid=os.getpid())
+
+    def _load(self, command: p.LoadModel) -> None:
+        self._events.put(p.ModelLoading(request_id=command.request_id, phase="check", fraction=0.0))
+        model, context = pick_model(self.engine, self._api.models(), command.model)
+        self.model, self.n_ctx = model, context
+        self._counter = TokenCounter(self._api, model)
+        self._events.put(model_loaded(self.engine, command.request_id, model, context))
+
+    def _loaded_counter(self) -> TokenCounter:
+        if self._counter is None:
+            raise RemoteError("remote_refused", f"no model is chosen on the engine {self.engine.name}; load one first")
+        return self._counter
+
+    def _answer(self, command: p.Answer) -> None:
+        if not self.model:
+            self._fail(command, "no_model", f"no model is chosen on the engine {self.engine.name}; load one first")
+            return
+        stream = AnswerStream(self._api, self.model, self.policy, self._events.put, on_progress=self._progress)
+        with self._lock:
+            self._answering = (command.request_id, stream)
+        try:
+            stream.run(command)
+        finally:
+            with self._lock:
+                self._answering = None
+            self._telemetry(stream, force=True)
+
+    def _cancel(self, request_id: str) -> None:
+        with self._lock:
+            answering = self._answering
+            if answering is not None and answering[0] == request_id:
+                answering[1].stop()
+            else:
+                self._cancelled.add(request_id)
+
+    def _answer_cancelled(self, command: p.Command) -> None:
+        rid = command.request_id
+        if isinstance(command, p.ANSWERS):
+            self._events.put(p.Finished(request_id=rid, finish_reason="cancelled", timings=p.Timings()))
+        elif isinstance(command, p.ReadDocument):
+            self._events.put(p.DocumentRead(request_id=rid, finish_reason="cancelled", tokens=0, timings=p.Timings()))
+        else:
+            self._events.put(p.Error(code="bad_request", message="cancelled", request_id=rid))
+
+    def _fail(self, command: p.Command, code: str, message: str) -> None:
+        rid = getattr(command, "request_id", None)
+        self._events.put(p.Error(code=code, message=message, request_id=rid))
+        if isinstance(command, p.ANSWERS):
+            self._events.put(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
+        elif isinstance(command, p.ReadDocument):
+            self._events.put(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=p.Timings()))
+
+    def _progress(self, stream: AnswerStream) -> None:
+        self._telemetry(stream)
+
+    def _telemetry(self, stream: AnswerStream, force: bool = False) -> None:
+        interval = self.telemetry_interval_ms / 1000
+        now = time.monotonic()
+        if interval <= 0 or (not force and now - self._last_telemetry < interval):
+            return
+        self._last_telemetry = now
+        self._events.put(remote_telemetry(self.engine.name, stream, idle=force))

@@ -1,0 +1,127 @@
+"""The window's client: this computer's worker, or a remote engine for as long as one is chosen.
+
+Loading the model reference ``engine:NAME`` switches to the remote engine NAME (its model is the
+engine's choice): this computer's model is unloaded to give its memory back, and the worker stays up
+for the next switch back, which is the load of any other model. Events of both reach the one queue
+the window reads; while a remote engine is in use the worker's telemetry is left out (the window
+shows the engine's), and the events of the unload this client asked for itself are not passed on.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+from engine import protocol as p
+from engine.client import ClientEvent, EngineClient, EngineError, checked, new_request_id
+from engine.remote.client import RemoteClient
+from engine.remote.spec import REMOTE_PREFIX, RemoteEngine
+
+PUMP_POLL_S = 0.2
+
+
+class RoutingClient(EngineClient):
+    def __init__(self, local: EngineClient, resolve: Callable[[str], RemoteEngine]) -> None:
+        self.local = local
+        self.resolve = resolve  # engine name -> the engine with its key; raises with a sentence if it cannot
+        self.remote: RemoteClient | None = None
+        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._own_requests: set[str] = set()  # requests this client sent itself: their answers stay here
+        self._telemetry_ms = 0
+        self._stop = threading.Event()  # ends the worker's pump
+        self._remote_stop = threading.Event()  # ends the remote engine's pump
+
+    def __getattr__(self, name: str):  # pid, process, log_path ... are the worker's
+        return getattr(self.__dict__["local"], name)
+
+    @property
+    def active_engine(self) -> str:
+        """The remote engine in use, "" for this computer."""
+        return self.remote.engine.name if self.remote is not None else ""
+
+    @property
+    def data_dir(self):
+        return self.local.data_dir
+
+    def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
+        ready = super().start(timeout, protocol_version)
+        self.local.ready = ready
+        return ready
+
+    def _launch(self) -> None:
+        self._events, self._stop = queue.Queue(), threading.Event()
+        self.local._launch()
+        self._pump(self.local, self._stop)
+
+    def send(self, command: p.Command) -> None:
+        command = checked(command)
+        if isinstance(command, p.LoadModel):
+            self._load(command)
+        elif isinstance(command, p.SetTelemetry):
+            self._telemetry_ms = command.interval_ms
+            self.local.send(command)
+            if self.remote is not None:
+                self.remote.send(command)
+        elif isinstance(command, (p.Hello, p.Shutdown)):
+            self.local.send(command)
+        else:
+            (self.remote or self.local).send(command)
+
+    def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
+        self._drop_remote()
+        self.local.close(mode, timeout)
+        self._stop.set()
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _load(self, command: p.LoadModel) -> None:
+        if not command.model.startswith(REMOTE_PREFIX):
+            self._drop_remote()
+            self.local.send(command)
+            return
+        name = command.model.removeprefix(REMOTE_PREFIX)
+        try:
+            engine = self.resolve(name)
+        except Exception as exc:  # noqa: BLE001 - the registry says why in words
+            self._events.put(p.Error(code="remote_refused", message=str(exc), request_id=command.request_id))
+            return
+        self._drop_remote()
+        unload = p.UnloadModel(request_id=new_request_id("switch"))
+        self._own_requests.add(unload.request_id)
+        self.local.send(unload)  # the worker gives its model's memory back while the engine is used
+        remote = RemoteClient(engine)
+        try:
+            remote.start()
+        except EngineError as exc:
+            self._events.put(p.Error(code="remote_refused", message=str(exc), request_id=command.request_id))
+            return
+        self.remote = remote
+        remote.send(p.SetTelemetry(interval_ms=self._telemetry_ms))
+        self._remote_stop = threading.Event()
+        self._pump(remote, self._remote_stop)
+        remote.send(command)
+
+    def _drop_remote(self) -> None:
+        remote, self.remote = self.remote, None
+        if remote is not None:
+            self._remote_stop.set()
+            remote.close(mode="abort", timeout=5.0)
+
+    def _pump(self, client: EngineClient, stopped: threading.Event) -> None:
+        def forward() -> None:
+            while not stopped.is_set():
+                event = client.next_event(PUMP_POLL_S)
+                if event is not None and self._passes(client, event):
+                    self._events.put(event)
+        threading.Thread(target=forward, name="engine-routing", daemon=True).start()
+
+    def _passes(self, client: EngineClient, event: ClientEvent) -> bool:
+        rid = getattr(event, "request_id", None)
+        if rid in self._own_requests:
+            if not isinstance(event, (p.ModelLoading, p.Telemetry)):
+                self._own_requests.discard(rid)
+            return False
+        if client is self.local and isinstance(event, p.Telemetry) and self.remote is not None:
+            return False
+        return not (client is not self.local and isinstance(event, p.Ready))
