@@ -19,6 +19,7 @@ from app.services.context_info import context_details, context_json, grown_line
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible
+from app.cli.user_error import UserError
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
 from engine.command_check import shown
@@ -26,15 +27,6 @@ from engine.deaths import engine_dead
 from engine.process_client import ProcessClient
 from engine.speculative.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
 from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
-
-
-class UserError(Exception):
-    """Something the user can fix; printed as one line, exit status 1. ``details`` (a ``kind`` and
-    more) is what ``--json`` prints as the ``error`` object."""
-
-    def __init__(self, message: str, **details: str) -> None:
-        super().__init__(message)
-        self.details = details
 
 
 def model_label(path: str) -> str:
@@ -90,8 +82,16 @@ def say_context_grown(grown: p.ContextGrown) -> None:
 
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFAULTS.draft_max,
-               device_policy: str = "auto", context: int | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
-    """A worker with ``model`` loaded; ``context`` tokens (0: auto; None: the model's setting)."""
+               device_policy: str = "auto", context: int | None = None,
+               engine: str | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
+    """A worker with ``model`` loaded; ``context`` tokens (0: auto; None: the model's setting).
+    ``engine``: the remote engine of that name instead, ``model`` one of its server's models (no
+    worker starts here)."""
+    if engine is not None:
+        from app.cli.remote_engine import remote_engine_for  # (the registry and keyring only when asked for)
+        with remote_engine_for(engine, model, context) as opened:
+            yield opened
+        return
     data_dir = data_dir or app_data_dir()  # also where the device probe and compiled NPU graphs are cached
     try:
         path = resolve_model_ref(model, data_dir)
@@ -152,7 +152,12 @@ class Reply:
     text: str = ""
     finished: p.Finished | None = None
     errors: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)  # the errors' codes (remote_auth, ...)
     interrupted: bool = False  # Ctrl+C stopped it
+
+    def error(self) -> UserError:
+        """The errors as the one line the command prints (``kind``: the first error's code)."""
+        return UserError("; ".join(self.errors), **({"kind": self.codes[0]} if self.codes else {}))
 
 
 def run_request(client: EngineClient, command: p.Answer, *, echo: bool) -> Reply:
@@ -174,6 +179,7 @@ def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
             sys.stdout.flush()
     elif isinstance(event, p.Error):
         reply.errors.append(event.message)
+        reply.codes.append(event.code)
     elif isinstance(event, p.Finished):
         reply.finished = event
 
@@ -247,12 +253,12 @@ def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.Dev
 def run_generate(args: argparse.Namespace) -> int:
     command = _generate_command(args)
     with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device,
-                    context=args.context) as (client, loaded):
+                    context=args.context, engine=args.engine) as (client, loaded):
         warn_about_devices(args, loaded.devices)
         reply = run_request(client, command, echo=not args.json)
         n_ctx = client.context.n_ctx
     if reply.errors:
-        raise UserError("; ".join(reply.errors))
+        raise reply.error()
     finished = reply.finished
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
@@ -280,8 +286,9 @@ def run_chat(args: argparse.Namespace) -> int:
     sampling_from_args(args)
     draft_options(args)
     messages: list[p.ChatTurn] = []
-    with engine_for(args.model, device_policy=args.prefill_device, context=args.context) as (client, loaded):
-        name = visible(model_display_name(args.model, app_data_dir()))
+    with engine_for(args.model, device_policy=args.prefill_device, context=args.context,
+                    engine=args.engine) as (client, loaded):
+        name = visible(answering_model(args.model, loaded, args.engine))
         print(f"Chatting with {name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
         while (line := _read_line()) is not None:
             if not line:
@@ -293,6 +300,11 @@ def run_chat(args: argparse.Namespace) -> int:
                 print(f"hearth: {error}", file=sys.stderr)
             messages.append(p.ChatTurn("assistant", reply.text))
     return 0
+
+
+def answering_model(model: str, loaded: p.ModelLoaded, engine: str | None) -> str:
+    """The model's name as the user reads it: a local model's, or the server's id on the engine."""
+    return model_display_name(model, app_data_dir()) if engine is None else f"{loaded.facts.name} on {engine}"
 
 
 def _read_line() -> str | None:

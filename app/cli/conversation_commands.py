@@ -27,10 +27,28 @@ def _title_from(message: str) -> str:
     return (message.strip().splitlines() or ["New chat"])[0][:60]
 
 
-def _echo(event) -> None:
-    if isinstance(event, p.TokenDelta):
-        sys.stdout.write(event.text)
-        sys.stdout.flush()
+def _taker(codes: list[str], *, echo: bool):
+    """What ``send`` does with each event: the answer's text to stdout (``echo``), errors' codes kept."""
+    def take(event) -> None:
+        if isinstance(event, p.TokenDelta) and echo:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, p.Error):
+            codes.append(event.code)
+    return take
+
+
+def _model(args: argparse.Namespace, conversation: Conversation | None) -> str:
+    """The model to answer with: ``--model``; else, on this computer, the conversation's (else the
+    default); on a remote engine, the engine's own."""
+    if args.model or args.engine is not None:
+        return args.model or ""
+    return (conversation.model if conversation else None) or "default"
+
+
+def _conversation_model(args: argparse.Namespace) -> str:
+    """The model a new conversation is made with (a server's model id is no local model)."""
+    return args.model if args.model and args.engine is None else "default"
 
 
 def run_send(args: argparse.Namespace) -> int:
@@ -45,18 +63,21 @@ def run_send(args: argparse.Namespace) -> int:
         conversation = store.get(args.conversation) if args.conversation else None
         if args.reply_to and (conversation is None or store.message(args.reply_to).conversation_id != conversation.id):
             raise UserError(f"message {args.reply_to} belongs to another conversation")
-        model = args.model or (conversation.model if conversation else None) or "default"
-        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max,
-                        device_policy=args.prefill_device, context=args.context) as (client, loaded):
+        model = _model(args, conversation)
+        codes: list[str] = []
+        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, device_policy=args.prefill_device,
+                        context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             conversation, turn = start_turn(
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
-                title=args.new or _title_from(args.message), model=args.model or "default", reply_to=args.reply_to)
-            turn.model = model_display_name(model, app_data_dir())  # the window names the answer's model
-            result = run_answer(store, client, turn, on_event=None if args.json else _echo)
+                title=args.new or _title_from(args.message), model=_conversation_model(args), reply_to=args.reply_to)
+            # the window names the answer's model: a local model's name, or the server's id on the engine
+            turn.model = model_display_name(model, app_data_dir()) if args.engine is None else loaded.facts.name
+            result = run_answer(store, client, turn, on_event=_taker(codes, echo=not args.json))
             n_ctx = client.context.n_ctx
     if result.errors or result.finished is None:
-        raise UserError("; ".join(result.errors) or "the engine stopped before answering")
+        raise UserError("; ".join(result.errors) or "the engine stopped before answering",
+                        **({"kind": codes[0]} if codes else {}))
     finished = result.finished
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)

@@ -113,7 +113,8 @@ def run_doc_load(args: argparse.Namespace) -> int:
         if not args.again and args.part == "all":  # all of it is what would be read: known before any engine starts
             if (before := loaded_before(store, documents, extracted.text, "all", args.model)) is not None:
                 return _say_loaded_before(args, before)
-        with engine_for(args.model, data_dir=app_data_dir(), context=args.context) as (client, _loaded):
+        with engine_for(args.model, data_dir=app_data_dir(), context=args.context,
+                        engine=args.engine) as (client, _loaded):
             measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
             try:
                 text = check_fit(extracted, measured, args.part)

@@ -1,4 +1,4 @@
-"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load, models and devices.
+"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load, models, devices and engines.
 
 Scripts outside the repository depend on the flags and JSON keys here; change them only by adding.
 """
@@ -40,6 +40,12 @@ def _add_context_flag(parser: argparse.ArgumentParser) -> None:
                         help="tokens of context: a number, or auto (the longest that fits the memory budget, up to "
                              "what the model was trained on); default: the model's setting, auto unless changed. "
                              "It grows when a conversation needs more and memory allows")
+
+
+def _add_engine_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default=None, metavar="NAME",
+                        help="answer on the remote engine NAME (`hearth engines list`) instead of this computer; "
+                             "--model then picks one of the server's models (default: the engine's)")
 
 
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate = sub.add_parser("generate", help="write a reply to one prompt")
     _add_model_flag(generate)
     _add_context_flag(generate)
+    _add_engine_flag(generate)
     generate.add_argument("--raw", action="store_true", help="feed PROMPT as plain text, without the chat template")
     _add_sampling_flags(generate)
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
@@ -113,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="chat in the terminal")
     _add_model_flag(chat)
     _add_context_flag(chat)
+    _add_engine_flag(chat)
     _add_sampling_flags(chat)
     chat.set_defaults(run="app.cli.commands:run_chat")
 
@@ -124,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="answer from this message instead of the newest one (edit or regenerate)")
     _add_model_flag(send, default=None)
     _add_context_flag(send)
+    _add_engine_flag(send)
     _add_sampling_flags(send)
     send.add_argument("--json", action="store_true")
     send.add_argument("message", metavar="MESSAGE")
@@ -134,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     load = doc_sub.add_parser("load", help="read a document into a new conversation (ask with `hearth send`)")
     _add_model_flag(load)
     _add_context_flag(load)
+    _add_engine_flag(load)
     load.add_argument("--part", choices=("all", "first", "last"), default="all",
                       help="read all of it (default; refused if it does not fit), or only its first or last part")
     load.add_argument("--again", action="store_true",
@@ -144,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_models_commands(sub)
     _add_devices_commands(sub)
+    _add_engines_commands(sub)
 
     check = sub.add_parser("doctor", help="check this machine and Hearth's installation; a report to paste "
                                           "into a bug report (exit status 1 when something is broken)")
@@ -194,6 +205,36 @@ def _add_models_commands(sub) -> None:
     search.add_argument("--limit", type=int, default=20)
     search.add_argument("--json", action="store_true")
     search.set_defaults(run="app.cli.model_commands:run_search")
+
+
+def _add_engines_commands(sub) -> None:
+    engines = sub.add_parser("engines", help="remote OpenAI-compatible engines (vLLM, llama.cpp server, Ollama, "
+                                             "another Hearth) to answer on with --engine NAME")
+    engines_sub = engines.add_subparsers(dest="engines_command", required=True)
+    add = engines_sub.add_parser("add", help="add a remote engine (its API key goes to the system's secret store)")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--url", required=True, help="the API's base address, like https://gpu.example.com/v1 "
+                                                  "(plain http:// only to this computer or a private network)")
+    add.add_argument("--api-key-env", default=None, metavar="VAR",
+                     help="read the API key from the environment variable VAR (a key is never given as a flag)")
+    add.add_argument("--model", default=None, metavar="ID", help="the server's model to use (default: its first)")
+    add.add_argument("--context", type=context_tokens, default=0, metavar="N",
+                     help="the model's context in tokens (default: what the server says)")
+    add.add_argument("--key-file", action="store_true",
+                     help="where the system has no secret store, keep the key in a file only you can read")
+    add.add_argument("--replace", action="store_true", help="replace an engine of the same name")
+    add.set_defaults(run="app.cli.engine_commands:run_add")
+    listing = engines_sub.add_parser("list", help="the remote engines (never their keys)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run="app.cli.engine_commands:run_list")
+    remove = engines_sub.add_parser("rm", help="remove a remote engine and its API key")
+    remove.add_argument("name", metavar="NAME")
+    remove.set_defaults(run="app.cli.engine_commands:run_rm")
+    test = engines_sub.add_parser("test", help="check that an engine answers: reachable, key accepted, its models, "
+                                               "latency and tokens/s (exit status 1 when it does not work)")
+    test.add_argument("name", metavar="NAME")
+    test.add_argument("--json", action="store_true")
+    test.set_defaults(run="app.cli.engine_commands:run_test")
 
 
 def _add_devices_commands(sub) -> None:

@@ -95,8 +95,17 @@ class Api:
             self._authorise(request)
         except ApiError as exc:
             return exc.response()
-        models = [{"id": name, "object": "model", "created": 0, "owned_by": "hearth"} for name in self.config.model_ids]
+        models = [self._model_entry(name) for name in self.config.model_ids]
         return JSONResponse({"object": "list", "data": models})
+
+    def _model_entry(self, name: str) -> dict:
+        """OpenAI's model object; the loaded one also says how long a conversation it can hold, under
+        vLLM's name for it (``max_model_len``), so a client (another Hearth) need not ask its user."""
+        entry = {"id": name, "object": "model", "created": 0, "owned_by": "hearth"}
+        loaded = self.runner.loaded
+        if loaded is not None and name == self.runner.model:
+            entry["max_model_len"] = loaded.context.max_n_ctx
+        return entry
 
     async def chat(self, request: Request) -> Response:
         return await self._answer(request, schema.ChatRequest, "chat")

@@ -241,8 +241,9 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
 # --- loading ------------------------------------------------------------------------------------
 
 
-def _move_aside(path: Path) -> Path | None:
-    """Rename a bad settings file to ``settings.json.broken`` (or ``.broken.N`` if that is taken)."""
+def move_aside(path: Path) -> Path | None:
+    """Rename a bad file Hearth keeps to ``NAME.broken`` (or ``.broken.N`` if that is taken), so the
+    user's bytes are kept."""
     target = path.with_name(path.name + BROKEN_SUFFIX)
     number = 1
     while target.exists():
@@ -301,7 +302,7 @@ def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSet
     try:
         document = _read_object(path)
     except (OSError, ValueError) as error:
-        moved = _move_aside(path)
+        moved = move_aside(path)
         kept = f"your file was kept as {moved}" if moved else "saving settings will replace the file"
         reason = getattr(error, "strerror", None) or str(error)
         message = f"Could not read settings from {path}: {reason}. Default settings are in use and {kept}."
@@ -317,7 +318,7 @@ def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSet
 # --- saving -------------------------------------------------------------------------------------
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     existing = _nearest_existing(path.parent)
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, f"{existing} is a file, not a folder")
@@ -343,7 +344,7 @@ def save_settings(s: Settings, config_dir: Path, *, npu_available: bool = False)
     path = settings_path(config_dir)
     data = msgspec.json.format(msgspec.json.encode(s), indent=2) + b"\n"
     try:
-        _write_atomically(path, data)
+        write_atomically(path, data)
     except OSError as error:
         reason = error.strerror or str(error)
         raise SettingsError(

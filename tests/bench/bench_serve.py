@@ -2,10 +2,9 @@
 
 Both servers run at once on 127.0.0.1 with the same model file, context, batch size, threads and CPU
 build of llama.cpp (Hearth's llama-cpp-python has no CPU backend linked in, so ``llama_cpp.server``
-is started through a launcher that first loads the build Hearth's canary chose). ``llama_cpp.server``
-gets flash attention (Hearth always uses it) and ``logits_all`` off (its default computes the output
-layer for every prompt token, which no chat client needs). Both render the GGUF's own chat template
-into the same tokens; both get a system message, so neither template adds a default one.
+is started by tests/helpers/llama_server.py, which first loads the build Hearth's canary chose, and
+runs it with flash attention on and ``logits_all`` off, as Hearth runs). Both render the GGUF's own
+chat template into the same tokens; both get a system message, so neither template adds a default one.
 
 Per model (``smollm2``, ``hybrid-bench``):
 
@@ -37,7 +36,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,24 +50,18 @@ import openai
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.backends import cpu_check  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
 from engine.protocol import DEFAULTS  # noqa: E402
 from model_store.installed import embedded_model_file  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
+from tests.helpers.llama_server import ServerDidNotStart, pin_cpu_build  # noqa: E402
+from tests.helpers.llama_server import start_llama_server as start_llama_cpp_server  # noqa: E402
 from tests.helpers.serve import LISTENING, stop_process  # noqa: E402
 
-LLAMA_SERVER_LAUNCHER = """
-from engine.backends.cpu_check import ensure_cpu_backend
-ensure_cpu_backend()  # the CPU build named by HEARTH_CPU_VARIANT, before llama.cpp initialises
-import runpy
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
-"""
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
 WORDS = ("river stone light house garden winter market letter window music paper forest bridge candle "
          "morning harbor orchard valley meadow lantern").split()
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the ships she guides home."
-START_TIMEOUT_S = 300
 # Between requests: ggml's OpenMP threads spin for a while after their work, so a request sent at
 # once to the other server would share the cores with the first one's spinning threads.
 PAUSE_S = 1.0
@@ -125,32 +117,13 @@ def start_hearth(model_ref: str, context: int, draft: str, home: Path, cpus: lis
     return Server("hearth", process, match.group(1))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def start_llama_server(model: Path, context: int, threads: int, home: Path, cpus: list[int] | None) -> Server:
-    port = free_port()
-    flags = {"model": model, "n_ctx": context, "n_batch": 512, "n_ubatch": 512, "n_threads": threads,
-             "n_threads_batch": threads, "flash_attn": "true", "logits_all": "false", "verbose": "false",
-             "host": "127.0.0.1", "port": port}
-    args = [a for name, value in flags.items() for a in (f"--{name}", str(value))]
-    log = home / "llama-server.log"
-    process = subprocess.Popen([sys.executable, "-c", LLAMA_SERVER_LAUNCHER, *args], cwd=ROOT, stdout=log.open("wb"),
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(home),
-                               preexec_fn=pin_to(cpus))
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            urllib.request.urlopen(f"{base_url}/models", timeout=5).close()
-            return Server("llama_server", process, base_url)
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit(f"llama_cpp.server did not start (exit {process.poll()}):\n{log_tail(log)}")
+    try:
+        started = start_llama_cpp_server(model, context=context, threads=threads, log_dir=home,
+                                         env={"HEARTH_HOME": str(home)}, preexec_fn=pin_to(cpus))
+    except ServerDidNotStart as exc:
+        raise SystemExit(str(exc)) from None
+    return Server("llama_server", started.process, started.base_url)
 
 
 def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
@@ -282,15 +255,6 @@ def model_files(wanted: list[str], cache: Path) -> dict[str, tuple[str, Path]]:
     return {name: files[name] for name in wanted}
 
 
-def choose_cpu_build(home: Path) -> str:
-    """Hearth's choice of CPU build, pinned for both servers (the canary's result cached in ``home``)."""
-    os.environ[cpu_check.CHECK_FILE_ENV] = str(home / cpu_check.CHECK_FILE)
-    variant = cpu_check.ensure_cpu_backend().variant
-    if variant != "built-in":
-        os.environ[cpu_check.VARIANT_ENV] = variant
-    return variant
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="smollm2,hybrid-bench")
@@ -314,7 +278,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="hearth-bench-serve-") as work:
         home = Path(work)
-        variant = choose_cpu_build(home)
+        variant = pin_cpu_build(home)
         for name in wanted:
             ref, path = files[name]
             (home / name).mkdir()
