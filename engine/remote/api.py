@@ -44,13 +44,20 @@ def read_timeout() -> float:
     return float(value) if value else READ_TIMEOUT_S
 
 
-def model_context(entry: dict) -> int:
-    """The context length a /v1/models entry states, 0 when it states none."""
-    for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window"),
-                  (entry.get("meta") or {}).get("n_ctx_train") if isinstance(entry.get("meta"), dict) else None):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+def model_context(entry: dict, served: int = 0) -> int:
+    """The context length a /v1/models entry states, 0 when it states none. ``served`` is the
+    context llama.cpp's server runs with (its ``/props``), which comes before the length the model
+    was trained on (its entry's ``meta.n_ctx_train``)."""
+    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window"), served,
+                  meta.get("n_ctx_train")):
+        if _positive_int(value):
             return value
     return 0
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 class OpenAIApi:
@@ -72,7 +79,19 @@ class OpenAIApi:
         if not isinstance(data, list):
             raise RemoteError("remote_bad_reply", f"the engine {self.engine.name} did not answer /models like an "
                                                   "OpenAI-compatible server; check the address (it should end in /v1)")
-        return [ServerModel(str(m["id"]), model_context(m)) for m in data if isinstance(m, dict) and m.get("id")]
+        models = [m for m in data if isinstance(m, dict) and m.get("id")]
+        served = self._llama_server_context() if any(isinstance(m.get("meta"), dict) for m in models) else 0
+        return [ServerModel(str(m["id"]), model_context(m, served)) for m in models]
+
+    def _llama_server_context(self) -> int:
+        """The context a llama.cpp server gives each request (``/props``), 0 if it does not say."""
+        try:
+            props = self._json("GET", self.root_url("props"))
+        except RemoteError:
+            return 0
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if _positive_int(n_ctx) else 0
 
     def post_json(self, path: str, body: dict) -> object:
         return self._json("POST", path, body)

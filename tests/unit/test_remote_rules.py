@@ -131,4 +131,5 @@ def test_the_model_and_context_come_from_the_user_then_the_server_then_the_defau
         pick_model(RemoteEngine("e", "https://h/v1", model="c"), listed)
     assert model_context({"id": "x", "max_model_len": 8192}) == 8192
     assert model_context({"id": "x", "meta": {"n_ctx_train": 2048}}) == 2048
+    assert model_context({"id": "x", "meta": {"n_ctx_train": 32768}}, served=4096) == 4096  # llama-server's -c
     assert model_context({"id": "x", "context_length": True}) == 0
