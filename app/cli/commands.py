@@ -215,9 +215,12 @@ def draft_options(args: argparse.Namespace) -> dict:
 def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int) -> dict:
     """The keys of ``generate --json``; ``send --json`` adds its own to the same ones. ``n_ctx``:
     the context the request ran in (after growing, if it grew)."""
-    return {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
-            "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
-            "devices": devices_json(ran), "n_ctx": n_ctx}
+    result = {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
+              "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
+              "devices": devices_json(ran), "n_ctx": n_ctx}
+    if finished.remote is not None:  # the engine and model that answered, and the prompt tokens it reused
+        result["remote"] = msgspec.to_builtins(finished.remote)
+    return result
 
 
 def draft_json(stats: p.DraftStats | None) -> dict:

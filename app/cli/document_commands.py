@@ -117,7 +117,7 @@ def run_doc_load(args: argparse.Namespace) -> int:
                         engine=args.engine) as (client, _loaded):
             measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
             try:
-                text = check_fit(extracted, measured, args.part)
+                text = check_fit(extracted, measured, args.part, engine=args.engine or "")
             except DocumentTooLong as exc:
                 raise UserError(str(exc)) from exc
             if not args.again and (before := loaded_before(store, documents, text, args.part, args.model)) is not None:

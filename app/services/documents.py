@@ -40,11 +40,13 @@ class DocumentTooLong(ValueError):
     ``summary`` is the first half (the numbers), for a caller that offers the choices its own way.
     """
 
-    def __init__(self, summary: str, budget_tokens: int) -> None:
+    def __init__(self, summary: str, budget_tokens: int, *, remote: bool = False) -> None:
         self.summary = summary
         self.budget_tokens = budget_tokens
-        super().__init__(f"{summary}; free some memory or use a model with a longer context, or read only the "
-                         f"first or the last {budget_tokens:,} tokens (--part first / --part last)")
+        bigger = ("use a model with a longer context on the engine" if remote else
+                  "free some memory or use a model with a longer context")
+        super().__init__(f"{summary}; {bigger}, or read only the first or the last {budget_tokens:,} tokens "
+                         "(--part first / --part last)")
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,10 @@ def fit_command(text: str, part: str, room: Room = Room()) -> p.MeasureText:
     return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part, budget_tokens=room.budget_tokens)
 
 
-def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, room: Room = Room()) -> str:
-    """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit."""
+def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, room: Room = Room(),
+              engine: str = "") -> str:
+    """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit
+    (``engine``: the remote engine that measured it, whose context cannot grow)."""
     if part != "all":
         return measured.kept_text
     if fits_whole(measured) and len(document.text) <= MAX_MEASURE_CHARS:
@@ -90,9 +94,11 @@ def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, 
     after = f" after the {room.held_tokens:,} tokens already in this conversation" if room.held_tokens else ""
     room_tokens = max(measured.budget_tokens, measured.grown_budget_tokens)
     over = measured.tokens - room_tokens
-    raise DocumentTooLong(f"{document.title} has {counted} tokens but this model's context leaves room for "
-                          f"{room_tokens:,}{after} ({over:,} too many), even in the longest context it can have now",
-                          measured.budget_tokens)
+    where = (f"the context of {engine} leaves room for {room_tokens:,}{after} ({over:,} too many)" if engine else
+             f"this model's context leaves room for {room_tokens:,}{after} ({over:,} too many), even in the longest "
+             "context it can have now")
+    raise DocumentTooLong(f"{document.title} has {counted} tokens but {where}", measured.budget_tokens,
+                          remote=bool(engine))
 
 
 def fits_whole(measured: p.TextMeasured) -> bool:

@@ -146,6 +146,7 @@ def test_send_on_the_engine_stores_the_answers_and_sends_the_whole_conversation(
     assert branch[3].stats["model"] == "default"  # the server's model id
     assert branch[1].stats["engine"] == branch[3].stats["engine"] == "gpu"  # which engine answered each
     assert branch[3].stats["remote"]["cached_tokens"] > 0  # another Hearth restored the conversation's prefix
+    assert again["remote"] == branch[3].stats["remote"]  # and send --json says so too
     history = [{"role": "user", "content": "My name is Ada."}, {"role": "assistant", "content": sent["text"]},
                {"role": "user", "content": "What is my name?"}]
     direct = server.client(api_key=SERVER_KEY).chat.completions.create(
@@ -178,6 +179,18 @@ def test_a_document_loaded_on_the_engine_is_asked_about_there(server, secrets, t
         document["conversation_id"])
     assert branch[0].content.count("river") == notes.read_text().count("river") and branch[-1].status == "done"
     assert branch[-1].content == json.loads(asked.stdout)["text"]
+
+
+def test_a_document_longer_than_the_engines_context_is_refused_with_the_numbers(server, secrets, tmp_path,
+                                                                                  hearth_home):
+    add(secrets, server)
+    book = write_document(tmp_path / "book.txt", 12_000)  # ~24k tokens estimated; the served context is 8k at most
+    refused = run(secrets, "doc", "load", "--engine", "gpu", str(book))
+    assert refused.returncode == 1 and refused.stderr.splitlines()[0] == LEAVES
+    line = refused.stderr.splitlines()[-1]
+    assert "Traceback" not in refused.stderr and len(refused.stderr.splitlines()) == 2
+    assert "the context of gpu leaves room for" in line and "--part first" in line and "memory" not in line
+    assert ConversationStore(open_database(database_path(hearth_home / "data"))).list() == []  # nothing was kept
 
 
 def test_without_a_secret_store_the_key_is_read_from_its_variable_or_kept_in_a_private_file(server, hearth_home):
