@@ -30,6 +30,7 @@ from app.services.documents import (
 )
 from engine import protocol as p
 from engine.client import EngineDead
+from engine.remote.spec import REMOTE_PREFIX
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import DocumentStore
@@ -194,7 +195,7 @@ class DocumentController(QObject):
     def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, room: Room,
                measured: p.TextMeasured) -> None:
         try:
-            text = check_fit(document, measured, part, room)
+            text = check_fit(document, measured, part, room, engine=self._remote_engine())
         except DocumentTooLong as too_long:
             self._finish()
             self._offer_parts(document, path, too_long, in_conversation=room.held_tokens > 0)
@@ -322,6 +323,12 @@ class DocumentController(QObject):
             f"{too_long.summary}.\n\nTo read all of it,{new_chat} {self._what_would_hold_more()}. Or read only its "
             f"first or its last {too_long.budget_tokens:,} tokens.", QApplication.activeWindow()),
             document, path)
+
+    def _remote_engine(self) -> str:
+        """The remote engine the loaded model runs on, "" for this computer."""
+        loaded = self.chat.loaded
+        path = loaded.facts.path if loaded is not None else ""
+        return path.removeprefix(REMOTE_PREFIX) if path.startswith(REMOTE_PREFIX) else ""
 
     def _what_would_hold_more(self) -> str:
         """A model trained on a longer context; and more memory, when memory is what limits this one's."""
