@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from functools import partial
 
+from app.services.engines import EngineRegistry
 from app.services.paths import user_paths
 from app.services.settings import data_dir, load_settings, save_settings, snapshot_budget_bytes
+from engine.client import EngineClient
 from engine.process_client import ProcessClient
+from engine.remote.routing import RoutingClient
 from model_store.db import database_path
 from model_store.installed import models_folder
 from model_store.private_files import make_private_folder
@@ -24,16 +27,19 @@ def app_parts():
     data = data_dir(settings, paths)
     make_private_folder(data)
 
-    def make_client() -> ProcessClient:
+    engines = EngineRegistry(paths.config)
+
+    def make_client() -> EngineClient:
+        """This computer's worker, behind the client that switches to a remote engine when one is chosen."""
         client = ProcessClient(data_dir=data, log_path=paths.worker_log)
         client.snapshot_budget_bytes = snapshot_budget_bytes(settings)
-        return client
+        return RoutingClient(client, engines.remote_engine)
 
     return AppParts(
         settings=settings, make_client=make_client, db_path=database_path(data), data_dir=data,
         models_dir=models_folder(data),
         save_settings=partial(save_settings, config_dir=paths.config), cache_dir=paths.cache,
-        startup_notes=tuple(loaded.problems),
+        startup_notes=tuple(loaded.problems) + tuple(engines.problems), engines=engines,
     )
 
 

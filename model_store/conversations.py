@@ -146,6 +146,18 @@ class ConversationStore:
             if cur.rowcount == 0:
                 self.get(conversation_id)  # raises the helpful error
 
+    def update_settings(self, conversation_id: str, changes: dict[str, Any]) -> Conversation:
+        """Set the given keys of a conversation's settings (others are kept); returns it as stored.
+
+        Raises:
+            StoreError: If there is no such conversation.
+        """
+        with write_transaction(self.db):
+            settings = {**self.get(conversation_id).settings, **changes}
+            self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?",
+                            [to_json(settings), conversation_id])
+        return self.get(conversation_id)
+
     def delete(self, conversation_id: str) -> None:
         """Delete a conversation with all its messages, snapshots and snapshot parts."""
         with write_transaction(self.db):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
+from app.services.engines import EngineRegistry
 from app.services.settings import Settings
 from engine.client import EngineClient
 from ui.bridge import EngineBridge
@@ -36,6 +37,7 @@ class AppParts:
     save_settings: Callable[..., None]  # (settings, *, npu_available=False)
     cache_dir: Path
     startup_notes: tuple[str, ...] = ()
+    engines: EngineRegistry | None = None  # the remote engines (None: those of the user's config folder)
 
 
 def build_window(parts: AppParts) -> MainWindow:
@@ -45,7 +47,7 @@ def build_window(parts: AppParts) -> MainWindow:
     controller = ChatController(bridge, store, parts.settings, ConversationListModel(), MessageListModel())
     models = ModelManager(store, parts.models_dir, parts.cache_dir)
     window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings,
-                        data_folder=parts.data_dir)
+                        data_folder=parts.data_dir, engines=parts.engines)
     window.setWindowIcon(app_icon())
     store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:

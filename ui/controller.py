@@ -12,6 +12,7 @@ is refused at once (the window never waits), said in the banner, and given back 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import msgspec
@@ -30,9 +31,9 @@ from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.recovery import Recovery
 from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
 from model_store.writer_lock import ConversationBusy
-from ui.formatting import model_name
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
+from ui.remote_text import answering_model, remote_name
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
 
@@ -72,6 +73,8 @@ class ChatController(QObject):
         self._open_request: str | None = None
         self._restarting = False
         self._mtp_note_for: str | None = None
+        # Asked before a message goes to the engine; False keeps it (ui.engine_choice: a remote engine's consent).
+        self.before_sending: Callable[[], bool] = lambda: True
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
         bridge.ready.connect(self._on_ready)
@@ -294,6 +297,8 @@ class ChatController(QObject):
         if self.loaded is None:
             self.notice.emit("warning", self._why_nothing_is_sent())
             return False
+        if not self.before_sending():
+            return False
         conversation, editing, options = self.conversation, self.editing, self._options()
         title = text.splitlines()[0][:60]
 
@@ -326,6 +331,8 @@ class ChatController(QObject):
         if self.loaded is None:
             self.notice.emit("warning", "No model is loaded, so no new answer can be written; wait for it to load, "
                                         "or choose one.")
+            return False
+        if not self.before_sending():
             return False
         conversation, user_id, options = self.conversation, target.parent_id, self._options()
 
@@ -378,7 +385,7 @@ class ChatController(QObject):
             conversation, turn, rows = result
             self._starting_turn = False
             self._turns[turn.command.request_id] = turn
-            turn.model = model_name(self.model_ref)
+            turn.model = answering_model(self.model_ref, self.loaded)
             self.show_conversation(conversation, rows)
             self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
             self._list_turn_in(conversation)
@@ -502,6 +509,8 @@ def _live_stats(turn: PendingTurn) -> dict:
 
 
 def _model_label(ref: str) -> str:
+    if (engine := remote_name(ref)) is not None:
+        return f"remote engine {engine}"
     return "the embedded default model" if ref == "default" else ref.rsplit("/", 1)[-1]
 
 

@@ -76,7 +76,7 @@ class DocumentController(QObject):
 
     def attach(self, path: Path, part: str = "all") -> bool:
         """Load the file into the current conversation (a new one if none is open)."""
-        if not self._may_start():
+        if not self._may_start() or not self.chat.before_sending():  # a remote engine: asked once per conversation
             return False
         load = self._begin(path.name)
         self.chat.status.emit(f"Extracting the text of {path.name}…")

@@ -15,23 +15,28 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.services.context_info import context_state
+from app.services.engines import EngineRegistry
 from app.services.settings import Settings, SettingsError
 from ui.api_server import ApiServerProcess
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
+from ui.engine_choice import EngineChoice
 from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
+from ui.remote_text import engine_heading, remote_engine_text, remote_name
 from ui.views.about_dialog import AboutDialog, third_party_licences
 from ui.views.api_status import ApiStatus
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
 from ui.views.composer import Composer
 from ui.views.conversation_panel import ConversationPanel
+from ui.views.engines_dialog import EnginesDialog
 from ui.views.document_progress import DocumentProgress
 from ui.views.model_picker import ModelPicker
 from ui.views.models_dialog import ModelsDialog
+from ui.views.remote_marker import RemoteMarker, ask_consent
 from ui.views.settings_dialog import SettingsDialog
 from ui.views.system_check_dialog import SystemCheckDialog
 from ui.views.telemetry_panel import TelemetryPanel
@@ -45,9 +50,12 @@ SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 class MainWindow(QMainWindow):
     def __init__(self, controller: ChatController, documents: DocumentController, models: ModelManager, *,
-                 save_settings: SaveSettings, data_folder: Path) -> None:
+                 save_settings: SaveSettings, data_folder: Path, engines: EngineRegistry | None = None) -> None:
         super().__init__()
         self.controller = controller
+        self.engine_choice = EngineChoice(controller, engines or EngineRegistry(),
+                                          ask=lambda name, url: ask_consent(self, name, url))
+        self.engines_dialog: EnginesDialog | None = None
         self.documents = documents
         self.models = models
         models.setParent(self)  # dies with the window, so no late result reaches a closed window
@@ -67,6 +75,7 @@ class MainWindow(QMainWindow):
         self._menus()
         models.memory_percent = controller.settings.memory_budget_percent
         self.refresh_models()
+        self.model_picker.set_engines(self.engine_choice.picker_entries())
         self.api_server.apply(controller.settings)
 
     # -- layout ----------------------------------------------------------------------------------
@@ -77,6 +86,7 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.status_line = QLabel()
         self.status_line.setObjectName("status_line")
+        self.remote_marker = RemoteMarker()
         self.api_status = ApiStatus()
         self.api_server = ApiServerProcess(self)
         self.chat_view = ChatView(messages, data_folder=self.data_folder)
@@ -91,6 +101,7 @@ class MainWindow(QMainWindow):
         status_row.addWidget(self.status_line, 1)
         status_row.addWidget(self.api_status)
         column.addLayout(status_row)
+        column.addWidget(self.remote_marker)
         column.addWidget(self.chat_view, 1)
         column.addWidget(self.document_progress)
         column.addWidget(self.composer)
@@ -154,6 +165,7 @@ class MainWindow(QMainWindow):
         for changed in (c.messages.modelReset, c.messages.rowsInserted, c.generating_changed):
             changed.connect(self._update_regenerate)
         c.messages.dataChanged.connect(self._message_changed)
+        self.engine_choice.marker_changed.connect(self.remote_marker.show_text)
         self.api_status.watch(self.api_server)
         self.api_server.failed.connect(self._api_server_failed)
         self.api_server.listening.connect(lambda _url: self.banner.withdraw(self.open_settings))  # past failures
@@ -163,6 +175,7 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&New chat", QKeySequence.StandardKey.New, self.new_chat)
         self._action(file_menu, "&Models…", QKeySequence("Ctrl+M"), self.open_models)
         self._action(file_menu, "&Settings…", QKeySequence("Ctrl+,"), self.open_settings)
+        self._action(file_menu, "&Engines…", None, self.open_engines)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", QKeySequence.StandardKey.Quit, self.close)
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -236,18 +249,25 @@ class MainWindow(QMainWindow):
         self.composer.send_button.setEnabled(not reading)
 
     def _choose_model(self, ref: str) -> None:
-        self.controller.load_model(ref)
-        self._store_settings(_with(self.controller.settings, model=ref))
+        if not self.engine_choice.choose(ref):  # the user kept the conversation on this computer
+            self.model_picker.set_current(self.controller.model_ref)
+            return
+        if remote_name(ref) is None:  # a remote engine is chosen for the session; the saved model stays local
+            self._store_settings(_with(self.controller.settings, model=ref))
 
     def _model_loaded(self, loaded) -> None:
-        name = model_name(self.controller.model_ref)
+        engine = remote_name(loaded.facts.path)
+        name = engine_heading(engine, loaded.facts.name) if engine else model_name(self.controller.model_ref)
         self._show_model_state(loaded)
         self.telemetry_panel.show_model(name, loaded.facts.size_bytes)
         self.telemetry_panel.show_device_plan(loaded.devices)
 
     def _show_model_state(self, loaded) -> None:
-        """The picker's state line: the architecture and the context (size, auto or fixed, memory)."""
-        self.model_picker.show_state(f"{loaded.facts.arch}, {context_state(loaded.context)}")
+        """The picker's state line: the architecture and the context (size, auto or fixed, memory); for
+        a remote engine its context only (its memory is not this computer's)."""
+        engine = remote_name(loaded.facts.path)
+        self.model_picker.show_state(f"{remote_engine_text(engine)}, {loaded.n_ctx:,} tokens of context" if engine
+                                     else f"{loaded.facts.arch}, {context_state(loaded.context)}")
 
     def _turn_finished(self, turn) -> None:
         if turn.status == "done":  # what went wrong in this conversation before is past
@@ -343,9 +363,25 @@ class MainWindow(QMainWindow):
                                 model_path=self.controller.model_path(),
                                 context=loaded.context if loaded is not None else None)
         dialog.setObjectName("settings_dialog")
+        dialog.engines_requested.connect(self.open_engines)
         dialog.finished.connect(lambda _: self._settings_closed(dialog))
         dialog.open()
         self.settings_dialog = dialog
+
+    def open_engines(self) -> EnginesDialog:
+        """Settings → Engines: one at a time, raised if open; a change is listed in the model picker at once."""
+        if self.engines_dialog is None:
+            settings = self.settings_dialog
+            parent = settings if settings is not None and settings.isVisible() else self  # above a modal Settings
+            dialog = EnginesDialog(self.engine_choice.registry, parent)
+            dialog.setObjectName("engines_dialog")
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.engines_changed.connect(lambda: self.model_picker.set_engines(self.engine_choice.picker_entries()))
+            dialog.destroyed.connect(lambda *_: setattr(self, "engines_dialog", None))
+            self.engines_dialog = dialog
+        self.engines_dialog.show()
+        self.engines_dialog.raise_()
+        return self.engines_dialog
 
     def _settings_closed(self, dialog: SettingsDialog) -> None:
         new = dialog.result_settings
@@ -355,7 +391,8 @@ class MainWindow(QMainWindow):
         self._store_settings(new)
         self.chat_view.set_highlight_drafts(new.highlight_drafts)
         self.highlight_action.setChecked(new.highlight_drafts)
-        if any(getattr(new, name) != getattr(old, name) for name in LOAD_TIME_SETTINGS):
+        remote = remote_name(self.controller.model_ref) is not None  # they apply when a local model is next loaded
+        if not remote and any(getattr(new, name) != getattr(old, name) for name in LOAD_TIME_SETTINGS):
             self.model_picker.set_current(new.model)
             self.controller.load_model(new.model)
         if (new.data_folder, new.snapshot_budget_gib) != (old.data_folder, old.snapshot_budget_gib):

@@ -29,8 +29,9 @@ from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from app.services.documents import document_message
-from ui.formatting import message_stats_tooltip
+from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html
+from ui.remote_text import answered_by_line
 from ui.item_models.messages import MessageRow
 from ui.views.bubble import Bubble
 from ui.views.text_label import MessageText
@@ -187,7 +188,7 @@ class MessageWidget(QWidget):
 
     def _describe(self, message) -> None:
         """The hover statistics and the name a screen reader says."""
-        self.setToolTip("" if message.role == "user" else message_stats_tooltip(message.stats))
+        self.setToolTip("" if message.role == "user" else answer_tooltip(message))
         self.body.setAccessibleName(f"{self.who.text()}: {message.content[:200]}")
 
     @property
@@ -277,6 +278,13 @@ class MessageWidget(QWidget):
 
     def copy_text(self) -> None:
         QGuiApplication.clipboard().setText(self.row.message.content)
+
+
+def answer_tooltip(message) -> str:
+    """An answer's hover: which engine and model wrote it (once it is stored), then its statistics."""
+    stats = message_stats_tooltip(message.stats)
+    who = answered_by_line(message.stats) if message.status != "generating" else ""
+    return "\n".join(line for line in (who, "" if who and stats == NO_STATISTICS else stats) if line)
 
 
 def _answer_label(message) -> str:

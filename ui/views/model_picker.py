@@ -1,5 +1,6 @@
-"""Which model answers: the embedded default, the models installed under the data folder, or any
-GGUF file the user opens; and the way to the Models page. Shows loading progress; a failed load is explained in the banner."""
+"""Which model answers: the embedded default, the models installed under the data folder, any
+GGUF file the user opens, or a remote engine (``engine:NAME``, set up in Settings → Engines); and
+the way to the Models page. Shows loading progress; a failed load is explained in the banner."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ MANAGE = "__manage__"
 
 
 class ModelPicker(QWidget):
-    model_chosen = Signal(str)  # "default" or a path
+    model_chosen = Signal(str)  # "default", a path or "engine:NAME"
     manage_requested = Signal()  # "Download or import models…"
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -38,14 +39,24 @@ class ModelPicker(QWidget):
         layout.addWidget(self.progress)
         layout.addWidget(self.state)
         self._current = "default"
+        self._installed: list[InstalledModel] = []
+        self._engines: list[tuple[str, str]] = []  # (reference, label) of each remote engine
         self.combo.activated.connect(self._activated)
 
+    def set_engines(self, engines: list[tuple[str, str]]) -> None:
+        """List these remote engines (``("engine:NAME", label)``) after the local models."""
+        self._engines = list(engines)
+        self.set_models(self._installed, self._current)
+
     def set_models(self, installed: list[InstalledModel], current: str) -> None:
+        self._installed = list(installed)
         self.combo.blockSignals(True)
         self.combo.clear()
         self.combo.addItem(DEFAULT_LABEL, "default")
         for model in installed:
             self.combo.addItem(f"{model.name} ({model.size_bytes / 2**20:,.0f} MiB)", str(model.path))
+        for ref, label in self._engines:
+            self.combo.addItem(label, ref)
         if current != "default" and self.combo.findData(current) < 0:
             self.combo.addItem(Path(current).name, current)
         self.combo.addItem("Open a GGUF file…", OPEN_FILE)

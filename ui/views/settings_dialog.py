@@ -18,6 +18,8 @@ Design:
   dialog's row builder, so its messages show and take focus like every other field's. While the
   dialog is open, a server that fails to start says why under its on/off box
   (:meth:`SettingsDialog.show_api_server_problem`).
+* The Engines group only opens Settings → Engines (:mod:`ui.views.engines_dialog`, through
+  :attr:`SettingsDialog.engines_requested`): engines are saved as they are edited there, not on OK.
 * Widgets are created in form order, so Tab follows the form; Enter presses OK (the Browse
   buttons are not auto-default) and Esc cancels.
 """
@@ -25,7 +27,7 @@ Design:
 from __future__ import annotations
 
 import msgspec
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -105,6 +107,8 @@ def _browse_button() -> QPushButton:
 
 
 class SettingsDialog(QDialog):
+    engines_requested = Signal()  # "Engines…": the remote engines' own dialog
+
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False,
                  npu_label: str = "NPU", model_path: str | None = None, context: ContextReport | None = None) -> None:
         """``model_path``: the current model's file (None: its context cannot be set); ``context``:
@@ -122,8 +126,9 @@ class SettingsDialog(QDialog):
         form = QWidget()
         groups = QVBoxLayout(form)
         groups.setContentsMargins(0, 0, 0, 0)
-        for group in (self._sampling_group(), self._drafting_group(), self._device_group(), self._model_group(),
-                      self._storage_group(), self._display_group(), self._api_server_group()):  # fmt: skip
+        for group in (self._engines_group(), self._sampling_group(), self._drafting_group(), self._device_group(),
+                      self._model_group(), self._storage_group(), self._display_group(),
+                      self._api_server_group()):  # fmt: skip
             groups.addWidget(group)
         layout.addWidget(_scrolling(form), stretch=1)  # the buttons stay in view on a short screen
         layout.addWidget(self._button_box())
@@ -212,6 +217,17 @@ class SettingsDialog(QDialog):
                 widget.setEnabled(False)
                 widget.setToolTip(NO_MODEL_FILE)
         group.setLayout(form)
+        return group
+
+    def _engines_group(self) -> QGroupBox:
+        group, row = QGroupBox("Engines"), QHBoxLayout()
+        row.addWidget(QLabel("This computer answers, or a remote OpenAI-compatible server you add (vLLM, llama.cpp's "
+                             "server, Ollama, another Hearth).", wordWrap=True), 1)
+        self.engines_button = QPushButton("Eng&ines…", objectName="open_engines")
+        self.engines_button.setAutoDefault(False)
+        self.engines_button.clicked.connect(self.engines_requested)
+        row.addWidget(self.engines_button)
+        group.setLayout(row)
         return group
 
     def _storage_group(self) -> QGroupBox:

@@ -21,6 +21,10 @@ Design:
 * A phase's device row shows the device that last *ran* the phase (``Telemetry.phase_devices``)
   over the planned one, naming the plan when they differ; the plan's reason sits below it in a
   small wrapped label and in the tooltip.
+* A sample from a remote engine (``Telemetry.remote`` names it) has only what is measured from its
+  stream here: time to first token and decode speed. The memory and device rows say which remote
+  engine does the work, and what does not apply there (snapshot state, drafting, this computer's
+  memory and CPU) says so (:data:`~ui.remote_text.NOT_REMOTE`) instead of showing zeros.
 * No colours are set here: labels use palette roles (``PlaceholderText`` for secondary text), so
   the panel follows the system light/dark palette.
 """
@@ -42,6 +46,7 @@ from ui.formatting import (
     fmt_temperature,
     fmt_throttle,
 )
+from ui.remote_text import NOT_MEASURED, NOT_REMOTE, remote_engine_text
 from ui.views.sparkline import Sparkline
 from ui.views.state_bar import StateBar
 
@@ -67,6 +72,9 @@ ROW_TITLES: dict[str, str] = {
 }
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
+# Rows that say nothing about a remote engine's work: what this computer's engine would show there.
+NOT_REMOTE_KEYS = ("draft_acceptance", "model_size", "state_fixed", "state_kv", "kv_cache", "cpu_temperature",
+                   "throttling")
 RUNNING_TEXT = {"prefill": "reading…", "decode": "writing…"}  # the phase runs; nothing finished in the window
 NO_MODEL_TEXT = "No model loaded"
 SECONDARY_FONT_SCALE = 0.85
@@ -122,6 +130,7 @@ class TelemetryPanel(QWidget):
         self._reasons: dict[str, QLabel] = {phase: self._reason_label(phase) for phase in PHASES}
         self._plan: DevicePlan | None = None
         self._ran_devices: dict[str, str] = {}
+        self._remote = ""  # the remote engine of the last sample, "" for this computer
         self.model_name_label = _heading(NO_MODEL_TEXT)
         self.model_name_label.setObjectName("telemetry_model_name")
         self.model_name_label.setWordWrap(True)
@@ -198,6 +207,10 @@ class TelemetryPanel(QWidget):
 
     def show_telemetry(self, t: Telemetry) -> None:
         """Show one sample: every value row, one point per sparkline, the devices that ran."""
+        if t.remote:
+            self._show_remote(t)
+            return
+        self._remote = ""
         self._set("prefill_rate", _rate_text("prefill", t.prefill_tok_s, t.phase))
         self._set("decode_rate", _rate_text("decode", t.decode_tok_s, t.phase))
         self.prefill_sparkline.add(t.prefill_tok_s)
@@ -212,6 +225,22 @@ class TelemetryPanel(QWidget):
         self._set("cpu_temperature", fmt_temperature(t.cpu_temp_c))
         self._show_throttling(fmt_throttle(t.throttled, t.cpu_freq_mhz, t.cpu_freq_max_mhz), t.throttled is True)
         self._ran_devices = dict(t.phase_devices)
+        self._refresh_devices()
+
+    def _show_remote(self, t: Telemetry) -> None:
+        """A remote engine's sample: its measured speeds; the engine where memory and devices would be."""
+        self._remote = t.remote
+        self._set("prefill_rate", fmt_rate(t.prefill_tok_s) if t.prefill_tok_s > 0 else NOT_MEASURED)
+        self._set("decode_rate", _rate_text("decode", t.decode_tok_s, t.phase))
+        self.prefill_sparkline.add(t.prefill_tok_s)
+        self.decode_sparkline.add(t.decode_tok_s)
+        self._set("ttft", fmt_ms(t.ttft_ms))
+        self._set("memory", remote_engine_text(t.remote))
+        for key in NOT_REMOTE_KEYS:
+            self._set(key, NOT_REMOTE)
+        self._show_throttling(NOT_REMOTE, throttled=False)
+        self.state_bar.clear()
+        self._ran_devices = {}
         self._refresh_devices()
 
     def _show_state(self, fixed_bytes: int | None, kv_bytes: int | None) -> None:
@@ -232,6 +261,8 @@ class TelemetryPanel(QWidget):
         answer's ``Finished`` says actually ran (a long input may go to the NPU, a short one not)."""
         self._plan = plan
         self._ran_devices = {}
+        if plan.decode.device != "remote":  # back on this computer: its own samples follow
+            self._remote = ""
         self._refresh_devices()
 
     def _refresh_devices(self) -> None:
@@ -239,6 +270,8 @@ class TelemetryPanel(QWidget):
             planned = getattr(self._plan, phase) if self._plan is not None else None
             text = fmt_device(planned.device if planned else None, self._ran_devices.get(phase))
             reason = planned.reason if planned else ""
+            if self._remote or (planned is not None and planned.device == "remote"):
+                text, reason = remote_engine_text(self._remote) if self._remote else reason, ""
             self._set(f"{phase}_device", text)
             self._labels[f"{phase}_device"].setToolTip(reason)
             self._reasons[phase].setText(reason)
@@ -262,6 +295,7 @@ class TelemetryPanel(QWidget):
         self.model_name_label.setToolTip("")
         self._plan = None
         self._ran_devices = {}
+        self._remote = ""
         self._refresh_devices()
 
     def values(self) -> dict[str, str]:
