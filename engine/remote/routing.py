@@ -40,9 +40,12 @@ class RoutingClient(EngineClient):
         """The remote engine in use, "" for this computer."""
         return self.remote.engine.name if self.remote is not None else ""
 
-    @property
-    def data_dir(self):
-        return self.local.data_dir
+    # What the handshake tells the worker is the worker client's: set on either, read from it.
+    data_dir = property(lambda self: self.local.data_dir)
+    snapshot_budget_bytes = property(lambda self: self.local.snapshot_budget_bytes,
+                                     lambda self, value: setattr(self.local, "snapshot_budget_bytes", value))
+    cpu_variant = property(lambda self: self.local.cpu_variant,
+                           lambda self, value: setattr(self.local, "cpu_variant", value))
 
     def start(self, timeout: float = 60.0, protocol_version: int = p.PROTOCOL_VERSION) -> p.Ready:
         ready = super().start(timeout, protocol_version)

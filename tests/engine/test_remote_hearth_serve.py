@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
+from engine.client import EngineError
 from engine.inproc_client import InprocClient
 from engine.remote.client import RemoteClient
 from engine.remote.routing import RoutingClient
@@ -68,6 +69,20 @@ def test_the_routing_client_switches_between_this_computer_and_the_engine(server
     again, finished = answer(routing, "h2", question, 6)
     assert again == here and finished.remote is None
     routing.close()
+
+
+def test_the_worker_is_told_what_was_set_on_either_client():
+    local = InprocClient(telemetry_interval_ms=0)
+    local.snapshot_budget_bytes = 123 * 2**20  # set by the app before it wraps the worker's client
+    routing = RoutingClient(local, lambda name: RemoteEngine(name=name, url="http://127.0.0.1:9/v1"))
+    routing.cpu_variant = "safe"  # set by the window's retry on the client it holds
+    assert (routing.snapshot_budget_bytes, local.cpu_variant) == (123 * 2**20, "safe")
+    sent: list[p.Command] = []
+    local._launch, local.send = (lambda: None), sent.append  # the handshake as sent, with no engine to answer it
+    with pytest.raises(EngineError):
+        routing.start(timeout=0.2)
+    assert (sent[0].snapshot_budget_bytes, sent[0].cpu_variant) == (123 * 2**20, "safe")
+    routing._stop.set()
 
 
 def test_an_engine_the_registry_cannot_give_is_an_error_for_that_load_only(server):
