@@ -425,13 +425,14 @@ class DocumentRead(_Message, tag="document_read"):
 
 class RemoteReport(msgspec.Struct):
     """What a remote OpenAI-compatible engine did for a request (engine.remote): the engine and the
-    model that answered, and the prompt tokens it counted. Local snapshots, drafting and devices do
-    not apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
+    model that answered, and the prompt tokens it counted (None: it did not report usage, as
+    llama-cpp-python's server does not in a stream). Local snapshots, drafting and devices do not
+    apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
     another Hearth), else None."""
 
     engine: str
     model: str
-    prompt_tokens: int = 0
+    prompt_tokens: int | None = None
     cached_tokens: int | None = None
 
 

@@ -134,13 +134,15 @@ class AnswerStream:
 
     def _timings(self) -> Timings:
         gen_n = self.usage.get("completion_tokens")
-        return Timings(prompt_n=int(self.usage.get("prompt_tokens") or 0), prompt_ms=self.ttft_ms,
+        prompt = self.usage.get("prompt_tokens")
+        return Timings(prompt_n=prompt if isinstance(prompt, int) else 0, prompt_ms=self.ttft_ms,
                        gen_n=int(gen_n) if isinstance(gen_n, int) else self.n_pieces,
                        gen_ms=(self.last_at - self.first_at) * 1000 if self.first_at else 0.0, ttft_ms=self.ttft_ms)
 
     def _report(self) -> p.RemoteReport:
         details = self.usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        prompt = self.usage.get("prompt_tokens")
         return p.RemoteReport(engine=self.api.engine.name, model=self.model,
-                              prompt_tokens=int(self.usage.get("prompt_tokens") or 0),
+                              prompt_tokens=prompt if isinstance(prompt, int) else None,
                               cached_tokens=cached if isinstance(cached, int) else None)

@@ -9,7 +9,7 @@ import time
 import openai
 import pytest
 
-from app.services.turn import send_turn
+from app.services.turn import regenerate_turn, send_turn
 from engine import protocol as p
 from engine.remote.client import RemoteClient
 from engine.remote.probe import probe
@@ -71,6 +71,7 @@ def test_a_greedy_chat_answer_equals_the_servers_answer_to_the_openai_client(rem
     assert sum(isinstance(e, p.TokenDelta) for e in events) > 5  # it streamed
     assert finished.finish_reason in ("stop", "length") and finished.remote.engine == "llama"
     assert finished.remote.model == llama_cpp_server.model
+    assert finished.remote.prompt_tokens is None  # this server reports no usage in a stream: unknown, not 0
     assert finished.timings.ttft_ms > 0 and finished.timings.gen_n > 5
 
 
@@ -132,3 +133,22 @@ def test_a_conversation_turn_on_the_engine_is_stored_with_the_engine_and_model(r
     assert stored.status == "done" and stored.content == turn.text and stored.content
     assert stored.stats["engine"] == "llama" and stored.stats["model"] == llama_cpp_server.model
     assert "snapshot" not in stored.stats and "draft" not in stored.stats  # nothing local is claimed
+
+
+def test_regenerating_and_editing_on_the_engine_keep_the_earlier_answers_as_branches(remote, tmp_path):
+    client, _ = remote
+    store = ConversationStore(open_database(database_path(tmp_path)))
+    conversation = store.create("branches")
+    first = send_turn(store, client, conversation.id, "Name a fruit.", max_tokens=8,
+                      sampling=p.SamplingSpec(temperature=0.0))
+    again = regenerate_turn(store, client, conversation.id, first.user.id, max_tokens=8,
+                            sampling=p.SamplingSpec(temperature=0.0))
+    assert again.text == first.text and again.answer.id != first.answer.id  # greedy: the same answer again
+    assert {m.id for m in store.siblings(again.answer.id)} == {first.answer.id, again.answer.id}
+    asked = send_turn(store, client, conversation.id, "Name a vegetable.", max_tokens=8,
+                      sampling=p.SamplingSpec(temperature=0.0))
+    edited = send_turn(store, client, conversation.id, "Name a tree.", reply_to=again.answer.id, max_tokens=8,
+                       sampling=p.SamplingSpec(temperature=0.0))  # the second question, edited
+    assert {m.id for m in store.siblings(edited.user.id)} == {asked.user.id, edited.user.id}
+    branch = store.current_branch(conversation.id)
+    assert [m.content for m in branch] == ["Name a fruit.", again.text, "Name a tree.", edited.text] and edited.text
