@@ -447,6 +447,16 @@ class Finished(_Message, tag="finished"):
     remote: RemoteReport | None = None  # set when a remote engine answered (engine.remote)
 
 
+class RemoteWaiting(_Message, tag="remote_waiting"):
+    """A remote engine said it is busy (429, 503) before the answer began: the request is sent again
+    after ``wait_s`` seconds (engine.remote.retry). ``message`` says so in words."""
+
+    request_id: str
+    message: str
+    wait_s: float
+    attempt: int  # the try that comes next: 2, 3, ...
+
+
 class Pong(_Message, tag="pong"):
     request_id: str
 
@@ -489,7 +499,7 @@ class Error(_Message, tag="error"):
 
 Event = Union[
     Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
-    Telemetry, Error, TextMeasured, DocumentRead, Calibrated, ContextGrown,
+    Telemetry, Error, TextMeasured, DocumentRead, Calibrated, ContextGrown, RemoteWaiting,
 ]
 
 # ------------------------------------------------------------------------------------- encoding

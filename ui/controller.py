@@ -404,6 +404,9 @@ class ChatController(QObject):
         if isinstance(event, p.PromptProgress):
             self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
             return
+        if isinstance(event, p.RemoteWaiting):  # a busy remote engine: said while the request waits
+            self.status.emit(_sentence(event.message) + ".")
+            return
         if isinstance(event, p.TokenDelta) and not turn.n_deltas:
             self.status.emit("")
         if isinstance(event, p.Error):

@@ -167,12 +167,19 @@ def run_request(client: EngineClient, command: p.Answer, *, echo: bool) -> Reply
     return reply
 
 
+def say_waiting(waiting: p.RemoteWaiting) -> None:
+    """A busy remote engine, told on stderr while the request waits to be sent again."""
+    print(f"hearth: {waiting.message}", file=sys.stderr, flush=True)
+
+
 def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
     if isinstance(event, EngineDead):
         raise crash_error(event, "writing the answer")
     if getattr(event, "request_id", None) != request_id:
         return
-    if isinstance(event, p.TokenDelta):
+    if isinstance(event, p.RemoteWaiting):
+        say_waiting(event)
+    elif isinstance(event, p.TokenDelta):
         reply.text += event.text
         if echo:
             sys.stdout.write(event.text)

@@ -8,7 +8,7 @@ import sys
 import time
 
 from app.cli.commands import (
-    UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args,
+    UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args, say_waiting,
     warn_about_devices, warn_about_fallback,
 )
 from app.services.model_refs import model_display_name
@@ -35,6 +35,8 @@ def _taker(codes: list[str], *, echo: bool):
             sys.stdout.flush()
         elif isinstance(event, p.Error):
             codes.append(event.code)
+        elif isinstance(event, p.RemoteWaiting):
+            say_waiting(event)
     return take
 
 

@@ -100,7 +100,8 @@ class AnswerStream:
 
     def _read(self, rid: str, path: str, body: dict) -> str:
         with ExitStack() as stack:
-            opened = with_retries(self.policy, lambda: stack.enter_context(self.api.stream(path, body)), self.stopped)
+            opened = with_retries(self.policy, lambda: stack.enter_context(self.api.stream(path, body)), self.stopped,
+                                  on_wait=lambda error, wait, attempt: self._waiting(rid, error, wait, attempt))
             self._open = opened
             if self.stopped.is_set():
                 return "cancelled"
@@ -122,6 +123,11 @@ class AnswerStream:
             finally:
                 self._open = None
         return "length" if reason == "length" else "stop"
+
+    def _waiting(self, rid: str, error: RemoteError, wait: float, attempt: int) -> None:
+        said = str(error).split("; try again", 1)[0]  # the engine's state, without advice the retry makes moot
+        self.emit(p.RemoteWaiting(request_id=rid, message=f"{said}; trying again in {wait:g} s (try {attempt} "
+                                                          f"of {self.policy.attempts})", wait_s=wait, attempt=attempt))
 
     def _took(self, rid: str, text: str) -> None:
         now = time.perf_counter()

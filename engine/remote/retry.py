@@ -39,9 +39,10 @@ def default_policy() -> RetryPolicy:
 
 
 def with_retries(policy: RetryPolicy, attempt: Callable[[], T], stopped: threading.Event,
-                 on_wait: Callable[[RemoteError, float], None] | None = None) -> T:
+                 on_wait: Callable[[RemoteError, float, int], None] | None = None) -> T:
     """``attempt()`` until it succeeds, fails with a non-retryable error, runs out of tries or
-    ``stopped`` is set during a wait (then the last error is raised)."""
+    ``stopped`` is set during a wait (then the last error is raised). ``on_wait(error, seconds,
+    next try)`` is told before each wait."""
     for number in range(1, policy.attempts + 1):
         try:
             return attempt()
@@ -50,7 +51,7 @@ def with_retries(policy: RetryPolicy, attempt: Callable[[], T], stopped: threadi
                 raise
             wait = policy.wait_before(number + 1, error)
             if on_wait is not None:
-                on_wait(error, wait)
+                on_wait(error, wait, number + 1)
             if stopped.wait(wait):
                 raise
     raise AssertionError("unreachable")

@@ -20,6 +20,7 @@ from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.helpers.cli import ROOT, command, error_line, hearth
 from tests.helpers.documents import write_document
+from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.memory_keyring import keyring_env
 from tests.helpers.serve import start_server
 
@@ -216,3 +217,23 @@ def test_what_cannot_be_used_is_one_line(secrets):
     assert json.loads(unknown.stdout)["error"]["kind"] == "engine_not_found"
     assert "`hearth engines list`" in error_line(run(secrets, "send", "--engine", "nope", "--new", "x", "hi"))
     assert "`hearth engines list`" in error_line(run(secrets, "engines", "rm", "nope"))
+
+
+def test_a_busy_engine_is_waited_for_and_said_on_stderr(server, secrets):
+    with FaultProxy(server.base_url) as proxy:
+        added = run(secrets, "engines", "add", "gpu", "--url", proxy.base_url, "--api-key-env", "GPU_KEY",
+                    GPU_KEY=SERVER_KEY)
+        assert added.returncode == 0, added.stderr
+        proxy.status(503, retry_after=0, times=1, path="chat")
+        waited = run(secrets, "generate", "--engine", "gpu", *GREEDY, "--json", "Say hi.",
+                     HEARTH_TEST_REMOTE_RETRY="3,0.1")  # the test switch: 3 tries, 0.1 s first wait
+        assert waited.returncode == 0, waited.stderr
+        assert waited.stderr.splitlines() == [
+            LEAVES, "hearth: the engine gpu is not available right now (HTTP 503) (it said: fault proxy: HTTP 503 "
+                    "(Service Unavailable)); trying again in 0.1 s (try 2 of 3)"]
+        assert json.loads(waited.stdout)["text"]
+        proxy.status(503, retry_after=0, path="chat")  # never available: the tries end, one error line
+        refused = run(secrets, "generate", "--engine", "gpu", *GREEDY, "Say hi.", HEARTH_TEST_REMOTE_RETRY="3,0.1")
+        assert refused.returncode == 1 and refused.stderr.splitlines()[-1].startswith(
+            "hearth: error: the engine gpu is not available right now (HTTP 503)")
+        assert sum("chat" in r.path for r in proxy.requests) == 2 + 3

@@ -71,8 +71,12 @@ def test_a_dropped_answer_is_stored_with_its_partial_text_and_marked(proxy, tmp_
 def test_busy_answers_are_retried_with_backoff_a_bounded_number_of_times(proxy):
     client = connected(proxy.base_url)
     proxy.status(429, retry_after=0, times=2, path="chat")
-    text, codes, finished = run(client, max_tokens=8)
-    assert text and not codes and finished.finish_reason == "length"
+    events = list(client.stream(p.Chat(request_id="busy", messages=STORY, max_tokens=8,
+                                       sampling=p.SamplingSpec(temperature=0.0)), timeout=120))
+    waits = [e for e in events if isinstance(e, p.RemoteWaiting)]
+    assert [w.attempt for w in waits] == [2, 3] and "is busy (HTTP 429)" in waits[0].message
+    assert waits[0].message.endswith("trying again in 0.05 s (try 2 of 3)")
+    assert events[-1].finish_reason == "length" and not [e for e in events if isinstance(e, p.Error)]
     assert [r.fault for r in proxy.requests if "chat" in r.path] == ["status", "status", ""]
     proxy.status(503, path="chat")  # never available
     text, codes, finished = run(client, max_tokens=8)

@@ -243,6 +243,20 @@ def test_a_remote_failure_is_a_banner_and_the_partial_answer_stays(app, engine):
     assert stored(app, lambda s: s.message(answer.id).content) == "Half an answer"
 
 
+def test_a_busy_engine_is_said_in_the_status_line_while_the_request_waits(app, engine):
+    load(app, GPU)
+    engine.script(p.AnswerTurn, Step(pieces=(), hold=True))
+    app.type_and_send("Remote question")
+    app.wait(lambda: bool(engine.sent(p.AnswerTurn)))
+    waiting = "the engine gpu is busy (HTTP 429); trying again in 2 s (try 3 of 4)"
+    engine._emit(p.RemoteWaiting(request_id=engine.sent(p.AnswerTurn)[-1].request_id, message=waiting, wait_s=2,
+                                 attempt=3))
+    app.wait(lambda: app.window.status_line.text() == "The engine gpu is busy (HTTP 429); trying again in 2 s "
+                                                       "(try 3 of 4).")
+    assert app.controller.generating and not app.window.banner.text()  # waiting is no failure
+    engine.release()
+
+
 def test_an_engine_that_cannot_be_reached_is_said_in_the_banner(app, engine):
     unreachable = f"cannot reach the engine gpu at {URL}; check that the server is running"
     engine.script(p.LoadModel, fail("remote_unreachable", unreachable))

@@ -57,8 +57,8 @@ def test_a_busy_engine_is_asked_again_a_bounded_number_of_times_with_growing_wai
         raise RemoteError("remote_busy", "busy", retry_after=0.0)
 
     with pytest.raises(RemoteError):
-        with_retries(policy, busy, threading.Event(), on_wait=lambda error, wait: waits.append(wait))
-    assert len(calls) == 4 and waits == [0.01, 0.02, 0.04]
+        with_retries(policy, busy, threading.Event(), on_wait=lambda error, wait, attempt: waits.append((wait, attempt)))
+    assert len(calls) == 4 and waits == [(0.01, 2), (0.02, 3), (0.04, 4)]
 
 
 def test_retry_after_is_honoured_up_to_the_cap_and_other_errors_are_not_retried():
