@@ -19,7 +19,6 @@ import msgspec
 from PySide6.QtCore import QObject, Signal
 
 from app.services.context_info import grown_line
-from app.services.db_recovery import recovery_text
 from app.services.model_refs import model_file
 from app.services.settings import AUTO_CONTEXT, Settings, sampling_spec
 from app.services.turn import (
@@ -28,17 +27,16 @@ from app.services.turn import (
 from engine import protocol as p
 from engine.client import EngineDead, new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
-from model_store.recovery import Recovery
-from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
 from model_store.writer_lock import ConversationBusy
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
 from ui.remote_text import answering_model, remote_name
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
+from ui.database_notices import DatabaseFileNotices
 
 
-class ChatController(QObject):
+class ChatController(QObject, DatabaseFileNotices):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
@@ -439,39 +437,6 @@ class ChatController(QObject):
                                     f"{what}. Try again when that answer has finished.")
         if text:
             self.send_refused.emit(text)
-
-    # -- the database file -----------------------------------------------------------------------
-
-    def _on_damaged(self, problem: DatabaseDamaged) -> None:
-        self.notice_with_action.emit(
-            "error", f"Could not open the conversation database {problem.path}: it is damaged ({problem.detail}). "
-                     "Hearth stopped saving to it, so nothing more is lost. Recover copies everything still readable "
-                     "into a new database and keeps the damaged file aside.", "Recover", self.recover_database)
-
-    def _on_read_only(self, problem: DatabaseReadOnly) -> None:
-        self.notice.emit("warning", f"The conversation database {problem.path} is read-only ({problem.detail}): "
-                                    "your conversations can be read, but new messages cannot be saved until your "
-                                    "user may write to it and its folder, or another data folder is chosen in "
-                                    "Settings.")
-
-    def recover_database(self) -> None:
-        """Copy what the damaged file still holds into a new one (see :mod:`model_store.recovery`)."""
-        self.stop()
-        self.status.emit("Recovering the conversation database…")
-
-        def recovered(recovery: Recovery) -> None:
-            self.status.emit("")
-            self.show_conversation(None, [])
-            self.refresh_list()
-            self.notice.emit("info", recovery_text(recovery).replace("\n", " "))
-            if self.loaded is not None:  # the engine reopens the database when it loads the model
-                self.load_model(self.model_ref)
-
-        def failed(message: str) -> None:
-            self.status.emit("")
-            self.notice.emit("error", message)
-
-        self.store.recover(recovered, failed)
 
     # -- engine events ---------------------------------------------------------------------------
 
