@@ -21,6 +21,8 @@ from pathlib import Path
 import msgspec
 
 from app.services.doctor_report import report_lines
+from app.services.engine_keys import secret_store
+from app.services.engines import EngineRegistry, entry_json
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
 from app.services.model_refs import ModelRefError, resolve_model_ref
 from engine import protocol as p
@@ -137,6 +139,15 @@ def models_section(db, data_dir: Path) -> tuple[list[dict], list[str]]:
     return models, problems
 
 
+def remote_engines_section() -> tuple[dict, list[str]]:
+    """Where engine keys can be kept here, and the remote engines set up (not contacted: the doctor
+    works offline; ``hearth engines test NAME`` reaches one)."""
+    usable, detail = secret_store()
+    registry = EngineRegistry()
+    engines = [entry_json(entry) for entry in registry.entries()]
+    return {"secret_store": {"available": usable, "detail": detail}, "engines": engines}, list(registry.problems)
+
+
 def collect() -> dict:
     data_dir = app_data_dir()
     database, store_problems = database_section(data_dir)  # as it was found: starting an engine prepares it
@@ -145,14 +156,15 @@ def collect() -> dict:
     probed = start_probe(data_dir).wait(PROBE_WAIT_S)
     npu = [msgspec.to_builtins(d) for d in device_infos(probed.cpu, probed.qnn) if d.kind != "cpu"]
     disk = shutil.disk_usage(data_dir)
-    problems += store_problems
+    remote, remote_problems = remote_engines_section()
+    problems += store_problems + remote_problems
     if disk.free < LOW_DISK_BYTES:
         problems.append(f"only {format_bytes(disk.free)} free in {data_dir}")
     return {"app": {"python": platform.python_version(), "system": platform.platform()},
             "engine": engine, "cpu": {"name": cpu.name, "machine": cpu.machine, "cores": cpu.cores,
                                       "features": list(cpu.features)},
             "npu": npu, "data": {"folder": str(data_dir), "free_bytes": disk.free}, "database": database,
-            "problems": problems}
+            "remote_engines": remote, "problems": problems}
 
 
 def run_doctor(args: argparse.Namespace) -> int:

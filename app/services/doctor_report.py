@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from model_store.download_errors import format_bytes
 
+FIRST_MODEL = "the server's first"
+
 
 def report_lines(report: dict) -> list[str]:
     """The doctor's JSON as the lines a user reads and pastes into a bug report."""
@@ -30,6 +32,21 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"Snapshots: {format_bytes(s['bytes'])} of {format_bytes(s['budget_bytes'])}")
     lines += [f"Model {m['id'] or m['name']}: {'present' if m['present'] else 'MISSING'}, sha256 {m['sha256']}"
               for m in database.get("models", [])]
+    lines += _remote_lines(report.get("remote_engines"))
     lines.append("Problems:" if report["problems"] else "No problems found.")
     lines += [f"  - {problem}" for problem in report["problems"]]
     return lines
+
+
+def _remote_lines(remote: dict | None) -> list[str]:
+    """Where engine keys are kept, and each remote engine (its key's place, never the key)."""
+    if not remote:
+        return []
+    store = remote["secret_store"]
+    lines = [f"Secret store for engine keys: {store['detail']}" if store["available"] else
+             f"Secret store for engine keys: none ({store['detail']}); keys are kept for the session, in a "
+             "private file with consent, or read from an environment variable"]
+    lines += [f"Remote engine {e['name']}: {e['url']} (model {e['model'] or FIRST_MODEL}, key: {e['key']})"
+              for e in remote["engines"]]
+    return lines
+

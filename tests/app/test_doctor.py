@@ -18,7 +18,7 @@ from engine.model_files import embedded_model_path
 from model_store.db import database_path
 
 HEARTH = Path(sys.executable).with_name("hearth")
-SECTIONS = {"app", "engine", "cpu", "npu", "data", "database", "problems"}
+SECTIONS = {"app", "engine", "cpu", "npu", "data", "database", "remote_engines", "problems"}
 CANARY_STATUSES = {"ok", "unsupported", "crashed", "failed"}
 
 
@@ -53,6 +53,7 @@ def test_a_fresh_installation_has_no_problems_and_names_its_cpu_build(hearth_hom
     assert all(c["status"] in CANARY_STATUSES for c in canaries.values()), canaries
     assert report["database"]["exists"] is False
     assert report["data"]["folder"] == str(hearth_home / "data")
+    assert report["remote_engines"]["engines"] == [] and report["remote_engines"]["secret_store"]["detail"]
 
     text = doctor_text()
     assert text.returncode == 0, text.stderr
@@ -60,6 +61,16 @@ def test_a_fresh_installation_has_no_problems_and_names_its_cpu_build(hearth_hom
     assert lines[-1] == "No problems found."
     assert any(line.startswith(f"CPU build of llama.cpp: {build['variant']}: ") for line in lines), text.stdout
     assert any(line.startswith(f"  canary {build['variant']}: ok") for line in lines), text.stdout
+    assert any(line.startswith("Secret store for engine keys: ") for line in lines), text.stdout
+
+
+def test_a_broken_list_of_remote_engines_is_a_problem_and_is_set_aside(hearth_home):
+    engines = hearth_home / "config" / "engines.json"
+    engines.parent.mkdir(parents=True, exist_ok=True)
+    engines.write_text("{not json", encoding="utf-8")
+    code, report = doctor_json()
+    assert code == 1 and any("engines.json" in problem for problem in report["problems"]), report["problems"]
+    assert (hearth_home / "config" / "engines.json.broken").read_text(encoding="utf-8") == "{not json"
 
 
 def damage_the_middle(path: Path, pages: int = 16, page_size: int = 4096) -> None:
