@@ -25,6 +25,7 @@ CONNECT_TIMEOUT_S = 10.0
 # switch HEARTH_TEST_REMOTE_TIMEOUT_S shortens it so a test can reach the timeout.
 READ_TIMEOUT_S = 600.0
 MAX_ERROR_BODY = 64 * 1024
+MAX_JSON_BODY = 16 * 2**20  # a model list or a token count; more is no OpenAI-compatible answer
 
 
 class OpenStream(msgspec.Struct):
@@ -37,6 +38,16 @@ class OpenStream(msgspec.Struct):
 class ServerModel(msgspec.Struct, frozen=True):
     id: str
     context: int = 0  # 0: the server does not say
+
+
+def _read_capped(response: httpx2.Response, limit: int = MAX_ERROR_BODY) -> bytes:
+    """At most ``limit`` bytes of a body: what a server says, not all it may send."""
+    data = bytearray()
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit])
 
 
 def read_timeout() -> float:
@@ -98,13 +109,17 @@ class OpenAIApi:
 
     def _json(self, method: str, path: str, body: dict | None = None) -> object:
         try:
-            response = self._http.request(method, path, json=body)
+            with self._http.stream(method, path, json=body) as response:
+                content = _read_capped(response, MAX_JSON_BODY + 1)
         except httpx2.HTTPError as exc:
             raise from_transport(self.engine.name, self.engine.url, exc) from None
         if response.status_code != 200:
-            raise self._status_error(response.status_code, response.content, response.headers)
+            raise self._status_error(response.status_code, content[:MAX_ERROR_BODY], response.headers)
+        if len(content) > MAX_JSON_BODY:
+            raise RemoteError("remote_bad_reply", f"the engine {self.engine.name} answered {path} with more than "
+                                                  f"{MAX_JSON_BODY // 2**20} MiB; check the address")
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError:
             raise RemoteError("remote_bad_reply", f"the engine {self.engine.name} answered {path} with something "
                                                   "that is not JSON; check the address (it should end in /v1)") from None
@@ -116,7 +131,7 @@ class OpenAIApi:
         try:
             with self._http.stream("POST", path, json=body) as response:
                 if response.status_code != 200:
-                    raise self._status_error(response.status_code, response.read()[:MAX_ERROR_BODY], response.headers)
+                    raise self._status_error(response.status_code, _read_capped(response), response.headers)
                 yield OpenStream(response, self._chunks(response))
         except httpx2.HTTPError as exc:
             raise from_transport(self.engine.name, self.engine.url, exc, streaming=False) from None

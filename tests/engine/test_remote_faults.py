@@ -161,3 +161,13 @@ def test_an_unreachable_engine_and_a_failed_tls_handshake_are_said_in_words(llam
         client.load_model("engine:tls")
     assert tls.value.code == "remote_tls"
     client.close()
+
+
+def test_an_endless_answer_to_the_model_list_is_refused_not_read_into_memory(proxy):
+    proxy.status(200, body=b"[" + b"0," * (9 * 2**20), path="models")  # 18 MiB of "JSON"
+    client = RemoteClient(RemoteEngine(name="flood", url=proxy.base_url))
+    client.start()
+    with pytest.raises(EngineError, match="more than 16 MiB") as refused:
+        client.load_model("engine:flood")
+    assert refused.value.code == "remote_bad_reply"
+    client.close()
