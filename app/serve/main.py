@@ -116,7 +116,8 @@ def end_with_parent(parent_pid: int) -> None:
 
 
 def _stop_on_sigterm(signum, frame) -> None:
-    """uvicorn stops gracefully on SIGTERM, then raises it again: end through the cleanup then."""
+    """A SIGTERM while the model loads ends the run through its cleanup (once uvicorn is made, it
+    only asks uvicorn to stop: see Server.run)."""
     raise SystemExit(0)
 
 
@@ -197,9 +198,13 @@ class Server:
         host, port = listening.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         n_ctx = loaded.context.n_ctx if loaded.context else None
+        # Made before the line that tells the app and scripts it is up, and from then on a SIGTERM only
+        # asks uvicorn to stop (it takes the signal over while it runs): a SIGTERM sent at once must not
+        # raise inside logging's configuration or asyncio's start, whose locks it would leave broken.
+        server = uvicorn.Server(uvicorn.Config(api.app(), log_level="warning", access_log=False, lifespan="off"))
+        signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "should_exit", True))
         print(listening_line(f"http://{shown}:{port}/v1", self.model_id, n_ctx), flush=True)
-        config = uvicorn.Config(api.app(), log_level="warning", access_log=False, lifespan="off")
-        uvicorn.Server(config).run(sockets=[listening])
+        server.run(sockets=[listening])
         return 0
 
     def close(self) -> None:
