@@ -14,6 +14,7 @@ import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 import jinja2
@@ -50,6 +51,18 @@ class ChatTemplateTooCostly(ChatTemplateError):
 class ChatMessage:
     role: str
     content: str
+    reasoning: str = ""  # an answer's reasoning, kept apart from it; templates read it as ``reasoning_content``
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a template may read besides the messages. ``now`` is the clock a template's
+    ``strftime_now`` sees (seconds since the epoch; None: the real clock): a conversation fixes it, so
+    a template that writes today's date renders its history the same on every later day.
+    ``enable_thinking`` is passed only when set: None leaves the template's own default."""
+
+    now: float | None = None
+    enable_thinking: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,14 @@ def _raise_exception(message: str) -> None:
     raise ChatTemplateError(f"the model's chat template refused the conversation: {message}")
 
 
-def _strftime_now(fmt: str) -> str:
-    if len(str(fmt)) > MAX_STRFTIME_FORMAT:
-        raise TemplateBudgetError(f"strftime_now was given a {len(str(fmt)):,}-character format")
-    return datetime.now().strftime(str(fmt))
+def _strftime_at(now: float | None) -> Callable[[str], str]:
+    def strftime_now(fmt: str) -> str:
+        if len(str(fmt)) > MAX_STRFTIME_FORMAT:
+            raise TemplateBudgetError(f"strftime_now was given a {len(str(fmt)):,}-character format")
+        moment = datetime.now() if now is None else datetime.fromtimestamp(now)
+        return moment.strftime(str(fmt))
+
+    return strftime_now
 
 
 def _tojson(value: Any, indent: int | None = None) -> str:
@@ -83,7 +100,6 @@ def _make_environment() -> BudgetedSandbox:
     env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
     env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
     return env
 
 
@@ -93,6 +109,15 @@ _ENV = _make_environment()
 @functools.lru_cache(maxsize=8)
 def _compiled(source: str) -> jinja2.Template:
     return _ENV.from_string(source)
+
+
+def _message_for_template(message: ChatMessage) -> dict[str, Any]:
+    """A message as templates read it; reasoning only where there is some (a template tests whether
+    ``reasoning_content`` is a string to decide whether to split it out of the content itself)."""
+    item: dict[str, Any] = {"role": message.role, "content": MarkedText(message.content)}
+    if message.reasoning:
+        item["reasoning_content"] = MarkedText(message.reasoning)
+    return item
 
 
 def validate_messages(messages: list[ChatMessage]) -> None:
@@ -111,16 +136,20 @@ def render_chat(
     eos_token: str = "",
     add_generation_prompt: bool = True,
     model_name: str = "this model",
+    options: RenderOptions = RenderOptions(),
 ) -> RenderedChat:
     """The prompt for ``messages``, with the spans of the messages' text (see :class:`RenderedChat`)."""
     validate_messages(messages)
-    budget = Budget.for_messages(sum(len(m.content) for m in messages))
+    budget = Budget.for_messages(sum(len(m.content) + len(m.reasoning) for m in messages))
     context: dict[str, Any] = {
-        "messages": [{"role": m.role, "content": MarkedText(m.content)} for m in messages],
+        "messages": [_message_for_template(m) for m in messages],
         "add_generation_prompt": add_generation_prompt,
         "bos_token": bos_token,
         "eos_token": eos_token,
+        "strftime_now": _strftime_at(options.now),
     }
+    if options.enable_thinking is not None:
+        context["enable_thinking"] = options.enable_thinking
     try:
         with budget_in_force(budget):
             marked = collect_output(_compiled(template or CHATML_TEMPLATE).generate(**context), budget)

@@ -24,7 +24,7 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
 from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
-from engine.chat_template import ChatMessage, ChatTemplateError
+from engine.chat_template import ChatTemplateError, RenderOptions
 from engine.context_growth import ContextLimit, answer_room, context_report, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
@@ -34,14 +34,15 @@ from engine.documents import measure_text
 from engine.generation import Generation, GenerationSettings
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
+from engine.prompts import answer_reasoning, chat_prompt_tokens, raw_prompt_tokens
+from engine.reasoning import ReasoningStart
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
 from engine.turn_events import PendingDelta, Turn, closing_event
-from engine.turns import SnapshotCursor, TurnStart, open_turns, snapshot_report
+from engine.turns import SnapshotCursor, TurnStart, chat_messages, open_turns, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotCorrupt
@@ -228,7 +229,7 @@ class EngineCore:
             self.emit(p.Error(code="no_model", message="no model is loaded; load one first", request_id=rid))
             return
         try:
-            turn = self.conversation_turns().open(command.messages)
+            turn = self.conversation_turns().open(command.messages, command.template)
         except (ChatTemplateError, ValueError, StoreError) as exc:
             self.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
             return
@@ -253,12 +254,12 @@ class EngineCore:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
         writes = not isinstance(command, p.ReadDocument)
+        turn, tokens, reasoning = self._prompt(command)
         make_source, draft_stats, settings = None, DraftStats(), GenerationSettings()
         if writes:
             make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
-                                          max_tokens=command.max_tokens, stop=tuple(command.stop))
-        turn, tokens = self._prompt(command)
+                                          max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning)
         held = self.session.n_past if turn is not None and turn.base is not None else 0
         n_ctx = grown_size(self.session, held + len(tokens), answer_room(command.max_tokens if writes else 0))
         if n_ctx and may_grow:
@@ -266,11 +267,13 @@ class EngineCore:
             return self._make_generation(command, may_grow=False)
         prefill = self.npu.request(len(tokens), self._prefill_ran)
         progress = self.progress_reporter(command.request_id)
+        question = turn.question if turn is not None and turn.question is not None else None
         try:
             run = Generation(self.session, tokens, settings, on_progress=progress.chunk_done,
                              on_chunk_start=progress.chunk_started, cancelled=lambda: self.is_cancelled(command.request_id),
                              reset=turn is None or turn.base is None, make_source=make_source, prefiller=prefill,
-                             writes=writes)
+                             writes=writes, checkpoint=question.n_new if question else 0,
+                             on_checkpoint=lambda chunks: self._turns.mark_question(turn, chunks))
         except Exception:
             progress.close()
             raise
@@ -280,24 +283,27 @@ class EngineCore:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
         self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
-    def _prompt(self, command: Turn) -> tuple[TurnStart | None, list[int]]:
-        """Where the request starts (a snapshot, for a conversation's turn) and the tokens it reads."""
+    def _prompt(self, command: Turn) -> tuple[TurnStart | None, list[int], ReasoningStart]:
+        """Where the request starts (a snapshot, for a conversation's turn), the tokens it reads, and
+        whether its answer starts inside a reasoning block."""
         model = self.session.model
         match command:
             case p.AnswerTurn():
-                turn = self.conversation_turns().begin(command.messages)
-                return turn, turn.new_tokens
+                turn = self.conversation_turns().begin(command.messages, template=command.template)
+                return turn, turn.new_tokens, turn.reasoning
             case p.ReadDocument():
                 if not command.messages or command.messages[-1].id is None:
                     raise ValueError("the document message has no id")
-                turn = self.conversation_turns().begin(command.messages, answer=False)
-                return turn, turn.new_tokens
+                turn = self.conversation_turns().begin(command.messages, answer=False, template=command.template)
+                return turn, turn.new_tokens, "off"
             case p.Complete():
                 self._forget_live()
-                return None, raw_prompt_tokens(model, command.prompt)
+                return None, raw_prompt_tokens(model, command.prompt), "off"
             case p.Chat():
                 self._forget_live()
-                return None, chat_prompt_tokens(model, [ChatMessage(m.role, m.content) for m in command.messages])
+                chat = chat_messages(command.messages)
+                options = RenderOptions(command.template.now, command.template.enable_thinking)
+                return None, chat_prompt_tokens(model, chat, options), answer_reasoning(model, chat, options)
             case _:
                 assert_never(command)
 
@@ -361,7 +367,7 @@ class EngineCore:
             if now - last_state_refresh > STATE_REFRESH_S:
                 self.refresh_state_sizes()
                 last_state_refresh = now
-        if pending.n_tokens or pending.text or (last_token_at is None and run.pending_token is not None):
+        if pending.n_tokens or pending.text or pending.reasoning or (last_token_at is None and run.pending_token is not None):
             # An answer that is empty from its first token (end of turn at once) still reports that
             # token now, as an empty delta: time to first token must not wait for the snapshot save.
             self.emit(pending.take(time.perf_counter()))

@@ -22,6 +22,7 @@ from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
 from engine.session import ModelSession
 from engine.speculative.token_sources import PlainSource
+from engine.reasoning import ReasoningSplitter, ReasoningStart
 from engine.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
@@ -41,6 +42,7 @@ class GenerationSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = p.DEFAULTS.max_tokens
     stop: tuple[str, ...] = ()
+    reasoning: ReasoningStart = "off"  # how the answer's reasoning is told from it (engine.reasoning)
 
     def validate(self) -> "GenerationSettings":
         self.sampling.validate()
@@ -57,6 +59,7 @@ class TextDelta:
     token_ids: tuple[int, ...]
     n_from_draft: int = 0  # of those tokens, how many were accepted draft tokens
     spans: tuple[tuple[int, bool], ...] = ()  # (characters, from an accepted draft) covering text
+    reasoning: str = ""  # new reasoning text (it comes before ``text``, which is the answer's)
 
 
 class PromptTooLongError(ValueError):
@@ -83,6 +86,8 @@ class Generation:
         make_source=None,
         prefiller: Prefiller | None = None,
         writes: bool = True,
+        checkpoint: int = 0,
+        on_checkpoint: Callable[[list[int]], None] | None = None,
     ) -> None:
         if not prompt_tokens:
             raise ValueError("the prompt is empty")
@@ -96,6 +101,10 @@ class Generation:
         self.writes = writes  # False: read the prompt and stop (a document read into the state)
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
         self.prefiller: Prefiller = prefiller or prefill
+        # 0 < checkpoint < len(prompt): the prompt is read in two parts, and ``on_checkpoint`` is called
+        # between them (the state then ends where a question ends; engine.turns saves it)
+        self.checkpoint = checkpoint if 0 < checkpoint < len(prompt_tokens) else 0
+        self.on_checkpoint = on_checkpoint or (lambda chunks: None)  # given the chunks read so far
         self.source = None
         self.session = session
         self.prompt_tokens = prompt_tokens
@@ -108,7 +117,8 @@ class Generation:
         self.prefill_chunks: list[int] | None = None  # how the prompt was fed (a snapshot replays the same)
         self.finish_reason: str | None = None
         self.timings = Timings(prompt_n=len(prompt_tokens))
-        self.text = ""
+        self.text = ""  # the answer, without its reasoning
+        self.reasoning = ""
 
     def __iter__(self) -> Iterator[TextDelta]:
         start = time.perf_counter()
@@ -132,23 +142,34 @@ class Generation:
             self.source.finish()
 
     def _prefill(self) -> bool:
-        """Read the prompt; False if cancelled, with ``timings.prompt_n`` the tokens read by then."""
-        read = [0]
+        """Read the prompt (in two parts around ``checkpoint``); False if cancelled, with
+        ``timings.prompt_n`` the tokens read by then."""
+        tokens, total = self.prompt_tokens, len(self.prompt_tokens)
+        parts = [(0, self.checkpoint), (self.checkpoint, total)] if self.checkpoint else [(0, total)]
+        read, chunks = [0], []
+        for index, (begin, end) in enumerate(parts):
+            def progress(done: int, _: int, begin: int = begin) -> None:
+                read[0] = begin + done
+                self.on_progress(begin + done, total)
 
-        def progress(done: int, total: int) -> None:
-            read[0] = done
-            self.on_progress(done, total)
+            def chunk_start(done: int, length: int, _: int, begin: int = begin) -> None:
+                if self.on_chunk_start is not None:
+                    self.on_chunk_start(begin + done, length, total)
 
-        self.prefill_chunks = self.prefiller(self.session, self.prompt_tokens, reset=self.reset,
-                                             on_progress=progress, cancelled=self.cancelled,
-                                             on_chunk_start=self.on_chunk_start)
-        if self.prefill_chunks is None:
-            self.timings.prompt_n = read[0]
-        return self.prefill_chunks is not None
+            ran = self.prefiller(self.session, tokens[begin:end], reset=self.reset and index == 0,
+                                 on_progress=progress, cancelled=self.cancelled, on_chunk_start=chunk_start)
+            if ran is None:
+                self.timings.prompt_n = read[0]
+                return False
+            chunks += ran
+            if end < total:
+                self.on_checkpoint(list(chunks))
+        self.prefill_chunks = chunks
+        return True
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
         settings, source = self.settings, self.source
-        out = _TextOut(self.session.model, settings.stop)
+        out = _TextOut(self.session.model, settings.stop, settings.reasoning)
         decode_start = time.perf_counter()
         tokens, flags = [source.first()], [False]
         self.timings.ttft_ms = _ms_since(start)
@@ -175,7 +196,7 @@ class Generation:
         tail = out.finish()
         if tail is not None:
             yield tail
-        self.text = out.text
+        self.text, self.reasoning = out.text, out.reasoning
         self.timings.gen_n = len(self.token_ids)
         self.timings.gen_ms = _ms_since(decode_start)
 
@@ -193,17 +214,19 @@ class Generation:
 
 
 class _TextOut:
-    """Turns tokens into text deltas: whole characters only, nothing of a stop string, and which
-    characters came from accepted draft tokens."""
+    """Turns tokens into text deltas: whole characters only, nothing of a stop string, reasoning
+    apart from the answer, and which of the answer's characters came from accepted draft tokens."""
 
-    def __init__(self, model, stop: tuple[str, ...]) -> None:
+    def __init__(self, model, stop: tuple[str, ...], reasoning: ReasoningStart) -> None:
         self.model = model
         self.utf8, self.stops = Utf8Stream(), StopStringFilter(stop)
-        self.text = ""
-        self._ready = ""
+        self.splitter = ReasoningSplitter(reasoning)
+        self.text = self.reasoning = ""
+        self._ready = self._ready_reasoning = ""
         self._ids: list[int] = []
         self._n_from_draft = 0
-        self._spans: list[list] = []  # [chars, from_draft] of text decoded but not yet sent
+        self._decoded_spans: list[list] = []  # [chars, from_draft] of text decoded but not yet released
+        self._spans: list[list] = []  # of the answer text ready to send
 
     @property
     def stopped(self) -> bool:
@@ -213,40 +236,56 @@ class _TextOut:
         decoded = self.utf8.feed(self.model.piece(token))
         self._ids.append(token)
         self._n_from_draft += from_draft
-        p.add_span(self._spans, len(decoded), from_draft)
-        self._ready += self.stops.feed(decoded)
+        p.add_span(self._decoded_spans, len(decoded), from_draft)
+        self._route(self.stops.feed(decoded))
+
+    def _route(self, released: str) -> None:
+        """Sort text the stop filter released into reasoning and answer."""
+        self._sort(*self.splitter.feed(released, _take_spans(self._decoded_spans, len(released))))
+
+    def _sort(self, reasoning: str, answer: str, spans: list) -> None:
+        self._ready_reasoning += reasoning
+        self._ready += answer
+        for chars, drafted in spans:
+            p.add_span(self._spans, chars, drafted)
 
     def ready(self) -> bool:
-        return bool(self._ready)
+        return bool(self._ready or self._ready_reasoning)
 
     def take(self) -> TextDelta:
         text, self._ready = self._ready, ""
+        reasoning, self._ready_reasoning = self._ready_reasoning, ""
         self.text += text
-        delta = TextDelta(text, tuple(self._ids), self._n_from_draft, self._take_spans(len(text)))
+        self.reasoning += reasoning
+        delta = TextDelta(text, tuple(self._ids), self._n_from_draft, _take_spans(self._spans, len(text)), reasoning)
         self._ids, self._n_from_draft = [], 0
         return delta
-
-    def _take_spans(self, chars: int) -> tuple[tuple[int, bool], ...]:
-        taken: list[tuple[int, bool]] = []
-        while chars > 0 and self._spans:
-            n, flag = self._spans[0]
-            used = min(n, chars)
-            taken.append((used, flag))
-            chars -= used
-            if used == n:
-                self._spans.pop(0)
-            else:
-                self._spans[0][0] = n - used
-        return tuple(taken)
 
     def finish(self) -> TextDelta | None:
         if not self.stopped:
             tail = self.utf8.flush()
-            p.add_span(self._spans, len(tail), False)
-            self._ready += self.stops.feed(tail) + self.stops.flush()
-        if self._ready or self._ids:
+            p.add_span(self._decoded_spans, len(tail), False)
+            self._route(self.stops.feed(tail))
+            self._route(self.stops.flush())
+        self._sort(*self.splitter.flush())
+        if self._ready or self._ready_reasoning or self._ids:
             return self.take()
         return None
+
+
+def _take_spans(spans: list[list], chars: int) -> tuple[tuple[int, bool], ...]:
+    """The spans covering the first ``chars`` characters, taken off the front of ``spans``."""
+    taken: list[tuple[int, bool]] = []
+    while chars > 0 and spans:
+        n, flag = spans[0]
+        used = min(n, chars)
+        taken.append((used, flag))
+        chars -= used
+        if used == n:
+            spans.pop(0)
+        else:
+            spans[0][0] = n - used
+    return tuple(taken)
 
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,

@@ -16,7 +16,9 @@ import re
 
 from engine.backends.llama_cpp import LlamaModel
 from engine.backends.base import ModelLoadError
-from engine.chat_template import ChatMessage, ChatTemplateError, ChatTemplateTooCostly, RenderedChat, render_chat
+from engine.chat_template import (ChatMessage, ChatTemplateError, ChatTemplateTooCostly, RenderedChat, RenderOptions,
+                                  render_chat)
+from engine.reasoning import ReasoningStart, reasoning_start
 
 # A small conversation every chat template must render within budget, checked when a model loads.
 SAMPLE_CONVERSATION = [ChatMessage("system", "You are helpful."), ChatMessage("user", "Hello"),
@@ -28,31 +30,50 @@ def raw_prompt_tokens(model: LlamaModel, text: str) -> list[int]:
     return model.tokenize(text, add_special=True, parse_special=False)
 
 
-def render_for(model: LlamaModel, messages: list[ChatMessage], *, answer: bool = True) -> RenderedChat:
+def render_for(model: LlamaModel, messages: list[ChatMessage], *, answer: bool = True,
+               options: RenderOptions = RenderOptions()) -> RenderedChat:
     """``messages`` rendered with the model's own chat template (``answer``: cue the assistant)."""
     return render_chat(model.chat_template(), messages, bos_token=model.token_text(model.bos),
                        eos_token=model.token_text(model.eos), add_generation_prompt=answer,
-                       model_name=f"'{model.path.name}'")
+                       model_name=f"'{model.path.name}'", options=options)
 
 
-def check_chat_template(model: LlamaModel) -> None:
-    """Refuse a model whose chat template goes over budget on a small conversation.
+def answer_cue(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions = RenderOptions()) -> str:
+    """The text the template writes after the messages to cue the answer ("" when the rendering
+    with the cue does not start with the one without: the cue cannot be told apart)."""
+    closed = render_for(model, messages, answer=False, options=options).text
+    cued = render_for(model, messages, answer=True, options=options).text
+    return cued[len(closed):] if cued.startswith(closed) else ""
+
+
+def answer_reasoning(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions) -> ReasoningStart:
+    """Whether an answer to ``messages`` starts inside a reasoning block (see engine.reasoning)."""
+    return reasoning_start(answer_cue(model, messages, options))
+
+
+def check_chat_template(model: LlamaModel) -> tuple[bool, bool]:
+    """Refuse a model whose chat template goes over budget on a small conversation; else return
+    (whether its answers start in a reasoning block by default, whether ``enable_thinking`` switches it).
 
     Such a template would on every turn; one that merely refuses this conversation (some do not
     take a system message) is reported per turn instead, when it happens.
     """
     try:
         render_for(model, SAMPLE_CONVERSATION)
+        thinks = answer_reasoning(model, SAMPLE_CONVERSATION, RenderOptions()) == "open"
+        on, off = (answer_cue(model, SAMPLE_CONVERSATION, RenderOptions(enable_thinking=v)) for v in (True, False))
+        return thinks, on != off
     except ChatTemplateTooCostly as exc:
         raise ModelLoadError(model.path, f"its chat template is too costly to run ({exc.reason}); the file may "
                                          "be damaged or made to cause harm: use another model") from exc
     except ChatTemplateError:
-        pass
+        return False, False
 
 
-def chat_prompt_tokens(model: LlamaModel, messages: list[ChatMessage]) -> list[int]:
+def chat_prompt_tokens(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions = RenderOptions()
+                       ) -> list[int]:
     """Messages rendered with the model's own chat template, ready for the assistant's turn."""
-    return rendered_tokens(model, render_for(model, messages), bos=True)
+    return rendered_tokens(model, render_for(model, messages, options=options), bos=True)
 
 
 def rendered_tokens(model: LlamaModel, rendered: RenderedChat, *, bos: bool) -> list[int]:

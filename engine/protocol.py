@@ -21,7 +21,7 @@ from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -116,6 +116,17 @@ class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
     role: str
     content: str
     id: str | None = None  # the stored message's id, so the worker can find its snapshot
+    reasoning: str = ""  # an answer's reasoning, stored apart from it: the template decides whether to show it
+
+
+class TemplateSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a chat template may read besides the messages (engine.chat_template.RenderOptions):
+    ``now``, the clock its ``strftime_now`` sees (a conversation's start, so a date it writes stays
+    the same on every later day; None: the real clock), and ``enable_thinking`` (None: the model's
+    own default)."""
+
+    now: float | None = None
+    enable_thinking: bool | None = None
 
 
 # The digest of the leading messages of a branch that the worker was sent in an earlier request;
@@ -178,6 +189,7 @@ class Chat(_Answering, tag="chat", kw_only=True):
 
     messages: list[ChatTurn]
     known: KnownPrefix = ""
+    template: TemplateSpec = TemplateSpec()
 
 
 class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
@@ -188,6 +200,7 @@ class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
     answer_id: str  # the stored (empty) answer this request writes
     messages: list[ChatTurn]  # the branch, each message with its id
     known: KnownPrefix = ""
+    template: TemplateSpec = TemplateSpec()
 
 
 Answer = Union[Complete, Chat, AnswerTurn]  # every request that ends with Finished
@@ -202,6 +215,7 @@ class OpenConversation(_Message, tag="open_conversation"):
     conversation_id: str
     messages: list[ChatTurn]
     known: KnownPrefix = ""
+    template: TemplateSpec = TemplateSpec()
 
 
 class MeasureText(_Message, tag="measure_text"):
@@ -221,6 +235,7 @@ class ReadDocument(_Message, tag="read_document"):
     conversation_id: str
     messages: list[ChatTurn]  # the branch, ending with the document's message (which has an id)
     known: KnownPrefix = ""
+    template: TemplateSpec = TemplateSpec()
 
 
 class Calibrate(_Message, tag="calibrate"):
@@ -378,6 +393,7 @@ class TokenDelta(_Message, tag="token_delta"):
     n_tokens: int
     n_from_draft: int = 0
     draft_spans: list[tuple[int, bool]] = []  # (characters, from an accepted draft) covering text
+    reasoning: str = ""  # new reasoning text, written before this delta's ``text`` (engine.reasoning)
 
 
 class SnapshotReport(msgspec.Struct):

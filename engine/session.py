@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable
 
+import msgspec
 import numpy as np
 import psutil
 
@@ -117,12 +118,12 @@ def open_session(
                         available=available)
     model = LlamaModel(path, load_mtp=True, on_progress=on_progress)  # an MTP head, if any, can draft
     try:
-        check_chat_template(model)
+        thinks, thinking_switch = check_chat_template(model)
     except ModelLoadError:
         model.close()
         raise
     threads = n_threads or default_threads()
-    facts = model.facts()
+    facts = msgspec.structs.replace(model.facts(), thinks=thinks, thinking_switch=thinking_switch)
     # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
     rollback = draft_max if facts.has_recurrent_state and facts.supports_rollback else 0
     settings = ContextSettings(n_ctx=plan.n_ctx, n_threads=threads, n_rs_seq=rollback, kv_type=kv_type)

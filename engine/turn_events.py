@@ -32,13 +32,14 @@ class PendingDelta:
 
     def __init__(self, rid: str) -> None:
         self.rid = rid
-        self.text = ""
+        self.text = self.reasoning = ""
         self.n_tokens = self.n_from_draft = 0
         self.spans: list[list] = []  # [characters, from an accepted draft], merged
         self.last_sent: float | None = None
 
     def add(self, delta: TextDelta) -> None:
         self.text += delta.text
+        self.reasoning += delta.reasoning
         self.n_tokens += len(delta.token_ids)
         self.n_from_draft += delta.n_from_draft
         for chars, from_draft in delta.spans:
@@ -50,6 +51,7 @@ class PendingDelta:
     def take(self, now: float) -> p.TokenDelta:
         event = p.TokenDelta(request_id=self.rid, text=self.text, n_tokens=self.n_tokens,
                              n_from_draft=self.n_from_draft,
-                             draft_spans=[(chars, drafted) for chars, drafted in self.spans])
-        self.text, self.n_tokens, self.n_from_draft, self.spans, self.last_sent = "", 0, 0, [], now
+                             draft_spans=[(chars, drafted) for chars, drafted in self.spans],
+                             reasoning=self.reasoning)
+        self.text, self.reasoning, self.n_tokens, self.n_from_draft, self.spans, self.last_sent = "", "", 0, 0, [], now
         return event

@@ -5,6 +5,14 @@ deepest snapshot on the branch whose text is a prefix of the newly rendered conv
 the rest of the text is tokenized and read. The live state is reused when it already is that
 snapshot, so a conversation continued after a restart reads exactly the tokens it would have read
 without the restart, and produces exactly the same answer.
+
+Templates do not always render an answer again as it was written: Qwen3.5's opens every answer
+with ``<think>`` and writes earlier answers without their reasoning; others trim it. Then the
+state after the answer holds text the next rendering does not, and cannot be used. So a turn also
+keeps the state where the question ends, before the answer's cue (a *question snapshot*, saved
+under the question's message): the next turn stands on it and reads the answer as the template
+writes it now, the new message and the framing, never the whole conversation. It is kept only
+when the answer's own snapshot would not serve the next turn (:meth:`SnapshotCursor._answer_reusable`).
 """
 
 from __future__ import annotations
@@ -15,15 +23,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import protocol as p
-from engine.chat_template import ChatMessage
+from engine.chat_template import ChatMessage, ChatTemplateError, RenderedChat, RenderOptions
 from engine.generation import Generation
 from engine.prompts import render_for, rendered_tokens
+from engine.reasoning import ReasoningStart, reasoning_start
 from engine.session import ModelSession
 from engine.state.seq_state import StateFormatError
-from engine.state.snapshot_keeper import Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
+from engine.state.snapshot_keeper import Captured, Checkpoint, Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotRecord
+
+
+@dataclass
+class Question:
+    """Where the question ends among a turn's new tokens, and the state there once it is read."""
+
+    message_id: str
+    n_new: int  # of the turn's new tokens, how many come before the answer's cue
+    text: str  # the new text up to there
+    chunks: list[int] | None = None  # how those tokens were read (set at the checkpoint)
+    point: Checkpoint | None = None
+    saved: SnapshotRecord | None = None  # its snapshot, once saved
 
 
 @dataclass
@@ -35,15 +56,21 @@ class TurnStart:
     restored_tokens: int = 0
     replayed_tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    question: Question | None = None  # a question snapshot this turn can save (see the module's docstring)
+    reasoning: ReasoningStart = "detect"  # whether the answer starts inside a reasoning block
+    messages: list[ChatMessage] = field(default_factory=list)
+    options: RenderOptions = RenderOptions()
 
 
 def snapshot_report(start: TurnStart, saved: SnapshotRecord | None = None, notes: Iterable[str] = ()) -> p.SnapshotReport:
     """What a turn did with snapshots: what it stood on, what it read, what it saved (the one place
     this report is built, for an answer, a document read and an opened conversation alike)."""
+    question = start.question.saved if start.question is not None else None
+    saved_bytes = sum(sum(r.part_bytes.values()) for r in (saved, question) if r is not None)
     return p.SnapshotReport(restored=start.base is not None, restored_tokens=start.restored_tokens,
                             prefilled_tokens=len(start.new_tokens) + start.replayed_tokens,
                             notes=[*start.notes, *notes], snapshot_id=saved.id if saved is not None else None,
-                            saved_bytes=sum(saved.part_bytes.values()) if saved is not None else 0)
+                            saved_bytes=saved_bytes)
 
 
 class SnapshotCursor:
@@ -58,18 +85,22 @@ class SnapshotCursor:
     def forget_live(self) -> None:
         self.live = None
 
-    def begin(self, messages: list[p.ChatTurn], *, answer: bool = True) -> TurnStart:
+    def begin(self, messages: list[p.ChatTurn], *, answer: bool = True,
+              template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
         """Stand on the deepest usable snapshot of this branch, or re-read the whole conversation.
 
-        Only the deepest snapshot whose text the conversation still starts with is tried: falling
-        back to an older one would re-tokenize later turns from their text, which need not give the
-        tokens the model actually read. When it cannot be used, the conversation is read again.
-        ``answer=False`` reads the messages without the assistant's cue (a document being loaded).
+        The deepest snapshot whose text the new rendering still starts with is used (an answer the
+        template writes differently now falls back to its question's snapshot). When it cannot be
+        used, the conversation is read again. ``answer=False`` reads the messages without the
+        assistant's cue (a document being loaded).
         """
         model = self.session.model
-        target = render_for(model, [ChatMessage(m.role, m.content) for m in messages], answer=answer)
+        chat = chat_messages(messages)
+        options = RenderOptions(template.now, template.enable_thinking)
+        target = render_for(model, chat, answer=answer, options=options)
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target.text, notes)
+        start = None
         if snapshot is not None and self._fits(snapshot):  # else: the whole, longer than the context, grows it
             try:
                 restored, replayed = self._move_to(snapshot, notes)
@@ -77,16 +108,45 @@ class SnapshotCursor:
                 notes.append(f"the saved state was refused ({exc}); the conversation was read again")
             else:
                 rest = target.suffix(len(snapshot.text))
-                tokens = rendered_tokens(model, rest, bos=False)
-                return TurnStart(snapshot, tokens, snapshot.text, rest.text, restored, replayed, notes)
-        self.live = None
-        return TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
+                start = TurnStart(snapshot, rendered_tokens(model, rest, bos=False), snapshot.text, rest.text, restored,
+                                  replayed, notes)
+        if start is None:
+            self.live = None
+            start = TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
+        start.messages, start.options = chat, options
+        if answer:
+            closed = render_for(model, chat, answer=False, options=options)
+            start.reasoning = reasoning_start(target.text[len(closed.text):]) if target.text.startswith(
+                closed.text) else "detect"
+            start.question = self._question(messages[-1].id, start, closed)
+        return start
 
-    def open(self, messages: list[p.ChatTurn]) -> TurnStart:
+    def _question(self, message_id: str | None, start: TurnStart, closed: RenderedChat) -> Question | None:
+        """Where the question ends among the turn's new tokens, if the state there can be kept: the
+        rendering without the cue starts the one with it, and reading it in two parts gives the
+        same tokens as in one (the cue starts at a control token in every template seen)."""
+        model, before = self.session.model, len(start.text_before)
+        if message_id is None or len(closed.text) <= before or \
+                not (start.text_before + start.new_text).startswith(closed.text):
+            return None
+        question = rendered_tokens(model, closed.suffix(before), bos=start.base is None)
+        cue = rendered_tokens(model, RenderedChat(start.new_text[len(closed.text) - before:]), bos=False)
+        if not cue or question + cue != start.new_tokens:
+            return None
+        return Question(message_id, len(question), closed.text[before:])
+
+    def mark_question(self, start: TurnStart, chunks: list[int]) -> None:
+        """The turn has read its question (the generation's checkpoint): keep that state's recurrent part."""
+        if start.question is not None:
+            start.question.chunks = chunks
+            start.question.point = Checkpoint(self.session.n_past, self.keeper.capture_recurrent())
+
+    def open(self, messages: list[p.ChatTurn], template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
         """Restore the snapshot of the newest message that has one, before anything new is said."""
         model = self.session.model
-        chat = [ChatMessage(m.role, m.content) for m in messages]
-        target = render_for(model, chat, answer=False).text if messages else ""
+        chat = chat_messages(messages)
+        options = RenderOptions(template.now, template.enable_thinking)
+        target = render_for(model, chat, answer=False, options=options).text if messages else ""
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
         if snapshot is not None and not self._fits(snapshot):
@@ -131,23 +191,60 @@ class SnapshotCursor:
     def finish(self, start: TurnStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
         """Save the state at the turn's end under ``message_id``: after the messages when the run
         only read them, else after the answer (its last sampled token decoded first, so the state
-        ends exactly there). A run cancelled while reading saves nothing: the state is half a prompt."""
+        ends exactly there), and the question's snapshot when the next turn will need it. A run
+        cancelled before its question was read saves nothing: the state is half a prompt."""
         self.live = None
         session, model = self.session, self.session.model
-        if run.prefill_chunks is None:
+        question = start.question if start.question is not None and start.question.point is not None else None
+        if run.prefill_chunks is None and question is None:
             return None
         if not run.writes:
             return self._save(start, run.prefill_chunks, [], start.text_before + start.new_text, conversation_id,
                               message_id)
-        if run.pending_token is None or session.n_past + 1 >= session.n_ctx:
+        answer_ends = run.prefill_chunks is not None and run.pending_token is not None \
+            and session.n_past + 1 < session.n_ctx
+        if not answer_ends and question is None:
             return None
-        pending = run.pending_token
-        session.feed([pending])
-        ended_on_eog = model.is_eog(pending)
-        decoded = run.token_ids + ([pending] if ended_on_eog else [])
-        written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
-        text = start.text_before + start.new_text + written + (model.token_text(pending) if ended_on_eog else "")
-        return self._save(start, run.prefill_chunks or [], decoded, text, conversation_id, message_id)
+        written = ""
+        if answer_ends:
+            pending = run.pending_token
+            session.feed([pending])
+            ended_on_eog = model.is_eog(pending)
+            written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
+            written += model.token_text(pending) if ended_on_eog else ""
+        captured = self.keeper.capture()
+        base, start_of_answer = start.base, 0
+        if question is not None and not (answer_ends and self._answer_reusable(start, run, written)):
+            base = self._save_question(start, question, conversation_id, captured)
+            start_of_answer = question.n_new
+        if not answer_ends:
+            return None
+        decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])
+        chunks = run.prefill_chunks[len(question.chunks):] if start_of_answer else run.prefill_chunks
+        segment = Segment(start.new_tokens[start_of_answer:], decoded, tuple(chunks))
+        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=base,
+                                  segment=segment, text=start.text_before + start.new_text + written, captured=captured)
+        self.live = record
+        return record
+
+    def _save_question(self, start: TurnStart, question: Question, conversation_id: str,
+                       captured: Captured) -> SnapshotRecord:
+        segment = Segment(start.new_tokens[:question.n_new], [], tuple(question.chunks))
+        question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id, parent=start.base,
+                                segment=segment, text=start.text_before + question.text, captured=captured,
+                                point=question.point)
+        return question.saved
+
+    def _answer_reusable(self, start: TurnStart, run: Generation, written: str) -> bool:
+        """Whether the next turn will stand on the answer's snapshot: the template, given the answer
+        as it is stored and a following message, writes the conversation so far exactly as read."""
+        answer = ChatMessage("assistant", run.text, run.reasoning.strip())
+        try:
+            after = render_for(self.session.model, [*start.messages, answer, ChatMessage("user", "?")],
+                               options=start.options).text
+        except ChatTemplateError:
+            return False
+        return after.startswith(start.text_before + start.new_text + written)
 
     def save_end(self, save: Callable[[], SnapshotRecord | None], budget_bytes: int,
                  what: str) -> tuple[SnapshotRecord | None, list[str]]:
@@ -169,6 +266,10 @@ class SnapshotCursor:
                                   segment=Segment(start.new_tokens, decoded, tuple(chunks)), text=text)
         self.live = record
         return record
+
+
+def chat_messages(messages: list[p.ChatTurn]) -> list[ChatMessage]:
+    return [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
 
 
 def open_turns(store: WorkerStore, session: ModelSession) -> SnapshotCursor:

@@ -54,6 +54,7 @@ class Message:
     status: str
     created_at: float
     stats: dict[str, Any]
+    reasoning: str = ""  # an answer's reasoning, apart from its text (m008_message_reasoning)
 
 
 # The records' fields are the tables' columns (dict fields are JSON text). Selecting them by
@@ -175,6 +176,7 @@ class ConversationStore:
         status: str = "done",
         stats: dict[str, Any] | None = None,
         message_id: str | None = None,
+        reasoning: str = "",
     ) -> Message:
         """Append a message under ``parent_id`` and make it the conversation's leaf.
 
@@ -187,6 +189,7 @@ class ConversationStore:
             status: One of :data:`MESSAGE_STATUSES`.
             stats: Timings and counters (JSON-serialisable).
             message_id: Use this id instead of a new random one.
+            reasoning: An answer's reasoning, kept apart from ``content``.
 
         Returns:
             The stored message.
@@ -198,7 +201,7 @@ class ConversationStore:
         _check_status(status)
         msg = Message(
             message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
-            time.time(), dict(stats or {}),
+            time.time(), dict(stats or {}), reasoning,
         )
         with write_transaction(self.db):
             self.get(conversation_id)
@@ -206,9 +209,9 @@ class ConversationStore:
                 raise StoreError(f"message {parent_id} is not in conversation {conversation_id}")
             self.db.execute(
                 "INSERT INTO messages (id, conversation_id, parent_id, role, content, status,"
-                " created_at, stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, stats, reasoning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [msg.id, conversation_id, parent_id, role, content, status, msg.created_at,
-                 to_json(msg.stats)],
+                 to_json(msg.stats), reasoning],
             )
             self.db.execute(
                 "UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
@@ -223,8 +226,9 @@ class ConversationStore:
         content: str | None = None,
         status: str | None = None,
         stats: dict[str, Any] | None = None,
+        reasoning: str | None = None,
     ) -> Message:
-        """Change a message's content, status and/or stats; ``None`` leaves a field as it is.
+        """Change a message's content, status, stats and/or reasoning; ``None`` leaves a field as it is.
 
         Returns:
             The message as stored afterwards.
@@ -237,6 +241,8 @@ class ConversationStore:
             changes["status"] = status
         if stats is not None:
             changes["stats"] = to_json(stats)
+        if reasoning is not None:
+            changes["reasoning"] = reasoning
         with write_transaction(self.db):
             self.message(message_id)
             if changes:

@@ -271,3 +271,9 @@ def m007_snapshot_references(db: sqlite_utils.Database) -> None:
                 SELECT 1 FROM snapshots WHERE id = NEW.parent_id);
         END"""
     )
+
+
+@migration
+def m008_message_reasoning(db: sqlite_utils.Database) -> None:
+    """An answer's reasoning (a model's <think> block), kept apart from the answer itself."""
+    db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")

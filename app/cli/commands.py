@@ -19,6 +19,7 @@ from app.services.context_info import context_details, context_json, grown_line
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible
+from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
@@ -150,6 +151,7 @@ def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
 @dataclass
 class Reply:
     text: str = ""
+    reasoning: str = ""
     finished: p.Finished | None = None
     errors: list[str] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)  # the errors' codes (remote_auth, ...)
@@ -160,10 +162,13 @@ class Reply:
         return UserError("; ".join(self.errors), **({"kind": self.codes[0]} if self.codes else {}))
 
 
-def run_request(client: EngineClient, command: p.Answer, *, echo: bool) -> Reply:
-    """Stream one generation; Ctrl+C cancels it and still waits for its end (see :meth:`EngineClient.follow`)."""
+def run_request(client: EngineClient, command: p.Answer, *, echo: ThinkingEcho | None) -> Reply:
+    """Stream one generation (written to ``echo`` as it comes, if given); Ctrl+C cancels it and still
+    waits for its end (see :meth:`EngineClient.follow`)."""
     reply = Reply()
     reply.interrupted = client.follow(command, lambda event: take_event(reply, event, command.request_id, echo))
+    if echo is not None:
+        echo.close_reasoning()
     return reply
 
 
@@ -172,7 +177,7 @@ def say_waiting(waiting: p.RemoteWaiting) -> None:
     print(f"hearth: {waiting.message}", file=sys.stderr, flush=True)
 
 
-def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
+def take_event(reply: Reply, event, request_id: str, echo: ThinkingEcho | None) -> None:
     if isinstance(event, EngineDead):
         raise crash_error(event, "writing the answer")
     if getattr(event, "request_id", None) != request_id:
@@ -180,10 +185,11 @@ def take_event(reply: Reply, event, request_id: str, echo: bool) -> None:
     if isinstance(event, p.RemoteWaiting):
         say_waiting(event)
     elif isinstance(event, p.TokenDelta):
+        reply.reasoning += event.reasoning
         reply.text += event.text
-        if echo:
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+        if echo is not None:
+            echo.reasoning(event.reasoning)
+            echo.answer(event.text)
     elif isinstance(event, p.Error):
         reply.errors.append(event.message)
         reply.codes.append(event.code)
@@ -200,7 +206,8 @@ def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | Non
         require_text(args.prompt, "prompt")
     if getattr(args, "raw", False):
         return p.Complete(request_id=new_request_id("cli"), prompt=args.prompt, **options)
-    return p.Chat(request_id=new_request_id("cli"), messages=messages or [p.ChatTurn("user", args.prompt)], **options)
+    return p.Chat(request_id=new_request_id("cli"), messages=messages or [p.ChatTurn("user", args.prompt)],
+                  template=p.TemplateSpec(enable_thinking=enable_thinking(args)), **options)
 
 
 def draft_options(args: argparse.Namespace) -> dict:
@@ -219,10 +226,11 @@ def draft_options(args: argparse.Namespace) -> dict:
     return {"draft": draft, "draft_max": args.draft_max}
 
 
-def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int) -> dict:
+def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int, reasoning: str = "") -> dict:
     """The keys of ``generate --json``; ``send --json`` adds its own to the same ones. ``n_ctx``:
-    the context the request ran in (after growing, if it grew)."""
-    result = {"text": text, "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
+    the context the request ran in (after growing, if it grew); ``reasoning``: what a reasoning
+    model thought before the answer ("" when it did not)."""
+    result = {"text": text, "reasoning": reasoning.strip(), "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
               "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
               "devices": devices_json(ran), "n_ctx": n_ctx}
     if finished.remote is not None:  # the engine and model that answered, and the prompt tokens it reused
@@ -265,7 +273,7 @@ def run_generate(args: argparse.Namespace) -> int:
     with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device,
                     context=args.context, engine=args.engine) as (client, loaded):
         warn_about_devices(args, loaded.devices)
-        reply = run_request(client, command, echo=not args.json)
+        reply = run_request(client, command, echo=None if args.json else ThinkingEcho(args.thinking))
         n_ctx = client.context.n_ctx
     if reply.errors:
         raise reply.error()
@@ -273,7 +281,7 @@ def run_generate(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps(generation_json(reply.text, finished, ran, n_ctx), ensure_ascii=False))
+        print(json.dumps(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning), ensure_ascii=False))
     else:
         print()
     return 130 if reply.interrupted else 0  # the shell's code for a command stopped by Ctrl+C
@@ -304,11 +312,11 @@ def run_chat(args: argparse.Namespace) -> int:
             if not line:
                 continue
             messages.append(p.ChatTurn("user", line))
-            reply = run_request(client, _generate_command(args, messages), echo=True)
+            reply = run_request(client, _generate_command(args, messages), echo=ThinkingEcho(args.thinking))
             print(" [stopped]" if reply.finished and reply.finished.finish_reason == "cancelled" else "")
             for error in reply.errors:
                 print(f"hearth: {error}", file=sys.stderr)
-            messages.append(p.ChatTurn("assistant", reply.text))
+            messages.append(p.ChatTurn("assistant", reply.text, reasoning=reply.reasoning.strip()))
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.commands import (
     UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args, say_waiting,
     warn_about_devices, warn_about_fallback,
@@ -27,12 +28,12 @@ def _title_from(message: str) -> str:
     return (message.strip().splitlines() or ["New chat"])[0][:60]
 
 
-def _taker(codes: list[str], *, echo: bool):
-    """What ``send`` does with each event: the answer's text to stdout (``echo``), errors' codes kept."""
+def _taker(codes: list[str], *, echo: ThinkingEcho | None):
+    """What ``send`` does with each event: the answer (and its reasoning) to ``echo``, errors' codes kept."""
     def take(event) -> None:
-        if isinstance(event, p.TokenDelta) and echo:
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+        if isinstance(event, p.TokenDelta) and echo is not None:
+            echo.reasoning(event.reasoning)
+            echo.answer(event.text)
         elif isinstance(event, p.Error):
             codes.append(event.code)
         elif isinstance(event, p.RemoteWaiting):
@@ -59,7 +60,8 @@ def run_send(args: argparse.Namespace) -> int:
     Ctrl+C stops the answer: what was written is stored (marked stopped) with its snapshot, so the
     next message continues from it; exit status 130."""
     require_text(args.message, "message")
-    options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args))
+    options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args),
+                          enable_thinking=enable_thinking(args))
     store = open_conversations()
     with store_errors(store):
         conversation = store.get(args.conversation) if args.conversation else None
@@ -75,7 +77,10 @@ def run_send(args: argparse.Namespace) -> int:
                 title=args.new or _title_from(args.message), model=_conversation_model(args), reply_to=args.reply_to)
             # the window names the answer's model: a local model's name, or the server's id on the engine
             turn.model = model_display_name(model, app_data_dir()) if args.engine is None else loaded.facts.name
-            result = run_answer(store, client, turn, on_event=_taker(codes, echo=not args.json))
+            echo = None if args.json else ThinkingEcho(args.thinking)
+            result = run_answer(store, client, turn, on_event=_taker(codes, echo=echo))
+            if echo is not None:
+                echo.close_reasoning()
             n_ctx = client.context.n_ctx
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering",
@@ -94,7 +99,7 @@ def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan
     """The object ``send --json`` prints: ``generate --json``'s keys and the stored turn's."""
     snapshot = result.finished.snapshot or p.SnapshotReport()
     return {
-        **generation_json(result.answer.content, result.finished, ran, n_ctx),
+        **generation_json(result.answer.content, result.finished, ran, n_ctx, result.answer.reasoning),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "status": result.answer.status,

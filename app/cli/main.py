@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
 from engine.protocol import DEFAULTS
 
@@ -66,6 +67,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-device", choices=("auto", "cpu", "npu"), default="auto",
                         help="where the input is read: auto (the NPU for long inputs when one is present), "
                              "cpu, or npu (the emulator where there is no NPU; slow)")
+    add_thinking_flag(parser)
 
 
 def _positive(text: str) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.services.turn import Writer, hold_conversation, prompt_turns
+from app.services.turn import CLOCK_SETTING, Writer, hold_conversation, prompt_turns, template_clock, template_spec
 from engine import protocol as p
 from engine.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
@@ -195,7 +195,7 @@ def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
 def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
     history = store.branch(message_id)
     return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
-                          messages=prompt_turns(history))
+                          messages=prompt_turns(history), template=template_spec(store.get(conversation_id)))
 
 
 def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocument, p.ReadDocument | None]:
@@ -205,8 +205,10 @@ def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocu
     documents = DocumentStore(store.db)
     source = documents.for_message(message_id)
     message = store.message(message_id)
-    conversation = store.create(store.free_title(source.title if source else "Document"),
-                                model=store.get(message.conversation_id).model)
+    original = store.get(message.conversation_id)
+    # the copy keeps the original's template clock: a date its template wrote stays the same, so its snapshot fits
+    conversation = store.create(store.free_title(source.title if source else "Document"), model=original.model,
+                                settings={CLOCK_SETTING: template_clock(original)})
     copy = store.add_message(conversation.id, "user", message.content, parent_id=None)
     record = documents.copy_to(source, conversation.id, copy.id) if source is not None else None
     copied = SnapshotStore(store.db).copy_root(message_id, conversation.id, copy.id)

@@ -37,12 +37,17 @@ UNFINISHED = ("generating", "stopped", "interrupted", "error")
 T = TypeVar("T")
 
 
+THINKING_SETTING = "enable_thinking"  # a conversation's "Think before answering" (absent: the model's default)
+CLOCK_SETTING = "template_clock"  # the time its template sees, when not its start (a copied document's)
+
+
 @dataclass
 class TurnOptions:
     sampling: p.SamplingSpec = field(default_factory=p.SamplingSpec)
     max_tokens: int = p.DEFAULTS.max_tokens
     draft: str = p.DEFAULTS.draft
     draft_max: int = p.DEFAULTS.draft_max
+    enable_thinking: bool | None = None  # None: the conversation's setting, else the model's default
 
 
 @dataclass
@@ -62,6 +67,8 @@ class PendingTurn:
     writer: WriterLock | None = None  # held from start_turn until end_answer
     model: str = ""  # the name of the model writing the answer, kept in its stats (the window shows it)
     abandoned: str = ""  # why the answer was left unfinished other than by the engine's death (the app closed)
+    reasoning: str = ""  # what the model thought before answering (engine.reasoning), apart from the text
+    thinking_s: float | None = None  # how long it thought: from the request to the answer's first text
     _text: str = field(default="", init=False, repr=False, compare=False)  # the text as last read
     _unread: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # deltas since
 
@@ -82,6 +89,7 @@ class PendingTurn:
         """Take one event of this request (or the engine's death); True once the turn has ended."""
         if isinstance(event, p.TokenDelta):
             self.n_deltas += 1
+            self._take_reasoning(event)
             self._unread.append(event.text)
             for length, drafted in event.draft_spans or [(len(event.text), False)]:
                 p.add_span(self.draft_spans, length, drafted)
@@ -92,6 +100,12 @@ class PendingTurn:
         elif isinstance(event, EngineDead):
             self.dead = event
         return self.done
+
+    def _take_reasoning(self, event: p.TokenDelta) -> None:
+        if event.reasoning:
+            self.reasoning += event.reasoning
+        if self.reasoning and self.thinking_s is None and event.text:
+            self.thinking_s = time.time() - self.started
 
     @property
     def status(self) -> str:
@@ -116,6 +130,9 @@ class PendingTurn:
                              remote=msgspec.to_builtins(self.finished.remote))
         if any(drafted for _, drafted in self.draft_spans):
             stats["draft_spans"] = self.draft_spans
+        if self.reasoning:
+            thought = self.thinking_s if self.thinking_s is not None else time.time() - self.started
+            stats["thinking_s"] = round(thought, 3)
         if self.errors:
             stats["errors"] = self.errors
         if self.finished is None and (self.dead is not None or self.abandoned):
@@ -128,18 +145,32 @@ def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
     without a question whose answer failed before writing anything (the engine refused it: a paste
     longer than the context, say), so one refused message does not refuse every later one."""
     refused = {m.parent_id for m in history if m.role == "assistant" and not m.content and m.status == "error"}
-    return [p.ChatTurn(m.role, m.content, m.id) for m in history
+    return [p.ChatTurn(m.role, m.content, m.id, m.reasoning) for m in history
             if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
 
 
-def generate_command(history: list[Message], conversation_id: str, answer_id: str,
+def template_spec(conversation: Conversation, enable_thinking: bool | None = None) -> p.TemplateSpec:
+    """How the conversation's messages are rendered: with its own clock (a template that writes the
+    date writes the day it started, so its saved state stays usable), and its thinking switch."""
+    if enable_thinking is None:
+        setting = conversation.settings.get(THINKING_SETTING)
+        enable_thinking = setting if isinstance(setting, bool) else None
+    return p.TemplateSpec(now=template_clock(conversation), enable_thinking=enable_thinking)
+
+
+def template_clock(conversation: Conversation) -> float:
+    clock = conversation.settings.get(CLOCK_SETTING)
+    return float(clock) if isinstance(clock, (int, float)) else conversation.created_at
+
+
+def generate_command(history: list[Message], conversation: Conversation, answer_id: str,
                      options: TurnOptions) -> p.AnswerTurn:
     """The engine's request for this turn. Raises :class:`DraftRefused` for a drafting choice that is not one."""
     return p.AnswerTurn(
         request_id=new_request_id("turn"),
-        conversation_id=conversation_id, answer_id=answer_id, messages=prompt_turns(history),
+        conversation_id=conversation.id, answer_id=answer_id, messages=prompt_turns(history),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
-        draft_max=options.draft_max,
+        draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
     )
 
 
@@ -163,8 +194,8 @@ def begin_answer(store: ConversationStore, conversation_id: str, history: list[M
     """Store an empty answer to the last message of ``history`` and build the engine's command."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    return PendingTurn(conversation_id, user, answer, generate_command(history, conversation_id, answer.id, options),
-                       writer=writer)
+    command = generate_command(history, store.get(conversation_id), answer.id, options)
+    return PendingTurn(conversation_id, user, answer, command, writer=writer)
 
 
 @dataclass(frozen=True)
@@ -241,7 +272,7 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
     """Store what the engine wrote, with its status and statistics; then let the next writer in."""
     try:
         turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
-                                           stats=turn.stats())
+                                           stats=turn.stats(), reasoning=turn.reasoning.strip())
     finally:
         release_writer(store, turn)
     return turn
@@ -317,7 +348,7 @@ def answer_turn(
 def open_conversation_command(store: ConversationStore, conversation_id: str) -> p.OpenConversation:
     history = store.current_branch(conversation_id)
     return p.OpenConversation(request_id=new_request_id("open"), conversation_id=conversation_id,
-                              messages=prompt_turns(history))
+                              messages=prompt_turns(history), template=template_spec(store.get(conversation_id)))
 
 
 def open_conversation(store: ConversationStore, client: EngineClient, conversation_id: str) -> p.SnapshotReport:

@@ -61,6 +61,10 @@ class ModelFacts(msgspec.Struct, frozen=True):
     supports_rollback: bool
     has_chat_template: bool
     backend_version: str
+    # what its chat template does about reasoning (engine.prompts.thinking_facts): whether the answer
+    # starts in a <think> block by default, and whether ``enable_thinking`` switches that
+    thinks: bool = False
+    thinking_switch: bool = False
 
     # -- what the model can do, read everywhere from here (never recomputed from is_recurrent/is_hybrid) --
 

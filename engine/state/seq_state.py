@@ -61,13 +61,14 @@ class KvCells:
     k: list[np.ndarray]  # per layer [n, row bytes]
     v: list[np.ndarray]
 
-    def since(self, start: int) -> "KvCells":
+    def since(self, start: int, end: int | None = None) -> "KvCells":
+        """The cells at positions ``start`` up to ``end`` (excluded; None: to the last)."""
         n = len(self.positions)
         if n and self.positions[0] == 0 and self.positions[-1] == n - 1:  # 0..n-1 in order: views, no copy
-            begin = min(max(start, 0), n)
-            return KvCells(self.positions[begin:], self.meta[begin:], [a[begin:] for a in self.k],
-                           [a[begin:] for a in self.v])
-        keep = self.positions >= start
+            begin, stop = min(max(start, 0), n), n if end is None else min(max(end, 0), n)
+            return KvCells(self.positions[begin:stop], self.meta[begin:stop], [a[begin:stop] for a in self.k],
+                           [a[begin:stop] for a in self.v])
+        keep = (self.positions >= start) & (self.positions < (np.iinfo(np.int32).max if end is None else end))
         return KvCells(self.positions[keep], self.meta[keep], [a[keep] for a in self.k], [a[keep] for a in self.v])
 
     def to_bytes(self) -> bytes:

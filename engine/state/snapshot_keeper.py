@@ -51,6 +51,24 @@ class Segment:
         return self.prefill + self.decoded
 
 
+@dataclass(frozen=True)
+class Captured:
+    """The live state taken apart: KV layout and cells (None without attention), recurrent bytes."""
+
+    layout: KvLayout | None
+    cells: KvCells | None
+    recurrent: bytes
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The state at an earlier point of the live sequence: where, and its recurrent part then."""
+
+    n_tokens: int
+    recurrent: bytes
+
+
 def model_fingerprint(file_sha256: str, settings: ContextSettings) -> str:
     """Identifies what the state bytes depend on: the exact model file, llama.cpp, KV layout."""
     identity = {"file": file_sha256, "backend": BACKEND_VERSION, "flash_attn": settings.flash_attn,
@@ -79,27 +97,39 @@ class SnapshotKeeper:
 
     # -- saving ----------------------------------------------------------------------------------
 
-    def _capture(self) -> tuple[KvLayout | None, KvCells | None, bytes]:
+    def capture(self) -> Captured:
+        """The live state, taken apart into its KV cells and recurrent bytes (one copy, for any saves)."""
         context = self.session.context
         _, body = split_header(context.state_get(0))
-        recurrent = bytes(split_header(context.state_get(0, STATE_PARTIAL_ONLY))[1]) if self.has_recurrent else b""
+        recurrent = self.capture_recurrent()
         if not self.has_kv:
-            return None, None, recurrent
+            return Captured(None, None, recurrent, self.session.n_past)
         layout, cells = parse_kv(body, len(body) - len(recurrent))
-        return layout, cells, recurrent
+        return Captured(layout, cells, recurrent, self.session.n_past)
+
+    def capture_recurrent(self) -> bytes:
+        """The fixed-size recurrent part of the live state (b"" for a model without one)."""
+        if not self.has_recurrent:
+            return b""
+        return bytes(split_header(self.session.context.state_get(0, STATE_PARTIAL_ONLY))[1])
 
     def save(self, *, conversation_id: str, message_id: str, parent: SnapshotRecord | None,
-             segment: Segment, text: str) -> SnapshotRecord:
-        """Store the live state, which must be exactly ``parent``'s state plus ``segment``."""
-        layout, cells, recurrent = self._capture()
-        n_tokens = self.session.n_past
+             segment: Segment, text: str, captured: Captured | None = None,
+             point: Checkpoint | None = None) -> SnapshotRecord:
+        """Store a state that is exactly ``parent``'s state plus ``segment``: the live one (or
+        ``captured``), or with ``point`` the state at an earlier point of it (its recurrent part as
+        taken then; the KV cells up to it, which later tokens do not change, from ``captured``)."""
+        captured = captured or self.capture()
+        layout, cells = captured.layout, captured.cells
+        n_tokens = point.n_tokens if point is not None else captured.n_tokens
+        recurrent = point.recurrent if point is not None else captured.recurrent
         kv_start = parent.n_tokens if parent is not None else 0
         parts = {"prefill_tokens": _tokens_bytes(segment.prefill), "decoded_tokens": _tokens_bytes(segment.decoded)}
         if cells is not None:
-            expected = np.arange(n_tokens, dtype=np.int32)
+            expected = np.arange(captured.n_tokens, dtype=np.int32)
             if not np.array_equal(cells.positions, expected):
                 raise StateFormatError("the KV cells do not cover positions 0..n-1 in order")
-            parts["kv"] = cells.since(kv_start).to_bytes()
+            parts["kv"] = cells.since(kv_start, n_tokens).to_bytes()
         if self.has_recurrent:
             parts["recurrent"] = recurrent
         layout_json = {"kv": layout.to_json() if layout else None, "prefill_chunk": self.session.n_batch,

@@ -38,9 +38,9 @@ WANTED = [("user", "first"), ("user", "second"), ("assistant", "half an ans"),  
           ("user", "fourth"), ("assistant", ""), ("user", "fifth")]  # a finished empty answer is what the model said
 
 
-def test_a_new_answer_reads_no_empty_unfinished_answers(branch):
+def test_a_new_answer_reads_no_empty_unfinished_answers(store, branch):
     conversation_id, history = branch
-    command = generate_command(history[:-1], conversation_id, "answer-id", TurnOptions())
+    command = generate_command(history[:-1], store.get(conversation_id), "answer-id", TurnOptions())
     assert [(t.role, t.content) for t in command.messages] == WANTED
 
 
