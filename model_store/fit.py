@@ -23,9 +23,15 @@ This is advice, not a guarantee: the estimate leaves out drafting (a draft model
 recurrent-state copies a rollback-capable context keeps) and assumes nothing else starts.
 
 The same arithmetic sizes contexts (issue 19): :func:`longest_context` is the one rule for "the
-longest context a memory budget holds", used for the catalogue's headroom figures and by the
-worker's automatic context (``engine.context_memory``), with the budget :func:`memory_budget`
-takes from what is available.
+longest context a memory budget holds", used for the catalogue's figures and by the worker's
+automatic context (``engine.context_memory``), with the budget :func:`memory_budget` takes from what
+is available.
+
+A model never uses more context than it was trained on (issue 30): :func:`usable_context` is the one
+rule for the context a file can use here, what memory holds capped at the trained length, which is
+what the worker's automatic context gets. Where memory would hold more, that is headroom, not
+context: :class:`ContextHere` keeps both figures, and :func:`context_here` gives them for a catalogue
+file and for a transformer of its size.
 """
 
 from __future__ import annotations
@@ -132,13 +138,47 @@ def entry_total_bytes(entry: CatalogueEntry, file_bytes: int, transformer: bool 
     return lambda n_ctx: fixed + per_token * n_ctx
 
 
+def usable_context(memory_tokens: int, trained_tokens: int) -> int:
+    """The context a model can use: what memory holds (``memory_tokens``), never past the length it
+    was trained on, rounded down to :data:`CONTEXT_STEP` as llama.cpp sizes contexts; the same as
+    :func:`longest_context` capped at ``trained_tokens``, the worker's automatic context."""
+    return max(0, min(memory_tokens, trained_tokens // CONTEXT_STEP * CONTEXT_STEP))
+
+
+@dataclass(frozen=True)
+class ContextHere:
+    """The context one file can use on this machine, with the memory figure behind it."""
+
+    memory_tokens: int  # the longest context the memory budget holds, memory alone deciding (headroom)
+    trained_tokens: int  # the length the model was trained on
+
+    @property
+    def tokens(self) -> int:
+        """The context it can use: :func:`usable_context`."""
+        return usable_context(self.memory_tokens, self.trained_tokens)
+
+    @property
+    def has_headroom(self) -> bool:
+        """Memory would hold more than the model can use: its trained length is the limit."""
+        return self.memory_tokens > self.tokens
+
+
 def headroom(entry: CatalogueEntry, file_bytes: int, available_bytes: int,
              percent: int = DEFAULT_BUDGET_PERCENT) -> tuple[int, int]:
     """(the context this file holds within the memory budget; the same for a transformer of equal
-    size). Memory alone decides both, so they compare; the trained length is shown beside them."""
+    size), memory alone deciding (up to :data:`LONGEST_CONTEXT`), so they compare. Not a context the
+    model can use: that is capped at its trained length (:func:`context_here`)."""
     budget = memory_budget(available_bytes, percent)
     return (longest_context(entry_total_bytes(entry, file_bytes), budget, LONGEST_CONTEXT),
             longest_context(entry_total_bytes(entry, file_bytes, transformer=True), budget, LONGEST_CONTEXT))
+
+
+def context_here(entry: CatalogueEntry, file_bytes: int, available_bytes: int,
+                 percent: int = DEFAULT_BUDGET_PERCENT) -> tuple[ContextHere, ContextHere]:
+    """(this file's context here; a transformer of equal size's, trained as long): each the memory
+    figure of :func:`headroom` with the entry's trained length, which caps what it can use."""
+    hybrid, transformer = headroom(entry, file_bytes, available_bytes, percent)
+    return ContextHere(hybrid, entry.context_length), ContextHere(transformer, entry.context_length)
 
 
 def advise(

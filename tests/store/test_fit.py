@@ -9,7 +9,10 @@ import pytest
 
 from model_store import fit
 from model_store.catalogue import load_catalogue, parse_catalogue
-from model_store.fit import RUNTIME_OVERHEAD_BYTES, VariantFit, advise, state_bytes, verdict
+from model_store.fit import (
+    RUNTIME_OVERHEAD_BYTES, ContextHere, VariantFit, advise, context_here, headroom, state_bytes, usable_context,
+    verdict,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -122,3 +125,40 @@ def test_hybrid_state_grows_far_slower_than_a_transformers():
     hybrid, plain = catalogue.get("qwen3.5-2b"), catalogue.get("llama-3.2-1b-instruct")
     growth = lambda e: state_bytes(e, 32768) - state_bytes(e, 1024)  # noqa: E731
     assert growth(hybrid) * 2 < growth(plain)
+
+
+@pytest.mark.parametrize("memory, trained, usable", [
+    (1_293_056, 262_144, 262_144),  # memory would hold more: the trained length is the limit
+    (190_208, 262_144, 190_208),  # memory is the limit
+    (262_144, 262_144, 262_144),
+    (9_000, 8_000, 7_936),  # llama.cpp's step: the worker's automatic context, not one token more
+    (0, 32_768, 0),
+])
+def test_the_usable_context_is_what_memory_holds_never_past_the_trained_length(memory, trained, usable):
+    assert usable_context(memory, trained) == usable
+    here = ContextHere(memory, trained)
+    assert here.tokens == usable and here.has_headroom == (memory > usable)
+
+
+def test_a_file_on_a_big_machine_uses_its_trained_length_and_the_rest_is_headroom():
+    memory, transformer_memory = headroom(ENTRY, GiB, 64 * GiB)
+    assert transformer_memory > ENTRY.context_length, "even a transformer's memory figure passes 32k here"
+    here, transformer = context_here(ENTRY, GiB, 64 * GiB)
+    assert (here.memory_tokens, transformer.memory_tokens) == (memory, transformer_memory), "uncapped, as before"
+    assert here.tokens == transformer.tokens == ENTRY.context_length == 32768
+    assert here.has_headroom and transformer.has_headroom and here.memory_tokens > transformer.memory_tokens
+
+
+def test_a_file_on_a_small_machine_uses_what_memory_holds_with_no_headroom():
+    available = fits_at(needed(GiB)) + 40 * MiB  # about 1.7 GiB: 70 % of it holds 15k-30k tokens
+    here, transformer = context_here(ENTRY, GiB, available)
+    assert 0 < transformer.tokens < here.tokens < ENTRY.context_length
+    assert (here.tokens, transformer.tokens) == headroom(ENTRY, GiB, available)
+    assert not here.has_headroom and not transformer.has_headroom
+
+
+def test_packaged_models_never_use_more_context_than_they_were_trained_on():
+    for entry in load_catalogue():
+        for file in entry.files:
+            for here in context_here(entry, file.size_bytes, 1024 * GiB):
+                assert here.tokens == entry.context_length and here.memory_tokens > here.tokens, entry.id
