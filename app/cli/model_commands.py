@@ -17,7 +17,7 @@ import sys
 import threading
 
 from app.cli.commands import UserError
-from app.services.model_listing import FIT_LABELS, listing_json
+from app.services.model_listing import FIT_LABELS, context_words, listing_json
 from app.services.model_refs import app_catalogue, open_library
 from app.services.paths import user_paths
 from app.services.settings import app_data_dir, current_settings
@@ -169,7 +169,8 @@ def print_listing(listing: dict) -> None:
             mark = "*" if v["recommended"] else " "
             size = ("~" if v["size_estimated"] else "") + format_bytes(v["size_bytes"])
             state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
-            holds = f"{v['max_context_tokens']:>11,} tokens (a transformer: {v['transformer_max_context_tokens']:,})"
+            holds = (f"{context_words(v['max_context_tokens'], v['memory_context_tokens'], width=11)}; a transformer: "
+                     f"{context_words(v['transformer_max_context_tokens'], v['transformer_memory_context_tokens'])}")
             print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {holds}  {state}")
     print("Installed:")
     if listing.get("embedded"):

@@ -6,7 +6,7 @@ Shared by ``hearth models list`` (JSON and text) and the GUI's Models page, so b
 from __future__ import annotations
 
 from model_store.catalogue import Catalogue, CatalogueEntry
-from model_store.fit import ADVICE_CONTEXT, DEFAULT_BUDGET_PERCENT, advise, available_memory, headroom
+from model_store.fit import ADVICE_CONTEXT, DEFAULT_BUDGET_PERCENT, advise, available_memory, context_here
 from model_store.installed import InstalledModel, embedded_model
 
 FIT_LABELS = {"fits": "fits", "tight": "tight", "too_big": "too big"}
@@ -14,24 +14,38 @@ FIT_LABELS = {"fits": "fits", "tight": "tight", "too_big": "too big"}
 
 def entry_json(entry: CatalogueEntry, installed: list[InstalledModel], context: int | None,
                available: int, percent: int = DEFAULT_BUDGET_PERCENT) -> dict:
-    """One catalogue model; per variant its fit at ``context`` tokens and its headroom: the context
-    ``percent`` % of the available memory holds (``max_context_tokens``) and what a transformer of
-    equal size would hold (``transformer_max_context_tokens``)."""
+    """One catalogue model; per variant its fit at ``context`` tokens and the context it can use here
+    (:func:`model_store.fit.context_here`): ``max_context_tokens``, what ``percent`` % of the available
+    memory holds capped at the trained length (the entry's ``context_length``), and
+    ``transformer_max_context_tokens``, the same for a transformer of equal size; the memory figures
+    behind them, uncapped (headroom, not context), are ``memory_context_tokens`` and
+    ``transformer_memory_context_tokens``."""
     tokens = min(context or ADVICE_CONTEXT, entry.context_length)
     fits = {fit.quant: fit for fit in advise(entry, tokens, available)}
     ids = {(m.catalogue_id, (m.quant or "").upper()): m.id for m in installed if m.catalogue_id and not m.missing}
     variants = []
     for file in entry.files:
         fit = fits[file.quant]
-        longest, transformer = headroom(entry, file.size_bytes, available, percent)
+        here, transformer = context_here(entry, file.size_bytes, available, percent)
         variants.append({"quant": file.quant, "filename": file.filename, "size_bytes": file.size_bytes,
                          "size_estimated": file.size_estimated, "fit": fit.verdict, "needed_bytes": fit.needed_bytes,
                          "recommended": fit.recommended, "installed_id": ids.get((entry.id, file.quant.upper())),
-                         "max_context_tokens": longest, "transformer_max_context_tokens": transformer})
+                         "max_context_tokens": here.tokens, "transformer_max_context_tokens": transformer.tokens,
+                         "memory_context_tokens": here.memory_tokens,
+                         "transformer_memory_context_tokens": transformer.memory_tokens})
     return {"id": entry.id, "name": entry.name, "repo_id": entry.repo_id, "revision": entry.revision,
             "architecture": entry.architecture, "context_length": entry.context_length, "has_mtp": entry.has_mtp,
             "draft": entry.draft, "licence": entry.licence, "description": entry.description,
             "recommended_quant": entry.recommended_quant, "context_tokens": tokens, "variants": variants}
+
+
+def context_words(tokens: int, memory_tokens: int, width: int = 0) -> str:
+    """A context a model can use, in words: ``"190,208 tokens"`` where memory is the limit, and where
+    memory would hold more, ``"262,144 tokens, its trained maximum (memory would hold 1,293,056)"``:
+    the memory figure is headroom, never the context. ``width``: the number right-aligned in so many
+    characters."""
+    text = f"{tokens:>{width},} tokens"
+    return f"{text}, its trained maximum (memory would hold {memory_tokens:,})" if memory_tokens > tokens else text
 
 
 def installed_json(model: InstalledModel) -> dict:

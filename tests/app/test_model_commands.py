@@ -6,6 +6,8 @@ import shutil
 import pytest
 
 from app.cli.main import main
+from model_store.catalogue import load_catalogue
+from model_store.fit import AVAILABLE_MEMORY_ENV, headroom
 
 
 def run(capsys, *argv):
@@ -65,6 +67,52 @@ def test_list_gives_fit_advice_for_every_catalogue_variant(capsys):
         assert sum(v["recommended"] for v in entry["variants"]) <= 1
         for v in entry["variants"]:
             assert v["needed_bytes"] > v["size_bytes"]  # the state and the runtime come on top of the file
+
+
+VARIANT_KEYS = {"quant", "filename", "size_bytes", "size_estimated", "fit", "needed_bytes", "recommended",
+                "installed_id", "max_context_tokens", "transformer_max_context_tokens",  # kept as they were spelled
+                "memory_context_tokens", "transformer_memory_context_tokens"}  # issue 30: the memory figures
+
+
+def list_on(capsys, monkeypatch, gib: int, *flags: str) -> tuple[int, str]:
+    monkeypatch.setenv(AVAILABLE_MEMORY_ENV, str(gib << 30))
+    code, out, err = run(capsys, "models", "list", *flags)
+    assert code == 0, err
+    return code, out
+
+
+def test_list_never_gives_more_context_than_trained_and_says_the_rest_is_headroom(capsys, monkeypatch):
+    listing = json.loads(list_on(capsys, monkeypatch, 24, "--json")[1])
+    entry = next(e for e in listing["catalogue"] if e["id"] == "qwen3.5-0.8b")
+    catalogued = load_catalogue().get("qwen3.5-0.8b")
+    for v in entry["variants"]:
+        assert set(v) == VARIANT_KEYS
+        memory, transformer = headroom(catalogued, v["size_bytes"], 24 << 30)
+        assert (v["memory_context_tokens"], v["transformer_memory_context_tokens"]) == (memory, transformer)
+        assert v["memory_context_tokens"] > 1_000_000 > 262_144 == entry["context_length"], "the issue's case"
+        assert v["max_context_tokens"] == 262_144, "capped at the trained length"
+        assert v["transformer_max_context_tokens"] == min(transformer, 262_144)
+    for e in listing["catalogue"]:
+        for v in e["variants"]:
+            assert v["max_context_tokens"] == min(v["memory_context_tokens"], e["context_length"])
+            assert v["transformer_max_context_tokens"] == min(v["transformer_memory_context_tokens"],
+                                                              e["context_length"])
+    text = list_on(capsys, monkeypatch, 24)[1]
+    q4 = next(line for line in text.splitlines() if "qwen3.5-0.8b:Q4_K_M" in line)
+    memory = next(v for v in entry["variants"] if v["quant"] == "Q4_K_M")["memory_context_tokens"]
+    assert f"262,144 tokens, its trained maximum (memory would hold {memory:,}); a transformer: " in q4
+    assert f"{memory:,} tokens" not in q4, "the memory figure is never given as the context"
+
+
+def test_list_shows_no_headroom_where_memory_is_the_limit(capsys, monkeypatch):
+    listing = json.loads(list_on(capsys, monkeypatch, 2, "--json")[1])
+    entry = next(e for e in listing["catalogue"] if e["id"] == "qwen3.5-2b")
+    q4 = next(v for v in entry["variants"] if v["quant"] == "Q4_K_M")
+    assert 0 < q4["max_context_tokens"] == q4["memory_context_tokens"] < entry["context_length"]
+    assert q4["transformer_max_context_tokens"] == q4["transformer_memory_context_tokens"] < q4["max_context_tokens"]
+    line = next(line for line in list_on(capsys, monkeypatch, 2)[1].splitlines() if "qwen3.5-2b:Q4_K_M" in line)
+    assert f"{q4['max_context_tokens']:,} tokens; a transformer: {q4['transformer_max_context_tokens']:,} tokens" in line
+    assert "trained maximum" not in line and "memory would hold" not in line
 
 
 def test_unknown_catalogue_id_for_pull_is_a_clear_error(capsys):
