@@ -7,7 +7,8 @@ import pytest
 from PySide6.QtGui import QPalette
 
 from model_store.catalogue import load_catalogue
-from model_store.fit import CONTEXT_STEP, LONGEST_CONTEXT, headroom
+from model_store.fit import CONTEXT_STEP, LONGEST_CONTEXT, context_here
+from ui.formatting import fmt_bytes
 from ui.views.context_chart import EMPTY_TEXT, ChartModel, ContextChart, crossing, gib_step, short_tokens, token_range
 
 GIB = 1024**3
@@ -47,14 +48,53 @@ def chart_model(catalogue, model_id: str) -> ChartModel:
     return ChartModel.of(entry, entry.file().size_bytes, AVAILABLE, 70)
 
 
-def test_the_crossings_are_the_listings_headroom(catalogue):
+def test_the_crossings_are_the_listings_memory_figures_and_the_dots_its_context(catalogue):
     entry = catalogue.get("qwen3.5-2b")
     model = chart_model(catalogue, "qwen3.5-2b")
-    hybrid, transformer = headroom(entry, entry.file().size_bytes, AVAILABLE, 70)
+    here, transformer_here = context_here(entry, entry.file().size_bytes, AVAILABLE, 70)
+    hybrid, transformer = here.memory_tokens, transformer_here.memory_tokens
     assert model.crossings() == {"hybrid": hybrid, "transformer": transformer}
+    assert model.usable() == {"hybrid": here.tokens, "transformer": transformer_here.tokens}
     assert hybrid > 3 * transformer > 0, "one layer in four keeps a KV cache"
     assert model.budget_bytes == AVAILABLE * 70 // 100
-    assert f"holds {hybrid:,} tokens" in model.description() and f"{transformer:,}" in model.description()
+    assert f"can use {here.tokens:,} tokens" in model.description() and f"{transformer:,}" in model.description()
+
+
+def test_past_the_trained_length_memory_is_headroom_not_context(catalogue, qtbot):
+    entry = catalogue.get("qwen3.5-0.8b")
+    model = ChartModel.of(entry, entry.file().size_bytes, 24 * GIB, 70)  # the case: 1.29M on 24 GiB
+    held = model.crossings()
+    assert held["hybrid"] > 1_000_000 and held["transformer"] > 262_144 == model.trained_tokens
+    assert model.usable() == {"hybrid": 262_144, "transformer": 262_144}
+    assert model.description() == (
+        f"Within a budget of {fmt_bytes(24 * GIB * 70 // 100)}, {entry.name} can use 262,144 tokens, its trained "
+        f"maximum (memory would hold {held['hybrid']:,}); a transformer of equal size 262,144 tokens, its trained "
+        f"maximum (memory would hold {held['transformer']:,}). It was trained on up to 262,144 tokens.")
+    chart = ContextChart()
+    qtbot.addWidget(chart)
+    chart.resize(600, 300)
+    chart.show_model(model)
+    trained_x = chart.to_point(262_144, 0).x()
+    for name in ("hybrid", "transformer"):
+        dot = chart.usable_point(name)
+        assert dot.x() == trained_x, "the context it can use stops at the trained length"
+        assert dot.y() > chart.to_point(CONTEXT_STEP, model.budget_bytes).y(), "under the budget: memory to spare"
+        assert chart.to_point(held[name], 0).x() > trained_x, "where memory runs out is past it, as headroom"
+    image = chart.grab().toImage()
+    assert image.pixelColor(chart.usable_point("hybrid").toPoint()) == chart.palette().color(QPalette.ColorRole.Highlight)
+
+
+def test_where_memory_is_the_limit_the_dot_is_on_the_budget(catalogue, qtbot):
+    entry = catalogue.get("qwen3.5-2b")
+    model = ChartModel.of(entry, entry.file().size_bytes, 4 * GIB, 70)
+    held = model.crossings()
+    assert model.usable() == held and held["hybrid"] < model.trained_tokens
+    assert "trained maximum" not in model.description() and "memory would hold" not in model.description()
+    chart = ContextChart()
+    qtbot.addWidget(chart)
+    chart.resize(600, 300)
+    chart.show_model(model)
+    assert chart.usable_point("hybrid") == chart.to_point(held["hybrid"], model.budget_bytes)
 
 
 def test_a_transformer_is_drawn_as_one_line(catalogue):
@@ -71,12 +111,11 @@ def chart(qtbot, catalogue) -> ContextChart:
 
 
 @pytest.mark.parametrize("size", [(560, 260), (300, 170), (1100, 420)])
-def test_the_chart_paints_at_any_size_with_a_dot_where_this_model_meets_the_budget(chart, size):
+def test_the_chart_paints_at_any_size_with_a_dot_at_the_context_this_model_can_use(chart, size):
     chart.resize(*size)
     image = chart.grab().toImage()
     assert (image.width(), image.height()) == size
-    model = chart.model
-    dot = chart.to_point(model.crossings()["hybrid"], model.budget_bytes).toPoint()
+    dot = chart.usable_point("hybrid").toPoint()
     assert image.pixelColor(dot) == chart.palette().color(QPalette.ColorRole.Highlight)
     assert chart.plot_rect().contains(dot)
 

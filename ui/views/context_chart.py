@@ -10,8 +10,14 @@ Design:
   a little above the memory available now. Lines leaving the top are clipped.
 * Two horizontal lines: the memory available now, and the budget an automatic context may fill
   (``percent`` of it). The crossing points are where each model line meets the budget
-  (:func:`crossing`, the rule of :func:`model_store.fit.longest_context`), so their labels are the
-  Models list's ``max_context_tokens`` and ``transformer_max_context_tokens``.
+  (:func:`crossing`, the rule of :func:`model_store.fit.longest_context`): the Models list's
+  ``memory_context_tokens`` and ``transformer_memory_context_tokens``.
+* No context is drawn as usable past the trained length (issue 30): each line is solid up to it and
+  thin and dotted beyond, where memory alone counts. The context a line can use
+  (:meth:`ChartModel.usable`, :func:`model_store.fit.usable_context`: the list's
+  ``max_context_tokens`` and ``transformer_max_context_tokens``) is a dot labelled with its tokens:
+  on the budget where memory is the limit, else on the line at the trained length ("trained
+  maximum"), with a ring where the line meets the budget labelled as headroom ("memory would hold").
 * Colours come from the palette (Highlight for this model, Text for the transformer, secondary
   text for the memory lines), so the chart follows the light or dark theme.
 """
@@ -27,7 +33,9 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen, QPolygo
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from model_store.catalogue_schema import CatalogueEntry
-from model_store.fit import CONTEXT_STEP, LONGEST_CONTEXT, entry_total_bytes, longest_context, memory_budget
+from model_store.fit import (
+    CONTEXT_STEP, LONGEST_CONTEXT, entry_total_bytes, longest_context, memory_budget, usable_context,
+)
 from ui.formatting import fmt_bytes
 
 TotalBytes = Callable[[int], int]  # context tokens -> bytes the loaded model takes
@@ -87,13 +95,25 @@ class ChartModel:
         """Per line, the context the budget holds."""
         return {name: crossing(line, self.budget_bytes) for name, line in self.lines().items()}
 
+    def usable(self) -> dict[str, int | None]:
+        """Per line, the context it can use: the budget's, never past the trained length."""
+        return {name: (usable_context(held, self.trained_tokens) or None) if held else None
+                for name, held in self.crossings().items()}
+
     def description(self) -> str:
         """The chart in words (its accessible description)."""
-        held = self.crossings()
-        words = {n: f"{t:,} tokens" if t else "not even 256 tokens" for n, t in held.items()}
-        text = f"Within a budget of {fmt_bytes(self.budget_bytes)}, {self.name} holds {words['hybrid']}"
-        if "transformer" in words:
-            text += f"; a transformer of equal size holds {words['transformer']}"
+        held, usable = self.crossings(), self.usable()
+
+        def words(name: str) -> str:
+            if not usable[name]:
+                return "not even 256 tokens"
+            if held[name] > usable[name]:
+                return f"{usable[name]:,} tokens, its trained maximum (memory would hold {held[name]:,})"
+            return f"{usable[name]:,} tokens"
+
+        text = f"Within a budget of {fmt_bytes(self.budget_bytes)}, {self.name} can use {words('hybrid')}"
+        if "transformer" in held:
+            text += f"; a transformer of equal size {words('transformer')}"
         return f"{text}. It was trained on up to {self.trained_tokens:,} tokens."
 
 
@@ -204,38 +224,75 @@ class ContextChart(QWidget):
         return {"hybrid": QPen(self._colour(QPalette.ColorRole.Highlight), 2.2),
                 "transformer": QPen(self._colour(QPalette.ColorRole.Text), 1.6, Qt.PenStyle.DashLine)}
 
+    def _headroom_pen(self, pen: QPen) -> QPen:
+        """A line past the trained length: memory alone, no context the model can use."""
+        return QPen(pen.color(), 1, Qt.PenStyle.DotLine)
+
     def _paint_lines(self, painter: QPainter) -> None:
-        painter.save()
-        painter.setClipRect(self.plot_rect())
-        pens = self._line_pens()
+        """Each line solid up to the trained length, dotted past it."""
+        rect, pens = self.plot_rect(), self._line_pens()
+        trained_x = min(max(self.to_point(self.model.trained_tokens, 0).x(), rect.left()), rect.right())
+        trained = QRectF(rect.left(), rect.top(), trained_x - rect.left(), rect.height())
+        beyond = QRectF(trained_x, rect.top(), rect.right() - trained_x, rect.height())
         for name in self.model.lines():
-            painter.setPen(pens[name])
-            painter.drawPolyline(QPolygonF(self.line_points(name)))
-        painter.restore()
+            points = QPolygonF(self.line_points(name))
+            for clip, pen in ((trained, pens[name]), (beyond, self._headroom_pen(pens[name]))):
+                painter.save()
+                painter.setClipRect(clip)
+                painter.setPen(pen)
+                painter.drawPolyline(points)
+                painter.restore()
+
+    def usable_point(self, name: str) -> QPointF | None:
+        """Where the dot of the context ``name`` can use goes: on the budget where memory is the
+        limit, else on the line at the trained length; None when not even 256 tokens fit."""
+        tokens, held = self.model.usable()[name], self.model.crossings()[name]
+        if tokens is None:
+            return None
+        if held > tokens:
+            return self.to_point(tokens, self.model.lines()[name](tokens))
+        return self.to_point(min(tokens, self._ranges()[0][1]), self.model.budget_bytes)
 
     def _paint_labels(self, painter: QPainter) -> None:
-        """The trained length, the memory levels and each crossing (a dot and its tokens)."""
+        """The trained length (right of its line, or left where the plot ends first), the memory
+        levels, and per line the context it can use (a dot) and any headroom (a ring)."""
         rect, pens = self.plot_rect(), self._line_pens()
         trained_x = self.to_point(self.model.trained_tokens, 0).x()
-        self._boxed_text(painter, QPointF(trained_x + 4, rect.top() + 2), f"trained: {self.model.trained_tokens:,}",
-                         self._colour(QPalette.ColorRole.Text))
+        trained = f"trained maximum: {self.model.trained_tokens:,}"
+        width = painter.fontMetrics().horizontalAdvance(trained) + 4
+        x = trained_x + 4 if trained_x + 4 + width <= rect.right() else trained_x - 4 - width
+        self._boxed_text(painter, QPointF(x, rect.top() + 2), trained, self._colour(QPalette.ColorRole.Text))
         for n_bytes, _, label in self._levels():
             y = self.to_point(CONTEXT_STEP, n_bytes).y()
             self._boxed_text(painter, QPointF(rect.left() + 4, y - 16), label,
                              self._colour(QPalette.ColorRole.PlaceholderText))  # at the left, where the lines run low
-        for name, tokens in self.model.crossings().items():
+        held, marks = self.model.crossings(), []  # (point, colour, filled): drawn over every label
+        for name, tokens in self.model.usable().items():
             if tokens is None:
                 continue
-            colour = pens[name].color()
-            point = self.to_point(min(tokens, self._ranges()[0][1]), self.model.budget_bytes)
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(colour)
+            colour, below = pens[name].color(), name != "hybrid"
+            if held[name] > tokens:  # memory would hold more: a ring there, headroom, not context
+                ring = self.to_point(min(held[name], self._ranges()[0][1]), self.model.budget_bytes)
+                self._point_label(painter, ring, f"memory would hold {held[name]:,}", colour, below)
+                marks.append((ring, colour, False))
+                text, below = f"{tokens:,} tokens (trained maximum)", True  # under the budget, clear of its labels
+            else:
+                text = f"{tokens:,} tokens"
+            point = self.usable_point(name)
+            self._point_label(painter, point, text, colour, below)
+            marks.append((point, colour, True))
+        for point, colour, filled in marks:
+            painter.setPen(Qt.PenStyle.NoPen if filled else QPen(colour, 1.5))
+            painter.setBrush(colour if filled else Qt.BrushStyle.NoBrush)
             painter.drawEllipse(point, 4, 4)
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            text = f"{tokens:,} tokens"
-            width = painter.fontMetrics().horizontalAdvance(text) + 4
-            x = min(max(point.x() - width / 2, rect.left()), rect.right() - width)
-            self._boxed_text(painter, QPointF(x, point.y() - 22 if name == "hybrid" else point.y() + 6), text, colour)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+
+    def _point_label(self, painter: QPainter, point: QPointF, text: str, colour: QColor, below: bool) -> None:
+        """``text`` centred over ``point`` (under it when ``below``), kept inside the plot."""
+        rect = self.plot_rect()
+        width = painter.fontMetrics().horizontalAdvance(text) + 4
+        x = min(max(point.x() - width / 2, rect.left()), rect.right() - width)
+        self._boxed_text(painter, QPointF(x, point.y() + 6 if below else point.y() - 22), text, colour)
 
     def _boxed_text(self, painter: QPainter, top_left: QPointF, text: str, colour: QColor) -> None:
         """``text`` on a patch of the background, so lines under it do not cross it out."""

@@ -1,9 +1,10 @@
 """The Models page: the catalogue (each model with its one-line description and licence, each
 quantization with its memory-fit badge and size), downloads with progress, speed, time left and
 Cancel, the installed models with Delete (the embedded model is listed too, and cannot be
-deleted), and Import of a GGUF file. Each quantization shows the context this machine's memory
-budget holds next to the trained maximum and what a transformer of equal size would hold, and the
-selected one is drawn in a chart of memory against context (:mod:`ui.views.context_chart`).
+deleted), and Import of a GGUF file. Each quantization shows the context it can use here (what this
+machine's memory budget holds, never past the trained maximum; where memory would hold more, that is
+said as headroom) and what a transformer of equal size would get, and the selected one is drawn in
+a chart of memory against context (:mod:`ui.views.context_chart`).
 
 It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it. What an
 action ends with (a download, an import, a removal, or why it failed) is said here, in the status
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
     QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
 )
 
+from app.services.model_listing import context_words
 from model_store.catalogue_schema import CatalogueError
 from ui.formatting import fmt_bytes, fmt_duration
 from ui.model_manager import ModelManager
@@ -103,8 +105,8 @@ class ModelsDialog(QDialog):
         self.memory = QLabel()
         self.catalogue = QTreeWidget()
         self.catalogue.setObjectName("catalogue")
-        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Context here (trained; transformer)"])
-        self.catalogue.setColumnWidth(0, 300)
+        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Context here (a transformer of its size)"])
+        self.catalogue.setColumnWidth(0, 200)  # a quantization; a model's own row spans every column
         self.catalogue.setColumnWidth(STATUS_COLUMN, 90)
         self.chart = ContextChart()
         self.catalogue.itemSelectionChanged.connect(self._selection_changed)
@@ -300,13 +302,27 @@ class ModelsDialog(QDialog):
 
 
 def _context_text(entry: dict, variant: dict) -> str:
-    """``"1,257,984 (262,144; 314,880)"``: what the memory budget holds, the trained maximum, a transformer's."""
-    return (f"{variant['max_context_tokens']:,} ({entry['context_length']:,}; "
-            f"{variant['transformer_max_context_tokens']:,})")
+    """``"130,048 of 262,144 trained · transformer: 32,768"`` where memory is the limit, ``"262,144
+    (trained max; memory: 1,353,472) · transformer: 262,144"`` where the trained length is: the
+    memory figure is headroom, not context (the tooltip says it in words)."""
+    used, memory = variant["max_context_tokens"], variant["memory_context_tokens"]
+    if memory > used:
+        here = f"{used:,} (trained max; memory: {memory:,})"
+    else:
+        here = f"{used:,} of {entry['context_length']:,} trained"
+    return f"{here} · transformer: {variant['transformer_max_context_tokens']:,}"
+
+
+def _transformer_words(variant: dict) -> str:
+    return context_words(variant["transformer_max_context_tokens"], variant["transformer_memory_context_tokens"])
 
 
 def _context_tooltip(entry: dict, variant: dict) -> str:
-    held = min(variant["max_context_tokens"], entry["context_length"])
-    return (f"The memory budget holds {variant['max_context_tokens']:,} tokens of context with this file; it was "
-            f"trained on up to {entry['context_length']:,}, so an automatic context gets {held:,}. A transformer "
-            f"of equal size would hold {variant['transformer_max_context_tokens']:,}.")
+    used, memory, trained = variant["max_context_tokens"], variant["memory_context_tokens"], entry["context_length"]
+    if memory > used:
+        held = (f"The memory budget would hold {memory:,} tokens of context with this file, but it was trained on "
+                f"up to {trained:,}, so an automatic context gets {used:,}; the rest is headroom, not context.")
+    else:
+        held = (f"The memory budget holds {memory:,} tokens of context with this file; it was trained on up to "
+                f"{trained:,}, so an automatic context gets {used:,}.")
+    return f"{held} A transformer of equal size would get {_transformer_words(variant)}."
