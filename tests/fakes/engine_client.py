@@ -9,9 +9,16 @@ unless the test scripted another one for the next command of its type::
     engine.script(p.AnswerTurn, answer("Hel", "lo"))   # these deltas, then Finished(stop)
     engine.script(p.AnswerTurn, fail("generation_failed", "the context is full"))  # Error, then Finished(error)
     engine.script(p.AnswerTurn, hold("Once", " upon"))  # these deltas, then wait for Cancel or release()
+    engine.script(p.AnswerTurn, hold(reasoning=("Let me", " think")))  # reasoning deltas only, then wait
+    engine.delta(" upon", reasoning="")                 # one more delta of the held request
     engine.script(p.LoadModel, die())                   # the worker dies when the command arrives
     engine.die()                                        # ... or now
     engine.grow_context(request_id, 8192)               # ContextGrown for that request, as the worker sends it
+
+A reasoning model is ``ScriptedEngine(thinks=True, thinking_switch=True)`` (its ``ModelFacts``); an
+answer's reasoning is scripted with ``answer("Hi", reasoning=("Let me", " think"))``: reasoning deltas
+(``TokenDelta.reasoning``, no text) before the answer's, as the worker sends them, and none when the
+request's ``template.enable_thinking`` is False.
 
 ``grown_budget_tokens`` is what MeasureText answers a document could have if the context grew (0:
 it cannot grow); a ReadDocument longer than the context then grows it first.
@@ -67,21 +74,27 @@ class Step:
     """How the fake answers one command; made by :func:`answer`, :func:`fail`, :func:`hold`, :func:`die`."""
 
     pieces: tuple[str, ...] = DEFAULT_ANSWER  # an answer's deltas (sent before a hold or a death too)
+    reasoning: tuple[str, ...] = ()  # its reasoning's deltas, sent before the pieces
     error: tuple[p.ErrorCode, str] | None = None
     hold: bool = False  # after the pieces, wait for Cancel or ScriptedEngine.release()
     exit_code: int | None = None  # set: the worker dies (a negative code is the signal that killed it)
 
 
-def answer(*pieces: str) -> Step:
-    return Step(pieces=pieces or DEFAULT_ANSWER)
+def answer(*pieces: str, reasoning: tuple[str, ...] = ()) -> Step:
+    return Step(pieces=pieces or _default_pieces(reasoning), reasoning=reasoning)
 
 
 def fail(code: p.ErrorCode, message: str) -> Step:
     return Step(pieces=(), error=(code, message))
 
 
-def hold(*pieces: str) -> Step:
-    return Step(pieces=pieces or DEFAULT_ANSWER, hold=True)
+def hold(*pieces: str, reasoning: tuple[str, ...] = ()) -> Step:
+    return Step(pieces=pieces or _default_pieces(reasoning), reasoning=reasoning, hold=True)
+
+
+def _default_pieces(reasoning: tuple[str, ...]) -> tuple[str, ...]:
+    """No pieces given: the default answer, or none after reasoning (a request held while it thinks)."""
+    return () if reasoning else DEFAULT_ANSWER
 
 
 def die(*pieces: str, exit_code: int = -signal.SIGKILL) -> Step:
@@ -99,8 +112,9 @@ class ScriptedEngine(EngineClient):
     """An engine client answering from a script; see the module's docstring for what it leaves out."""
 
     def __init__(self, *, n_ctx: int = 4096, n_ctx_train: int = 32768, document_budget_tokens: int = 3000,
-                 grown_budget_tokens: int = 0) -> None:
+                 grown_budget_tokens: int = 0, thinks: bool = False, thinking_switch: bool = False) -> None:
         self.n_ctx = n_ctx
+        self.thinks, self.thinking_switch = thinks, thinking_switch  # the loaded model's facts say so
         self.n_ctx_train = n_ctx_train
         self.document_budget_tokens = document_budget_tokens  # a MeasureText's budget when it asks for the default
         self.grown_budget_tokens = grown_budget_tokens  # the default budget after growing as far as memory allows
@@ -131,6 +145,12 @@ class ScriptedEngine(EngineClient):
     def holding(self) -> str | None:
         """The request id being held, if any."""
         return self._held.request_id if self._held is not None else None
+
+    def delta(self, text: str = "", reasoning: str = "") -> None:
+        """One more TokenDelta of the held answer (its ``reasoning`` comes before its ``text``)."""
+        with self._lock:
+            assert self._held is not None, "nothing is being held"
+            self._emit(p.TokenDelta(request_id=self._held.request_id, text=text, n_tokens=1, reasoning=reasoning))
 
     def release(self) -> None:
         """End the held request as if it ran to its end."""
@@ -192,8 +212,8 @@ class ScriptedEngine(EngineClient):
 
     def _react(self, command: p.Command, step: Step) -> None:
         if step.exit_code is not None:
-            if isinstance(command, p.ANSWERS) and step.pieces:
-                self._stream(command, step.pieces)
+            if isinstance(command, p.ANSWERS) and (step.pieces or step.reasoning):
+                self._stream(command, step.pieces, step.reasoning)
             self.die(step.exit_code)
         elif step.error is not None:
             self._refuse(command, *step.error)
@@ -245,7 +265,9 @@ class ScriptedEngine(EngineClient):
         self._emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.5))
 
         def end(_: str) -> None:
-            self.loaded = p.ModelLoaded(request_id=rid, facts=_facts(command.model, self.n_ctx_train),
+            facts = msgspec.structs.replace(_facts(command.model, self.n_ctx_train), thinks=self.thinks,
+                                            thinking_switch=self.thinking_switch)
+            self.loaded = p.ModelLoaded(request_id=rid, facts=facts,
                                         n_ctx=self.n_ctx, context=self._context(command),
                                         devices=p.DevicePlan(prefill=ON_CPU, decode=ON_CPU), found_devices=[CPU])
             self._emit(self.loaded)
@@ -267,15 +289,18 @@ class ScriptedEngine(EngineClient):
         self.loaded = None
         self._emit(p.ModelUnloaded(request_id=command.request_id))
 
-    def _stream(self, command: p.Answer, pieces: tuple[str, ...]) -> None:
+    def _stream(self, command: p.Answer, pieces: tuple[str, ...], reasoning: tuple[str, ...] = ()) -> None:
         prompt = _prompt_words(command)
         self._emit(p.PromptProgress(request_id=command.request_id, processed=prompt, total=prompt, elapsed_ms=1.0))
+        template = getattr(command, "template", None)
+        for thought in reasoning if template is None or template.enable_thinking is not False else ():
+            self._emit(p.TokenDelta(request_id=command.request_id, text="", n_tokens=1, reasoning=thought))
         for piece in pieces:
             self._emit(p.TokenDelta(request_id=command.request_id, text=piece, n_tokens=1))
 
     def _answer(self, command: p.Answer, step: Step) -> None:
         rid = command.request_id
-        self._stream(command, step.pieces)
+        self._stream(command, step.pieces, step.reasoning)
 
         def end(reason: str) -> None:
             timings = Timings(prompt_n=_prompt_words(command), prompt_ms=1.0, gen_n=len(step.pieces),

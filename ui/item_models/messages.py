@@ -10,6 +10,10 @@ again only when someone reads the row. ``textAppended`` carries the row and the 
 chat view extends what it shows instead of re-reading the whole answer; ``dataChanged`` follows
 with :data:`APPENDED_ROLES`, which such a view skips. The stored answer replaces the row at the
 end of the turn (:meth:`~MessageListModel.update_message`).
+
+A reasoning model's thinking (``Message.reasoning``, apart from the answer's text) streams the same
+way, by :meth:`~MessageListModel.append_reasoning` and ``reasoningAppended``; it is not the row's
+display text, so no ``dataChanged`` follows it.
 """
 
 from __future__ import annotations
@@ -56,11 +60,13 @@ class _Tail:
     """What was appended to a row's message since its ``Message`` was last built."""
 
     pieces: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # reasoning appended, apart from the text
     stats: dict | None = None  # the live stats that came with the last piece
 
 
 class MessageListModel(QAbstractListModel):
     textAppended = Signal(int, str, object)  # (row, text added to its message, its live stats or None)
+    reasoningAppended = Signal(int, str)  # (row, reasoning added to its message)
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,6 +134,14 @@ class MessageListModel(QAbstractListModel):
         index = self.index(i)
         self.dataChanged.emit(index, index, APPENDED_ROLES)
 
+    def append_reasoning(self, message_id: str, text: str) -> None:
+        """Add ``text`` to the reasoning of a message being written (O(len(text)), as :meth:`append_text`)."""
+        i = self.find(message_id)
+        if i < 0 or not text:
+            return
+        self._tails.setdefault(i, _Tail()).reasoning.append(text)
+        self.reasoningAppended.emit(i, text)
+
     def _fold(self, i: int) -> None:
         """Build row ``i``'s Message again with what was appended to it (when someone reads it)."""
         tail = self._tails.pop(i, None)
@@ -136,6 +150,7 @@ class MessageListModel(QAbstractListModel):
         message = self._rows[i].message
         self._rows[i] = replace(self._rows[i], message=replace(
             message, content=message.content + "".join(tail.pieces),
+            reasoning=message.reasoning + "".join(tail.reasoning),
             stats=tail.stats if tail.stats is not None else message.stats))
 
     def _fold_all(self) -> None:

@@ -3,8 +3,8 @@ in a centred column no wider than :data:`COLUMN_CHARS` characters (a comfortable
 wide window), on the palette's text background. An empty conversation shows the welcome
 (:class:`~ui.views.welcome.Welcome`).
 
-The view follows the model's signals (reset, rows inserted, data changed, text appended: a
-streaming answer's delta goes to its widget alone) and keeps the newest text in sight while an
+The view follows the model's signals (reset, rows inserted, data changed, text or reasoning
+appended: a streaming answer's delta goes to its widget alone) and keeps the newest text in sight while an
 answer streams, unless the user has scrolled up to read. A long transcript
 is built a few messages at a time (:data:`BUILD_SLICE_MS` per turn of the event loop), so opening
 it never freezes the window.
@@ -67,6 +67,7 @@ class ChatView(QScrollArea):
         model.rowsInserted.connect(self._inserted)
         model.dataChanged.connect(self._changed)
         model.textAppended.connect(self._appended)
+        model.reasoningAppended.connect(self._reasoning_appended)
         self._rebuild()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -109,6 +110,14 @@ class ChatView(QScrollArea):
             return
         follow = self._at_end()
         self.widgets[row].append_text(text, stats)
+        if follow:
+            self._scroll_to_end()
+
+    def _reasoning_appended(self, row: int, text: str) -> None:
+        if row >= len(self.widgets):
+            return
+        follow = self._at_end()
+        self.widgets[row].append_reasoning(text)
         if follow:
             self._scroll_to_end()
 

@@ -17,6 +17,10 @@ longer than :data:`COLLAPSE_CHARS` shows its beginning with a "Show all" button.
 A streaming answer grows by :meth:`MessageWidget.append_text`, which only keeps the new text and
 schedules that render: the cost of a delta does not grow with the answer. The text (and the hover
 statistics) catch up at the render; the stored answer replaces it all at the end (:meth:`~MessageWidget.set_row`).
+
+A reasoning model's thinking streams the same way (:meth:`MessageWidget.append_reasoning`) into the
+:class:`~ui.views.thinking_section.ThinkingSection` above the answer's text, never into that text:
+Copy copies the answer alone.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ui.remote_text import answered_by_line
 from ui.item_models.messages import MessageRow
 from ui.views.bubble import Bubble
 from ui.views.text_label import MessageText
+from ui.views.thinking_section import ThinkingSection
 
 RENDER_INTERVAL_MS = 60
 RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a streaming answer
@@ -57,6 +62,7 @@ class MessageWidget(QWidget):
         self._shown_row = row
         self._tail: list[str] = []  # text appended since the row was last built (see the row property)
         self._tail_stats: dict | None = None
+        self._reasoning_tail: list[str] = []  # reasoning appended since the row was last built
         self.highlight_drafts = highlight_drafts
         self.setObjectName("message")
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
@@ -93,6 +99,8 @@ class MessageWidget(QWidget):
         header.addWidget(self.who, 1)
         header.addWidget(self.state)
         layout.addLayout(header)
+        self.thinking = ThinkingSection()
+        layout.addWidget(self.thinking)
         self.body = MessageText()
         self.body.setObjectName("message_body")
         self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
@@ -142,19 +150,24 @@ class MessageWidget(QWidget):
     @property
     def row(self) -> MessageRow:
         """The row shown, with the text appended to it so far (rendered or not yet)."""
-        if self._tail or self._tail_stats is not None:
+        if self._tail or self._tail_stats is not None or self._reasoning_tail:
             message = self._shown_row.message
             stats = self._tail_stats if self._tail_stats is not None else message.stats
             self._shown_row = replace(self._shown_row, message=replace(
-                message, content=message.content + "".join(self._tail), stats=stats))
+                message, content=message.content + "".join(self._tail), stats=stats,
+                reasoning=message.reasoning + "".join(self._reasoning_tail)))
             self._tail.clear()
             self._tail_stats = None
+            self._reasoning_tail.clear()
         return self._shown_row
 
     def set_row(self, row: MessageRow) -> None:
+        if row.message.id != self._shown_row.message.id:
+            self.thinking.reset()
         self._shown_row = row
         self._tail.clear()
         self._tail_stats = None
+        self._reasoning_tail.clear()
         message = row.message
         is_user = message.role == "user"
         document = row.document
@@ -183,6 +196,12 @@ class MessageWidget(QWidget):
         self._tail.append(text)
         if stats is not None:
             self._tail_stats = stats
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def append_reasoning(self, text: str) -> None:
+        """Add streamed reasoning to the message; shown at the next render."""
+        self._reasoning_tail.append(text)
         if not self._render_timer.isActive():
             self._render_timer.start()
 
@@ -225,7 +244,7 @@ class MessageWidget(QWidget):
 
     def _render_text(self) -> None:
         started = time.perf_counter()
-        streamed = bool(self._tail) or self._tail_stats is not None
+        streamed = bool(self._tail) or self._tail_stats is not None or bool(self._reasoning_tail)
         message = self.row.message
         if streamed:
             self._describe(message)
@@ -235,11 +254,21 @@ class MessageWidget(QWidget):
             self.body.setText(markdown_to_html(text, self.palette(), spans))
         else:
             self.body.setText("<i>…</i>" if message.status == "generating" else "")
+        self._show_thinking(message, bool(text))
         self.show_all.setText(f"Show all ({hidden:,} more characters)")
         self.show_all.setVisible(hidden > 0)
         if message.status == "generating":
             self._render_started = started
             self._settled.start()
+
+    def _show_thinking(self, message, answered: bool) -> None:
+        """The reasoning above the text: open while the model thinks, closed once the answer has begun
+        (the body's "…" gives way to it meanwhile)."""
+        thinking = message.status == "generating" and not answered
+        seconds = message.stats.get("thinking_s") if isinstance(message.stats, dict) else None
+        self.thinking.show_reasoning(message.reasoning if message.role == "assistant" else "", thinking=thinking,
+                                     seconds=seconds)
+        self.body.setVisible(answered or not (thinking and self.thinking.reasoning))
 
     def _pace_renders(self) -> None:
         """Space a streaming answer's renders by what the last one cost, with the layout and paint it

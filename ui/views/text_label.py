@@ -5,6 +5,9 @@ answer growing by a few tokens does it 15 times a second). A plain QLabel lays o
 document again for each question: 3-17 ms for a long message, for each message, each time. This
 label remembers the answers until its text, font or style changes.
 
+It is a rich-text label unless told otherwise: one set to plain text (a model's reasoning) is
+measured as plain text too.
+
 A label that :attr:`~MessageText.shrink_to_text` (a question's bubble) asks for the width its
 text needs, so a short question gets a small bubble; other labels take the column's width.
 """
@@ -55,7 +58,10 @@ class MessageText(QLabel):
             doc = QTextDocument()
             doc.setDefaultFont(self.font())
             doc.setDocumentMargin(0)
-            doc.setHtml(self.text())
+            if self.textFormat() == Qt.TextFormat.PlainText:  # model text shown as data (a reasoning)
+                doc.setPlainText(self.text())
+            else:
+                doc.setHtml(self.text())
             margins = self.contentsMargins()
             self._text_width = math.ceil(doc.idealWidth()) + margins.left() + margins.right() + 2
         return self._text_width
