@@ -257,7 +257,8 @@ class ChatController(QObject, DatabaseFileNotices):
         self.messages.set_rows(rows)
         for turn in self._turns.values():  # an answer streaming here shows what it has written, not what is stored
             if turn.n_deltas:
-                self.messages.update_message(replace(turn.answer, content=turn.text, stats=_live_stats(turn)))
+                self.messages.update_message(replace(turn.answer, content=turn.text, reasoning=turn.reasoning,
+                                                     stats=_live_stats(turn)))
         self.conversation_changed.emit(conversation)
 
     def rename(self, conversation_id: str, title: str) -> None:
@@ -412,6 +413,8 @@ class ChatController(QObject, DatabaseFileNotices):
         if turn.feed(event):
             self._end_turn(turn)
         elif isinstance(event, p.TokenDelta):  # only the delta: the answer is not copied per token
+            if event.reasoning:  # written before the delta's text
+                self.messages.append_reasoning(turn.answer.id, event.reasoning)
             self.messages.append_text(turn.answer.id, event.text, _live_stats(turn))
 
     def _end_turn(self, turn: PendingTurn) -> None:
@@ -472,8 +475,12 @@ WINDOW = Writer("a Hearth window")  # never waits for another writer: the GUI th
 
 
 def _live_stats(turn: PendingTurn) -> dict:
-    """What a streaming answer shows of its statistics: which text came from drafts, and the model."""
-    return {"draft_spans": turn.draft_spans, "model": turn.model}
+    """What a streaming answer shows of its statistics: which text came from drafts, the model, and
+    how long it thought (once its answer has begun)."""
+    stats = {"draft_spans": turn.draft_spans, "model": turn.model}
+    if turn.thinking_s is not None:
+        stats["thinking_s"] = turn.thinking_s
+    return stats
 
 
 def _model_label(ref: str) -> str:
