@@ -95,9 +95,26 @@ def run(command: list[str], log: Path, **kwargs) -> None:
         sys.exit("\n".join(tail) + f"\n[llama build] failed: {' '.join(command[:3])} ... (full log: {log})")
 
 
-def fetch_sdist(pip: str, version: str, work: Path, log: Path) -> Path:
+def cached_sdist(cache: Path, version: str) -> Path:
+    """Where the set-up keeps the sdist it downloaded (the test fixtures read llama.cpp's chat templates
+    and vocabularies from it: tests/fixtures/llama_sdist.py)."""
+    return cache / "sdist" / f"llama_cpp_python-{version}.tar.gz"
+
+
+def fetch_sdist(pip: str, version: str, work: Path, log: Path, cache: Path | None = None) -> Path:
+    """The llama-cpp-python sdist: the copy in ``cache`` if there is one, else downloaded (and a copy kept there)."""
+    kept = cached_sdist(cache, version) if cache is not None else None
+    if kept is not None and kept.is_file():
+        say(f"sdist: {kept}")
+        return kept
     run([pip, "download", "--no-deps", "--no-binary", ":all:", "-d", str(work), f"llama-cpp-python=={version}"], log)
-    return next(work.glob("llama_cpp_python-*.tar.gz"))
+    sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(f".{kept.name}.{os.getpid()}.part")
+        shutil.copy2(sdist, partial)
+        os.replace(partial, kept)
+    return sdist
 
 
 def build_base_wheel(pip: str, sdist: Path, out: Path, jobs: int, log: Path) -> Path:
@@ -265,7 +282,7 @@ def build(version: str, pip: str, cache: Path, jobs: int) -> Path:
         work = Path(tmp)
         log = work / "build.log"
         say(f"building llama-cpp-python {version} for {arch} (build key {key}); log: {log}")
-        sdist = fetch_sdist(pip, version, work / "sdist", log)
+        sdist = fetch_sdist(pip, version, work / "sdist", log, cache)
         wheel = build_base_wheel(pip, sdist, work / "wheel", jobs, log)
         variant_files = build_variants(sdist, work / "src", jobs, log)
         names = [name for name, _, _ in per_system.variants()]
