@@ -22,7 +22,8 @@ from app.services.context_info import grown_line
 from app.services.model_refs import model_file
 from app.services.settings import AUTO_CONTEXT, Settings, sampling_spec
 from app.services.turn import (
-    PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration, start_turn,
+    THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration,
+    start_turn,
 )
 from engine import protocol as p
 from engine.client import EngineDead, new_request_id
@@ -73,6 +74,9 @@ class ChatController(QObject, DatabaseFileNotices):
         self._mtp_note_for: str | None = None
         # Asked before a message goes to the engine; False keeps it (ui.engine_choice: a remote engine's consent).
         self.before_sending: Callable[[], bool] = lambda: True
+        # The user's "Think before answering" for the next turn (ui.thinking_choice), which a new conversation
+        # keeps in its settings; None: the conversation's setting, else the model's default.
+        self.thinking_choice: Callable[[], bool | None] = lambda: None
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
         bridge.ready.connect(self._on_ready)
@@ -310,6 +314,8 @@ class ChatController(QObject, DatabaseFileNotices):
                                         from_start=editing is not None and editing.parent_id is None)
             except ConversationBusy as busy:
                 return busy
+            if conversation is None and options.enable_thinking is not None:  # the new conversation keeps it
+                conv = store.update_settings(conv.id, {THINKING_SETTING: options.enable_thinking})
             return conv, turn, load_transcript(store, conv.id)
 
         self._begin(store_turn, text)
@@ -360,7 +366,8 @@ class ChatController(QObject, DatabaseFileNotices):
 
     def _options(self) -> TurnOptions:
         s = self.settings
-        return TurnOptions(sampling_spec(s), s.max_tokens, self._draft_choice(), s.draft_max)
+        return TurnOptions(sampling_spec(s), s.max_tokens, self._draft_choice(), s.draft_max,
+                           enable_thinking=self.thinking_choice())
 
     def _draft_choice(self) -> str:
         """The drafting setting, except that MTP on a model without an MTP head falls back to auto

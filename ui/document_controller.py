@@ -28,6 +28,7 @@ from app.services.documents import (
     history_command, keep_if_read, loaded_before, read_command, reading_speed, release_document, room_after,
     store_document,
 )
+from app.services.turn import THINKING_SETTING
 from engine import protocol as p
 from engine.client import EngineDead
 from engine.remote.spec import REMOTE_PREFIX
@@ -207,10 +208,13 @@ class DocumentController(QObject):
         tokens = measured.tokens if part == "all" else measured.kept_tokens
         conversation_id = load.shown_before.id if load.shown_before else None
         model = self.chat.model_ref
+        thinking = self.chat.thinking_choice() if conversation_id is None else None
 
         def store(s: ConversationStore):
             stored = store_document(s, DocumentStore(s.db), document, text, tokens, part, model=model,
                                     source_path=str(path), conversation_id=conversation_id, writer=WINDOW)
+            if thinking is not None:  # a new chat keeps the "Think before answering" chosen for it (ui.thinking_choice)
+                stored.conversation = s.update_settings(stored.conversation.id, {THINKING_SETTING: thinking})
             return stored, read_command(s, stored.conversation.id, stored.message.id), \
                 load_transcript(s, stored.conversation.id)
 

@@ -26,6 +26,7 @@ from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
+from ui.thinking_choice import ThinkingChoice
 from ui.views.about_dialog import AboutDialog, third_party_licences
 from ui.views.api_status import ApiStatus
 from ui.views.banner import Banner
@@ -71,6 +72,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Hearth")
         self.resize(1200, 780)
         self._build(controller.conversations, controller.messages)
+        self.thinking_choice = ThinkingChoice(controller, self.composer.thinking)
         self._connect()
         self._menus()
         models.memory_percent = controller.settings.memory_budget_percent

@@ -4,6 +4,9 @@ One button sends or, while an answer is being written, stops it; Regenerate is e
 there is an answer to regenerate (the window says so: :meth:`Composer.set_can_regenerate`). When
 the user edits an earlier message, a line above the text box says so and Esc leaves editing.
 
+Under the text box, "Think before answering" (:mod:`ui.views.thinking_switch`) shows for a
+reasoning model only; the window keeps what it is set to (:mod:`ui.thinking_choice`).
+
 Attach opens a file dialog (:mod:`ui.views.attach_dialog`) where the last document attached was,
 else in the user's documents folder.
 """
@@ -17,6 +20,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from ui.views.attach_dialog import attach_dialog
+from ui.views.thinking_switch import ThinkingSwitch
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -78,6 +82,8 @@ class Composer(QWidget):
         buttons.addWidget(self.regenerate_button)
         row.addLayout(buttons)
         layout.addLayout(row)
+        self.thinking = ThinkingSwitch()
+        layout.addWidget(self.thinking)
         self.edit.submitted.connect(self._submit)
         self.edit.escaped.connect(self._escape)
         self.send_button.clicked.connect(self._button)
