@@ -67,11 +67,13 @@ def test_streamed_reasoning_shows_while_thinking_and_closes_to_its_time_and_leng
 def test_the_header_is_a_focusable_button_that_the_keyboard_opens(qtbot):
     widget = _widget(qtbot, _answer("Hi.", reasoning=REASONING, stats={"thinking_s": 0.4}))
     header = widget.thinking.header
-    assert header.focusPolicy() & Qt.FocusPolicy.TabFocus and header.isCheckable() and not header.isChecked()
+    assert header.focusPolicy() & Qt.FocusPolicy.TabFocus and not widget.thinking.expanded
     assert header.text() == "Thought for 400 ms · 10 words"
     header.setFocus()
     qtbot.keyClick(header, Qt.Key.Key_Space)
-    assert header.isChecked() and _shown(widget) and header.accessibleName().endswith("shown")
+    assert widget.thinking.expanded and _shown(widget) and header.accessibleName().endswith("shown")
+    qtbot.keyClick(header, Qt.Key.Key_Space)
+    assert not widget.thinking.expanded and header.accessibleName().endswith("hidden")
 
 
 def test_copy_takes_the_answer_alone(qtbot):

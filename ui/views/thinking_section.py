@@ -56,14 +56,12 @@ class ThinkingSection(QWidget):
         layout.setSpacing(2)
         self.header = QToolButton()
         self.header.setObjectName("thinking_header")
-        self.header.setCheckable(True)
-        self.header.setAutoRaise(True)
+        self.header.setAutoRaise(True)  # not checkable: a pressed look would read as a state of its own
         self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.header.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.header.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.header.setToolTip("Show or hide what the model thought before answering")
         self.header.setAccessibleDescription(self.header.toolTip())
-        self.header.clicked.connect(self._chosen)
+        self.header.clicked.connect(lambda: self.set_expanded(not self.expanded))
         self.text = MessageText()
         self.text.setObjectName("thinking_text")
         self.text.setTextFormat(Qt.TextFormat.PlainText)  # the model's text, never markup
@@ -74,6 +72,7 @@ class ThinkingSection(QWidget):
         self.text.setAccessibleName("Reasoning")
         layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.text)
+        self._raw = ""  # as given: a render that brings no new reasoning reworks nothing
         self._reasoning = ""  # as shown (visible_reasoning)
         self._thinking = False
         self._user_choice: bool | None = None  # opened or closed by the user: kept for this message
@@ -95,7 +94,8 @@ class ThinkingSection(QWidget):
 
     def show_reasoning(self, reasoning: str, *, thinking: bool, seconds: float | None = None) -> None:
         """Show ``reasoning`` (hidden when empty); ``thinking``: the answer's text has not begun."""
-        self._reasoning = visible_reasoning(reasoning)
+        if reasoning != self._raw:
+            self._raw, self._reasoning = reasoning, visible_reasoning(reasoning)
         self._thinking = thinking
         self.setVisible(bool(self._reasoning))
         self.header.setText(reasoning_header(self._reasoning, thinking=thinking, seconds=seconds))
@@ -106,12 +106,8 @@ class ThinkingSection(QWidget):
         self._user_choice = on
         self._apply()
 
-    def _chosen(self, checked: bool) -> None:
-        self.set_expanded(checked)
-
     def _apply(self) -> None:
         expanded = self.expanded and bool(self._reasoning)
-        self.header.setChecked(expanded)
         self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
         self.header.setAccessibleName(f"{self.header.text()}, {'shown' if expanded else 'hidden'}")
         if expanded and self.text.text() != self._reasoning:
