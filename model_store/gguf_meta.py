@@ -96,9 +96,7 @@ class _Walk:
         return found
 
     def _take(self, fmt: str) -> tuple:
-        layout = self._layouts.get(fmt)
-        if layout is None:
-            layout = self._layouts[fmt] = struct.Struct(self.order + fmt)
+        layout = self._layout(fmt)
         if self.at + layout.size > self.size:
             raise _End
         values = layout.unpack_from(self.data, self.at)
@@ -113,6 +111,27 @@ class _Walk:
         raw = self.data[self.at : self.at + n]
         self.at += n
         return raw
+
+    def _skip_strings(self, count: int, what: str) -> None:
+        """Walk past ``count`` strings without copying them (a 248k-token vocabulary and its merges are
+        half a million strings: reading each would cost a second on every model load)."""
+        length, data, size, at = self._layout("Q"), self.data, self.size, self.at
+        for _ in range(count):
+            if at + 8 > size:
+                raise _End
+            n = length.unpack_from(data, at)[0]
+            if n > size:
+                raise GgufDamaged(_damaged(f"{what} claims {n} bytes, more than the whole file"))
+            at += 8 + n
+        if at > size:
+            raise _End
+        self.at = at
+
+    def _layout(self, fmt: str) -> struct.Struct:
+        layout = self._layouts.get(fmt)
+        if layout is None:
+            layout = self._layouts[fmt] = struct.Struct(self.order + fmt)
+        return layout
 
     def _key(self, number: int) -> str:
         n = self._take("Q")[0]
@@ -147,8 +166,7 @@ class _Walk:
         if count > self.size:
             raise GgufDamaged(_damaged(f"{what} claims {count} values, more than the whole file holds"))
         if item == _STRING:  # the vocabulary and its merges: walked, not kept
-            for _ in range(count):
-                self._bytes(self._take("Q")[0], what)
+            self._skip_strings(count, what)
             return None
         values = [self._value(item, what, depth + 1) for _ in range(count)]
         return values if count <= KEPT_ARRAY_ITEMS else None

@@ -94,8 +94,11 @@ class NpuPrefill:
 
 def prepare_npu(session: ModelSession, probed: ProbedDevices, policy: str, calibration: Calibration | None,
                 store: WorkerStore) -> tuple[NpuPrefill, p.DevicePlan]:
-    """The model's NPU prefill and its device plan. Raises ``ValueError`` on an unknown policy."""
-    caps, spec = _caps(session)
+    """The model's NPU prefill and its device plan. Raises ``ValueError`` on an unknown policy.
+    The model file is read for the graph only when the NPU could be used at all: reading a GGUF's
+    metadata with gguf-py walks its whole vocabulary (seconds for Qwen3.5's 248k tokens)."""
+    could = route_prefill(model_caps(session.facts.arch), probed.qnn, policy, None, calibration).device != "cpu"
+    caps, spec = _caps(session) if could else (model_caps(session.facts.arch), None)
     plan = plan_devices(caps, probed, policy, None, calibration)
     npu = NpuPrefill(caps, probed.qnn, policy, calibration)
     if plan.prefill.device == "cpu":
