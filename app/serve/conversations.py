@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import msgspec
 
+from app.serve.schema import Turn
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, end_answer
 from model_store.conversations import ConversationStore, Message
 from model_store.db import StoreError
@@ -41,14 +42,17 @@ class ApiConversations:
         self._messages: dict[str, tuple[str, str]] = {}  # chain digest -> (conversation id, message id)
         self._used: OrderedDict[str, None] = OrderedDict()  # conversation ids, least recently used first
 
-    def begin(self, turns: list[tuple[str, str]], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
-        """Store what is new in ``turns`` and an empty answer by ``model``; the turn's command answers it."""
+    def begin(self, turns: list[Turn], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
+        """Store what is new in ``turns`` and an empty answer by ``model``; the turn's command answers it.
+        A message is matched by its role and text: clients seldom send an answer's reasoning back,
+        and the stored answer keeps its own."""
         parent, digest, matched = self._stored_prefix(turns)
         conversation_id = self._conversation_for(parent, turns, model)
         self._touch(conversation_id)
-        for role, text in turns[matched:]:
-            digest = chain_digest(digest, role, text)
-            message = self.store.add_message(conversation_id, role, text, parent_id=parent.id if parent else None)
+        for turn in turns[matched:]:
+            digest = chain_digest(digest, turn.role, turn.text)
+            message = self.store.add_message(conversation_id, turn.role, turn.text,
+                                             parent_id=parent.id if parent else None, reasoning=turn.reasoning)
             self._messages[digest] = (conversation_id, message.id)
             parent = message
         history = self.store.branch(parent.id)
@@ -68,13 +72,13 @@ class ApiConversations:
             self._messages[digest] = (turn.conversation_id, turn.answer.id)
         return turn
 
-    def _stored_prefix(self, turns: list[tuple[str, str]]) -> tuple[Message | None, str, int]:
+    def _stored_prefix(self, turns: list[Turn]) -> tuple[Message | None, str, int]:
         """The deepest stored message the request's messages start with, its digest, and how many
         of the request's messages it covers."""
         found: tuple[Message | None, str, int] = (None, "", 0)
         digest = ""
-        for index, (role, text) in enumerate(turns):
-            digest = chain_digest(digest, role, text)
+        for index, turn in enumerate(turns):
+            digest = chain_digest(digest, turn.role, turn.text)
             known = self._messages.get(digest)
             if known is None:
                 break
@@ -84,10 +88,10 @@ class ApiConversations:
                 break
         return found
 
-    def _conversation_for(self, parent: Message | None, turns: list[tuple[str, str]], model: str) -> str:
+    def _conversation_for(self, parent: Message | None, turns: list[Turn], model: str) -> str:
         if parent is not None:
             return parent.conversation_id
-        first_user = next((text for role, text in turns if role == "user"), "")
+        first_user = next((turn.text for turn in turns if turn.role == "user"), "")
         title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
         return self.store.create(title, model=model).id
 

@@ -166,7 +166,8 @@ class Server:
     def chat_job(self, body: schema.ChatRequest) -> Job:
         turns, stop = schema.chat_turns(body), schema.stop_strings(body)
         options = TurnOptions(sampling=schema.sampling_spec(body), max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
-                              draft=self.args.draft, draft_max=self.args.draft_max)
+                              draft=self.args.draft, draft_max=self.args.draft_max,
+                              enable_thinking=schema.enable_thinking(body))
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:

@@ -48,17 +48,22 @@ class Reply:
         return {"id": self.id, "object": object_name, "created": self.created, "model": self.model,
                 "system_fingerprint": "hearth"}
 
-    def whole(self, text: str, finish_reason: str, usage: dict) -> dict:
+    def whole(self, text: str, finish_reason: str, usage: dict, reasoning: str = "") -> dict:
         if self.kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                      "logprobs": None, "finish_reason": finish_reason}
+            message = {"role": "assistant", "content": text, "refusal": None}
+            if reasoning:  # as llama.cpp's server, vLLM and DeepSeek's API give it
+                message["reasoning_content"] = reasoning
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
             return {**self._head("chat.completion"), "choices": [choice], "usage": usage}
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         return {**self._head("text_completion"), "choices": [choice], "usage": usage}
 
-    def chunk(self, text: str | None = None, finish_reason: str | None = None, *, first: bool = False) -> dict:
+    def chunk(self, text: str | None = None, finish_reason: str | None = None, *, first: bool = False,
+              reasoning: str | None = None) -> dict:
         if self.kind == "chat":
             delta: dict = {"role": "assistant", "content": ""} if first else {}
+            if reasoning:
+                delta["reasoning_content"] = reasoning
             if text is not None:
                 delta["content"] = text
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}

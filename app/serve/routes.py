@@ -53,6 +53,7 @@ class Outcome:
     """What a request's events added up to."""
 
     text: str = ""
+    reasoning: str = ""
     finish_reason: str = "stop"
     usage: dict | None = None
     ttft_ms: float | None = None
@@ -138,7 +139,8 @@ class Api:
         except ApiError as exc:
             return self._logged(exc.response(), started, job)
         self.requests += 1
-        response = JSONResponse(reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {}))
+        response = JSONResponse(reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {},
+                                            outcome.reasoning.strip()))
         return self._logged(response, started, job, outcome)
 
     def _authorise(self, request: Request) -> None:
@@ -236,6 +238,8 @@ class Api:
         try:
             yield json.dumps(reply.chunk(first=True))
             async for event in self._events(job):
+                if isinstance(event, p.TokenDelta) and event.reasoning and reply.kind == "chat":
+                    yield json.dumps(reply.chunk(reasoning=event.reasoning))
                 if isinstance(event, p.TokenDelta) and event.text:
                     yield json.dumps(reply.chunk(event.text))
                 _add(outcome, event, job)
@@ -274,6 +278,7 @@ def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
         if outcome.ttft_ms is None and job.started_at is not None:
             outcome.ttft_ms = (time.monotonic() - job.started_at) * 1000
         outcome.text += event.text
+        outcome.reasoning += event.reasoning
         outcome.tokens += event.n_tokens
     elif isinstance(event, p.Finished):
         outcome.finish_reason = schema.finish_reason(event.finish_reason)

@@ -45,6 +45,13 @@ class ChatMessageIn(msgspec.Struct, forbid_unknown_fields=True):
     role: str
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
+    reasoning_content: str | None = None  # an earlier answer's reasoning, as llama.cpp's server and vLLM return it
+
+
+class TemplateKwargs(msgspec.Struct, forbid_unknown_fields=True):
+    """``chat_template_kwargs``: what the chat template may be told (llama.cpp's server and vLLM take it)."""
+
+    enable_thinking: bool | None = None
 
 
 class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -79,6 +86,7 @@ class ChatRequest(_Sampling, kw_only=True):
     function_call: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
 
 
 class CompletionRequest(_Sampling, kw_only=True):
@@ -138,8 +146,20 @@ def _refuse_completion_only(body: CompletionRequest) -> None:
         raise RequestRefused("'best_of' must be 1", "best_of")
 
 
-def chat_turns(body: ChatRequest) -> list[tuple[str, str]]:
-    """(role, text) of each message; ``developer`` is the system role of newer OpenAI models."""
+class Turn(msgspec.Struct, frozen=True):
+    """One message of a request, as Hearth stores it."""
+
+    role: str
+    text: str
+    reasoning: str = ""
+
+
+def enable_thinking(body: ChatRequest) -> bool | None:
+    return body.chat_template_kwargs.enable_thinking if body.chat_template_kwargs is not None else None
+
+
+def chat_turns(body: ChatRequest) -> list[Turn]:
+    """Each message; ``developer`` is the system role of newer OpenAI models."""
     if not body.messages:
         raise RequestRefused("'messages' is empty: send at least one message", "messages")
     turns = []
@@ -148,8 +168,9 @@ def chat_turns(body: ChatRequest) -> list[tuple[str, str]]:
             raise RequestRefused(f"messages[{index}].role '{message.role}' is not one of {', '.join(ROLES)} "
                                  "(tool messages are not supported)", f"messages[{index}].role")
         role = "system" if message.role == "developer" else message.role
-        turns.append((role, message_text(message.content, index)))
-    if turns[-1][0] == "assistant":
+        reasoning = (message.reasoning_content or "").strip() if role == "assistant" else ""
+        turns.append(Turn(role, message_text(message.content, index), reasoning))
+    if turns[-1].role == "assistant":
         raise RequestRefused("the last message is the assistant's: end with a user message to answer",
                              "messages")
     return turns

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.serve import conversations as api
+from app.serve.schema import Turn as T
 from app.services.turn import TurnOptions
 from engine import protocol as p
 from engine.client import prepare_database
@@ -30,10 +31,10 @@ def answered(served, turns, text):
 
 
 def test_a_continued_conversation_adds_only_its_new_message_to_the_same_branch(served):
-    first = [("system", "Be brief."), ("user", "Capital of France?")]
+    first = [T("system", "Be brief."), T("user", "Capital of France?")]
     one = answered(served, first, "Paris.")
     assert one.command.stop == ["END"] and [m.role for m in one.command.messages] == ["system", "user"]
-    two = served.begin([*first, ("assistant", "Paris."), ("user", "And Italy?")], OPTIONS, [], "default")
+    two = served.begin([*first, T("assistant", "Paris."), T("user", "And Italy?")], OPTIONS, [], "default")
     assert two.conversation_id == one.conversation_id
     ids = [m.id for m in two.command.messages]
     assert ids[:3] == [m.id for m in one.command.messages] + [one.answer.id]  # the answer's snapshot lies there
@@ -41,26 +42,39 @@ def test_a_continued_conversation_adds_only_its_new_message_to_the_same_branch(s
 
 
 def test_an_answer_the_client_changed_starts_a_branch_beside_it(served):
-    first = [("user", "Capital of France?")]
+    first = [T("user", "Capital of France?")]
     one = answered(served, first, "Paris.")
-    edited = served.begin([*first, ("assistant", "PARIS"), ("user", "And Italy?")], OPTIONS, [], "default")
+    edited = served.begin([*first, T("assistant", "PARIS"), T("user", "And Italy?")], OPTIONS, [], "default")
     assert edited.conversation_id == one.conversation_id
     assert edited.command.messages[0].id == one.command.messages[0].id
     assert edited.command.messages[1].id != one.answer.id
 
 
 def test_other_conversations_stay_apart(served):
-    one = answered(served, [("user", "Capital of France?")], "Paris.")
-    other = answered(served, [("user", "Capital of Spain?")], "Madrid.")
+    one = answered(served, [T("user", "Capital of France?")], "Paris.")
+    other = answered(served, [T("user", "Capital of Spain?")], "Madrid.")
     assert other.conversation_id != one.conversation_id
 
 
 def test_beyond_the_limit_the_least_recently_used_conversation_goes(served, monkeypatch):
     monkeypatch.setattr(api, "KEPT_CONVERSATIONS", 2)
-    oldest = answered(served, [("user", "one")], "1")
-    answered(served, [("user", "two")], "2")
-    answered(served, [("user", "three")], "3")
+    oldest = answered(served, [T("user", "one")], "1")
+    answered(served, [T("user", "two")], "2")
+    answered(served, [T("user", "three")], "3")
     with pytest.raises(StoreError):
         served.store.get(oldest.conversation_id)
-    again = served.begin([("user", "one"), ("assistant", "1"), ("user", "more")], OPTIONS, [], "default")
+    again = served.begin([T("user", "one"), T("assistant", "1"), T("user", "more")], OPTIONS, [], "default")
     assert again.conversation_id != oldest.conversation_id  # read anew, not a dangling branch
+
+
+def test_a_reasoning_answer_is_continued_by_its_text_and_keeps_its_reasoning(served):
+    first = [T("user", "Capital of France?")]
+    turn = served.begin(first, OPTIONS, [], "default")
+    turn.feed(p.TokenDelta(request_id=turn.command.request_id, text="", reasoning="France... Paris.", n_tokens=3))
+    turn.feed(p.TokenDelta(request_id=turn.command.request_id, text="Paris.", n_tokens=2))
+    turn.feed(p.Finished(request_id=turn.command.request_id, finish_reason="stop", timings=p.Timings()))
+    one = served.finish(turn)
+    assert (one.answer.content, one.answer.reasoning) == ("Paris.", "France... Paris.")
+    two = served.begin([*first, T("assistant", "Paris."), T("user", "And Italy?")], OPTIONS, [], "default")
+    assert two.command.messages[1].id == one.answer.id  # matched without the reasoning the client left out
+    assert two.command.messages[1].reasoning == "France... Paris."

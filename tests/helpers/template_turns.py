@@ -1,0 +1,61 @@
+"""What a conversation's state should hold under a model's real chat template, computed in the test
+process from the template and tokenizer alone, to check what the worker did against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.backends.llama_cpp import LlamaModel, init_backend
+from engine.chat_template import ChatMessage, RenderOptions
+from engine.prompts import render_for, rendered_tokens
+from model_store.conversations import ConversationStore, Message
+from model_store.snapshots import SnapshotRecord, SnapshotStore
+
+QUESTIONS = ["Hello! Who are you?", "Tell me about rivers.", "Why is the sky blue?"]
+
+
+class TemplateOracle:
+    """A model's template and tokenizer, loaded in the test process."""
+
+    def __init__(self, path: Path, now: float) -> None:
+        init_backend()
+        self.model = LlamaModel(path)
+        self.control = set(self.model.control_tokens().values())
+        self.options = RenderOptions(now=now)
+
+    def close(self) -> None:
+        self.model.close()
+
+    def tokens(self, messages: list[Message], *, answer: bool) -> list[int]:
+        chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+        return rendered_tokens(self.model, render_for(self.model, chat, answer=answer, options=self.options), bos=True)
+
+    def text(self, messages: list[Message], *, answer: bool) -> str:
+        chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+        return render_for(self.model, chat, answer=answer, options=self.options).text
+
+    def most_read(self, branch: list[Message]) -> int:
+        """The most a turn answering ``branch[-1]`` may read: the previous answer as the template writes
+        it now, the new message and the framing (everything after the previous question's end)."""
+        previous_question = max(i for i, m in enumerate(branch[:-1]) if m.role == "user")
+        return len(self.tokens(branch, answer=True)) - len(self.tokens(branch[:previous_question + 1], answer=False))
+
+    def detokenize(self, tokens: list[int]) -> str:
+        pieces = (self.model.token_text(t).encode() if t in self.control else self.model.piece(t) for t in tokens)
+        return b"".join(pieces).decode("utf-8", errors="replace")
+
+
+def chain_tokens(snapshots: SnapshotStore, record: SnapshotRecord) -> list[int]:
+    """Every token the snapshot's state holds, root first, as its token records say."""
+    import numpy as np
+
+    tokens: list[int] = []
+    for link in reversed(snapshots.chain(record.id)):
+        for part in ("prefill_tokens", "decoded_tokens"):
+            tokens += np.frombuffer(bytes(snapshots.read_part(link.id, part)), dtype="<i4").tolist()
+    return tokens
+
+
+def question_snapshot(store: ConversationStore, message: Message) -> SnapshotRecord | None:
+    found = SnapshotStore(store.db).for_message(message.id)
+    return found[0] if found else None

@@ -1,0 +1,61 @@
+"""Every later turn stands on saved state under each catalogue family's real chat template, and the
+state holds exactly what the template writes (issue 30).
+
+Real tokenizers and templates from llama.cpp (tests/fixtures/real_families.py), tiny random weights,
+a real worker process, a real SQLite store. Qwen3.5's template opens answers with ``<think>`` and
+writes earlier answers without their reasoning; Llama 3.2's writes a date into its system prompt;
+Granite's adds a default system prompt; LFM2.5's is plain ChatML with reasoning stripped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.services.turn import open_conversation
+from model_store.snapshots import SnapshotStore
+from tests.helpers.real_models import REAL_TINY, real_model
+from tests.helpers.snapshot_chat import Chat
+from tests.helpers.template_turns import QUESTIONS, TemplateOracle, chain_tokens
+
+
+
+@pytest.fixture(params=sorted(REAL_TINY), scope="module")
+def family_model(request):
+    return real_model(REAL_TINY[request.param])
+
+
+def test_every_later_turn_reads_only_the_last_answer_the_new_message_and_the_framing(family_model, hearth_home):
+    """Two turns, then a new worker process (as after a restart) opens the conversation and answers a third."""
+    chat = Chat(hearth_home, str(family_model))
+    oracle = TemplateOracle(family_model, chat.conversation.created_at)
+    reports = []
+    try:
+        chat.start_worker()
+        for question in QUESTIONS[:2]:
+            reports.append(chat.say(question, max_tokens=12).finished.snapshot)
+        chat.stop_worker()
+        chat.start_worker()
+        opened = open_conversation(chat.store, chat.client, chat.conversation.id)
+        reports.append(chat.say(QUESTIONS[2], max_tokens=12).finished.snapshot)
+    finally:
+        if chat.client is not None:
+            chat.stop_worker()
+    assert opened.restored, opened.notes
+    branch = chat.store.current_branch(chat.conversation.id)
+    questions = [i for i, m in enumerate(branch) if m.role == "user"]
+    for turn, (report, question) in enumerate(zip(reports[1:], questions[1:]), start=2):
+        most = oracle.most_read(branch[:question + 1])
+        assert report.restored, (turn, report.notes)
+        assert report.prefilled_tokens <= most, (turn, report.prefilled_tokens, most)
+    # Nothing the template would not write stays in the state: every saved state's tokens spell its text, and
+    # a question's saved state is the template's own rendering of the conversation up to it, token for token.
+    snapshots = SnapshotStore(chat.store.db)
+    final_text = oracle.text(branch, answer=False)
+    for depth, message in enumerate(branch, start=1):
+        for record in snapshots.for_message(message.id):
+            tokens = chain_tokens(snapshots, record)
+            assert oracle.detokenize(tokens) == record.text
+            if message.role == "user":
+                assert tokens == oracle.tokens(branch[:depth], answer=False)
+                assert final_text.startswith(record.text)
+    oracle.close()
