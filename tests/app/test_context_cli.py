@@ -120,13 +120,16 @@ def test_models_list_gives_each_variant_the_context_this_machine_holds_next_to_a
 
     entries = listing()
     for entry in entries:
-        sizes = [(v["size_bytes"], v["max_context_tokens"]) for v in entry["variants"]]
+        sizes = [(v["size_bytes"], v["memory_context_tokens"]) for v in entry["variants"]]
         assert [tokens for _, tokens in sorted(sizes)] == sorted((t for _, t in sizes), reverse=True), \
             f"{entry['id']}: a bigger file leaves room for less context"
         for variant in entry["variants"]:
-            if entry["architecture"] == "qwen35" and variant["transformer_max_context_tokens"]:  # 3 of 4 layers recurrent
-                assert variant["max_context_tokens"] >= 3 * variant["transformer_max_context_tokens"], entry["id"]
+            memory, transformer = variant["memory_context_tokens"], variant["transformer_memory_context_tokens"]
+            if entry["architecture"] == "qwen35" and transformer:  # 3 of 4 layers recurrent
+                assert memory >= 3 * transformer, entry["id"]
+            assert variant["max_context_tokens"] == min(memory, entry["context_length"]), "never past the training"
+            assert variant["transformer_max_context_tokens"] == min(transformer, entry["context_length"])
     write_settings(memory_budget_percent=35)
     halved = listing()
-    assert all(h["max_context_tokens"] < v["max_context_tokens"] or v["max_context_tokens"] == 0
+    assert all(h["memory_context_tokens"] < v["memory_context_tokens"] or v["memory_context_tokens"] == 0
                for e, f in zip(entries, halved) for v, h in zip(e["variants"], f["variants"]))
