@@ -34,7 +34,24 @@ def request_body(command: p.Answer, model: str) -> tuple[str, dict]:
         body["stop"] = list(command.stop)
     if isinstance(command, p.Complete):
         return "completions", {**body, "prompt": command.prompt}
-    return "chat/completions", {**body, "messages": [{"role": m.role, "content": m.content} for m in command.messages]}
+    return "chat/completions", {**body, "messages": [_message(m) for m in command.messages]}
+
+
+def _message(turn: p.ChatTurn) -> dict:
+    """A message as OpenAI-compatible servers take it; an answer's reasoning as llama.cpp's server and vLLM do."""
+    message = {"role": turn.role, "content": turn.content}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
+    return message
+
+
+def chunk_reasoning(chunk: dict) -> str:
+    """The new reasoning of a chat chunk (``delta.reasoning_content``, as llama.cpp's server, vLLM and
+    DeepSeek's API send it); "" when it has none."""
+    choices = chunk.get("choices") or []
+    delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+    reasoning = delta.get("reasoning_content") if isinstance(delta, dict) else None
+    return reasoning if isinstance(reasoning, str) else ""
 
 
 def chunk_text(chunk: dict) -> tuple[str, str | None]:
@@ -109,11 +126,12 @@ class AnswerStream:
             try:
                 for chunk in opened.chunks:
                     text, finish = chunk_text(chunk)
+                    reasoning = chunk_reasoning(chunk)
                     reason = finish or reason
                     if isinstance(chunk.get("usage"), dict):
                         self.usage = chunk["usage"]
-                    if text:
-                        self._took(rid, text)
+                    if text or reasoning:
+                        self._took(rid, text, reasoning)
             except RemoteError:
                 raise
             except Exception:  # noqa: BLE001 - the read ended because stop() closed the connection
@@ -129,12 +147,12 @@ class AnswerStream:
         self.emit(p.RemoteWaiting(request_id=rid, message=f"{said}; trying again in {wait:g} s (try {attempt} "
                                                           f"of {self.policy.attempts})", wait_s=wait, attempt=attempt))
 
-    def _took(self, rid: str, text: str) -> None:
+    def _took(self, rid: str, text: str, reasoning: str = "") -> None:
         now = time.perf_counter()
         self.first_at = self.first_at or now
         self.last_at = now
         self.n_pieces += 1
-        self.emit(p.TokenDelta(request_id=rid, text=text, n_tokens=1))
+        self.emit(p.TokenDelta(request_id=rid, text=text, n_tokens=1, reasoning=reasoning))
         if self.on_progress is not None:
             self.on_progress(self)
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from engine import protocol as p
-from engine.remote.answer import chunk_text, request_body
+from engine.remote.answer import chunk_reasoning, chunk_text, request_body
 from engine.remote.api import model_context
 from engine.remote.errors import RemoteError, from_status
 from engine.remote.loading import pick_model
@@ -133,3 +133,13 @@ def test_the_model_and_context_come_from_the_user_then_the_server_then_the_defau
     assert model_context({"id": "x", "meta": {"n_ctx_train": 2048}}) == 2048
     assert model_context({"id": "x", "meta": {"n_ctx_train": 32768}}, served=4096) == 4096  # llama-server's -c
     assert model_context({"id": "x", "context_length": True}) == 0
+
+
+def test_a_remote_answers_reasoning_comes_apart_and_goes_back_with_earlier_answers():
+    chunk = {"choices": [{"delta": {"reasoning_content": "hmm", "content": ""}, "finish_reason": None}]}
+    assert chunk_reasoning(chunk) == "hmm" and chunk_text(chunk) == ("", None)
+    assert chunk_reasoning({"choices": [{"delta": {"reasoning_content": 3}}]}) == ""
+    answered = p.ChatTurn("assistant", "Paris.", reasoning="France's capital")
+    _, body = request_body(p.Chat(request_id="r", messages=[p.ChatTurn("user", "?"), answered]), "m")
+    assert body["messages"][1] == {"role": "assistant", "content": "Paris.", "reasoning_content": "France's capital"}
+    assert body["messages"][0] == {"role": "user", "content": "?"}
