@@ -138,13 +138,17 @@ def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
         now = time.perf_counter()
         if chunk.usage is not None:
             usage = chunk.usage.model_dump()
-        content = chunk.choices[0].delta.content if chunk.choices else None
+        delta = chunk.choices[0].delta if chunk.choices else None
+        content = delta.content if delta is not None else None
+        # a reasoning model's thinking (Hearth's delta.reasoning_content) is written text too: it times the answer
+        thought = (delta.model_extra or {}).get("reasoning_content") if delta is not None else None
         ended = bool(chunk.choices and chunk.choices[0].finish_reason)
-        if content or (ended and not first):  # an empty answer: its end is its first token
+        if content or thought or (ended and not first):  # an empty answer: its end is its first token
             first = first or now
             last = now
-            parts.append(content or "")
-    return Reply("".join(parts), (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage)
+            parts.append(content or thought or "")
+    text = "".join(part for part in parts if part)  # what is sent back: the answer and, as plain text, the thinking
+    return Reply(text, (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage)
 
 
 def prompt_tokens(server: Server, messages: list[dict]) -> int:
