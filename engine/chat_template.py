@@ -82,12 +82,19 @@ def _raise_exception(message: str) -> None:
     raise ChatTemplateError(f"the model's chat template refused the conversation: {message}")
 
 
+def _moment(now: float | None) -> datetime:
+    """The local time at ``now`` (the real clock for None, or past what this system's clock can show)."""
+    try:
+        return datetime.now() if now is None else datetime.fromtimestamp(now)
+    except (OverflowError, ValueError, OSError):
+        return datetime.now()
+
+
 def _strftime_at(now: float | None) -> Callable[[str], str]:
     def strftime_now(fmt: str) -> str:
         if len(str(fmt)) > MAX_STRFTIME_FORMAT:
             raise TemplateBudgetError(f"strftime_now was given a {len(str(fmt)):,}-character format")
-        moment = datetime.now() if now is None else datetime.fromtimestamp(now)
-        return moment.strftime(str(fmt))
+        return _moment(now).strftime(str(fmt))
 
     return strftime_now
 

@@ -42,6 +42,7 @@ MAX_TELEMETRY_INTERVAL_MS = 3_600_000  # an hour (0 switches telemetry off)
 MAX_CALIBRATION_LENGTHS = 32
 MIN_CALIBRATION_LENGTH = 2  # a prefill timing needs a token before the one it reads
 MAX_STORED_BYTES = 2**63 - 1  # sizes kept in SQLite, whose integers are 64-bit signed
+MAX_CLOCK = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last moment a template's date can show
 
 Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
 DraftLength = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT)]
@@ -125,7 +126,7 @@ class TemplateSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     the same on every later day; None: the real clock), and ``enable_thinking`` (None: the model's
     own default)."""
 
-    now: float | None = None
+    now: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLOCK)] | None = None
     enable_thinking: bool | None = None
 
 

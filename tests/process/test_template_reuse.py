@@ -59,3 +59,26 @@ def test_every_later_turn_reads_only_the_last_answer_the_new_message_and_the_fra
                 assert tokens == oracle.tokens(branch[:depth], answer=False)
                 assert final_text.startswith(record.text)
     oracle.close()
+
+
+def test_a_date_the_template_writes_is_the_conversations_so_its_state_serves_on_a_later_day(hearth_home):
+    """Llama 3.2's template writes "Today Date" into its system prompt: a conversation started three
+    days ago renders that day's date on every turn, so today's turn still stands on its saved state."""
+    import time
+
+    model = real_model(REAL_TINY["llama"])
+    chat = Chat(hearth_home, str(model))
+    started = time.time() - 3 * 86400
+    chat.store.db.execute("UPDATE conversations SET created_at = ? WHERE id = ?", [started, chat.conversation.id])
+    chat.start_worker()
+    try:
+        chat.say(QUESTIONS[0], max_tokens=8)
+        second = chat.say(QUESTIONS[1], max_tokens=8).finished.snapshot
+    finally:
+        chat.stop_worker()
+    assert second.restored, second.notes
+    first_answer = chat.store.current_branch(chat.conversation.id)[1]
+    saved = SnapshotStore(chat.store.db).for_message(first_answer.id) or SnapshotStore(chat.store.db).for_message(
+        chat.store.current_branch(chat.conversation.id)[0].id)
+    assert time.strftime("%d %b %Y", time.localtime(started)) in saved[0].text
+    assert time.strftime("%d %b %Y") not in saved[0].text

@@ -37,3 +37,15 @@ def test_unknown_role_and_empty_conversation_are_refused():
         render_chat(CHATML_TEMPLATE, [ChatMessage("robot", "x")])
     with pytest.raises(ChatTemplateError, match="no messages"):
         render_chat(CHATML_TEMPLATE, [])
+
+
+def test_a_template_writes_the_date_of_its_conversations_clock_not_today():
+    template = "{{ strftime_now('%d %b %Y') }}|{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    from datetime import datetime
+
+    from engine.chat_template import RenderOptions
+
+    started = datetime(2025, 7, 26, 12, 0).timestamp()
+    text = render_chat(template, [ChatMessage("user", "Hi")], options=RenderOptions(now=started)).text
+    assert text == "26 Jul 2025|Hi"
+    assert render_chat(template, [ChatMessage("user", "Hi")]).text.startswith(datetime.now().strftime("%d %b %Y"))

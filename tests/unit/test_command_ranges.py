@@ -95,3 +95,15 @@ def test_one_draft_limit_everywhere():
     spec.loader.exec_module(llama_build)
     assert DRAFT_MAX_RANGE == (1, p.MAX_DRAFT)
     assert p.MAX_DRAFT == llama_build.EXACT_ROWS - 2
+
+
+@pytest.mark.parametrize("now", [-1.0, p.MAX_CLOCK + 1, 1e300, float("inf"), float("nan")])
+def test_a_templates_clock_out_of_range_is_refused_for_every_command_that_renders(now):
+    template = p.TemplateSpec(now=now)
+    for command in (p.Chat(request_id="c", messages=[p.ChatTurn("user", "hi")], template=template),
+                    p.AnswerTurn(request_id="a", conversation_id="c", answer_id="x", messages=[], template=template),
+                    p.OpenConversation(request_id="o", conversation_id="c", messages=[], template=template),
+                    p.ReadDocument(request_id="r", conversation_id="c", messages=[], template=template)):
+        with pytest.raises((p.InvalidCommand, msgspec.ValidationError)):
+            p.check_command(command)
+    assert p.check_command(p.Chat(request_id="c", messages=[], template=p.TemplateSpec(now=p.MAX_CLOCK)))
