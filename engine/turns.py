@@ -8,11 +8,13 @@ without the restart, and produces exactly the same answer.
 
 Templates do not always render an answer again as it was written: Qwen3.5's opens every answer
 with ``<think>`` and writes earlier answers without their reasoning; others trim it. Then the
-state after the answer holds text the next rendering does not, and cannot be used. So a turn also
-keeps the state where the question ends, before the answer's cue (a *question snapshot*, saved
-under the question's message): the next turn stands on it and reads the answer as the template
-writes it now, the new message and the framing, never the whole conversation. It is kept only
-when the answer's own snapshot would not serve the next turn (:meth:`SnapshotCursor._answer_reusable`).
+state after the answer holds text the next rendering does not, and cannot be used. So when a turn
+ends, the template is asked how it will write the conversation once another message follows
+(:meth:`SnapshotCursor._answer_reusable`): if the answer's state starts that, it is saved as ever;
+if not, the state where the question ended, before the answer's cue, is saved instead (a *question
+snapshot*, under the question's message, taken in memory while the prompt was read), and the next
+turn stands on it and reads the answer as the template writes it now, the new message and the
+framing, never the whole conversation.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from engine.state.snapshot_keeper import Captured, Checkpoint, Segment, Snapshot
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotRecord
+
+
+NEXT_MESSAGE = ChatMessage("user", "?")  # stands for the message that will follow an answer
 
 
 @dataclass
@@ -142,10 +147,14 @@ class SnapshotCursor:
             start.question.point = Checkpoint(self.session.n_past, self.keeper.capture_recurrent())
 
     def open(self, messages: list[p.ChatTurn], template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
-        """Restore the snapshot of the newest message that has one, before anything new is said."""
+        """Restore the snapshot the next message will stand on, before anything new is said: the
+        deepest one whose text starts the conversation as the template will write it then (with a
+        message after the last answer: a template may write an answer differently once it is history)."""
         model = self.session.model
         chat = chat_messages(messages)
         options = RenderOptions(template.now, template.enable_thinking)
+        if chat and chat[-1].role == "assistant":
+            chat.append(NEXT_MESSAGE)
         target = render_for(model, chat, answer=False, options=options).text if messages else ""
         notes: list[str] = []
         snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
@@ -191,8 +200,9 @@ class SnapshotCursor:
     def finish(self, start: TurnStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
         """Save the state at the turn's end under ``message_id``: after the messages when the run
         only read them, else after the answer (its last sampled token decoded first, so the state
-        ends exactly there), and the question's snapshot when the next turn will need it. A run
-        cancelled before its question was read saves nothing: the state is half a prompt."""
+        ends exactly there) when the next turn can stand on it, or else the question's snapshot
+        instead. A run cancelled before its question was read saves nothing: the state is half a
+        prompt. Returns the answer's snapshot (None when there is none)."""
         self.live = None
         session, model = self.session, self.session.model
         question = start.question if start.question is not None and start.question.point is not None else None
@@ -213,35 +223,28 @@ class SnapshotCursor:
             written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
             written += model.token_text(pending) if ended_on_eog else ""
         captured = self.keeper.capture()
-        base, start_of_answer = start.base, 0
         if question is not None and not (answer_ends and self._answer_reusable(start, run, written)):
-            base = self._save_question(start, question, conversation_id, captured)
-            start_of_answer = question.n_new
-        if not answer_ends:
-            return None
+            self._save_question(start, question, conversation_id, captured)
+            return None  # the answer's own state would never be stood on: the next turn reads it again
         decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])
-        chunks = run.prefill_chunks[len(question.chunks):] if start_of_answer else run.prefill_chunks
-        segment = Segment(start.new_tokens[start_of_answer:], decoded, tuple(chunks))
-        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=base,
+        segment = Segment(start.new_tokens, decoded, tuple(run.prefill_chunks))
+        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
                                   segment=segment, text=start.text_before + start.new_text + written, captured=captured)
         self.live = record
         return record
 
-    def _save_question(self, start: TurnStart, question: Question, conversation_id: str,
-                       captured: Captured) -> SnapshotRecord:
+    def _save_question(self, start: TurnStart, question: Question, conversation_id: str, captured: Captured) -> None:
         segment = Segment(start.new_tokens[:question.n_new], [], tuple(question.chunks))
-        question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id, parent=start.base,
-                                segment=segment, text=start.text_before + question.text, captured=captured,
-                                point=question.point)
-        return question.saved
+        question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id,
+                                          parent=start.base, segment=segment, text=start.text_before + question.text,
+                                          captured=captured, point=question.point)
 
     def _answer_reusable(self, start: TurnStart, run: Generation, written: str) -> bool:
         """Whether the next turn will stand on the answer's snapshot: the template, given the answer
         as it is stored and a following message, writes the conversation so far exactly as read."""
         answer = ChatMessage("assistant", run.text, run.reasoning.strip())
         try:
-            after = render_for(self.session.model, [*start.messages, answer, ChatMessage("user", "?")],
-                               options=start.options).text
+            after = render_for(self.session.model, [*start.messages, answer, NEXT_MESSAGE], options=start.options).text
         except ChatTemplateError:
             return False
         return after.startswith(start.text_before + start.new_text + written)
@@ -256,8 +259,7 @@ class SnapshotCursor:
         except (StateFormatError, StoreError, sqlite3.Error) as exc:
             self.forget_live()
             return None, [f"{what} could not be saved ({exc})"]
-        if record is not None:
-            self.keeper.store.evict(budget_bytes)
+        self.keeper.store.evict(budget_bytes)  # also after a question's snapshot alone
         return record, []
 
     def _save(self, start: TurnStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,

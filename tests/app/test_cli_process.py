@@ -22,7 +22,7 @@ def test_hearth_entry_point_generates_json(hybrid_tiny, hearth_home):
     assert len(generated["token_ids"]) == 6
 
 
-GENERATE_KEYS = {"text", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx"}
+GENERATE_KEYS = {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx"}
 SNAPSHOT_KEYS = {"restored", "restored_tokens", "prefilled_tokens", "saved_bytes"}
 
 
