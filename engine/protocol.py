@@ -19,6 +19,8 @@ import msgspec
 from engine.backends.base import ModelFacts
 from engine.command_check import InvalidCommand, out_of_range
 from engine.records import DraftStats, Timings
+from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
+                            NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
 PROTOCOL_VERSION = 5
@@ -134,7 +136,6 @@ class TemplateSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 # the request's ``messages`` are then only the ones after them (see engine.transcripts). "": none.
 KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
-KvType = Literal["f16", "q8_0"]  # the attention cache's element type; q8_0 takes 17/32 of f16's bytes
 BudgetPercent = Annotated[int, msgspec.Meta(ge=BUDGET_PERCENT_RANGE[0], le=BUDGET_PERCENT_RANGE[1])]
 
 
@@ -274,33 +275,6 @@ CARRIES_BRANCH = (Chat, AnswerTurn, OpenConversation, ReadDocument)  # requests 
 # ------------------------------------------------------------------------------------------ events
 
 
-class DeviceInfo(msgspec.Struct):
-    kind: str  # "cpu", "npu", "npu-emulator"
-    name: str
-    detail: str = ""  # what was found, or why the device cannot be used
-    available: bool = True  # False: listed so the user sees why it is missing (``detail``)
-    features: list[str] = []  # CPU ISA extensions ("avx2", "neon", ...)
-
-
-class CanaryReport(msgspec.Struct):
-    """One CPU build's canary on this machine (engine.backends.canary)."""
-
-    status: str  # "ok", "unsupported", "crashed", "failed"
-    detail: str
-    signal: str = ""  # "SIGILL", ... when crashed
-    exact_kernels: dict[str, str] = {}  # weight type -> "repacked", "plain" or "none": which keep batches exact
-
-
-class CpuBackendInfo(msgspec.Struct):
-    """The CPU build of llama.cpp this worker runs, and why."""
-
-    variant: str  # "icelake", "haswell", "sse42", ...; "built-in" when llama-cpp-python has only one
-    reason: str
-    features: list[str] = []  # what the build was compiled for
-    canaries: dict[str, CanaryReport] = {}  # build name -> its canary, for the builds tried
-    cached: bool = False  # the choice came from the cache (no canary ran now)
-
-
 class Ready(_Message, tag="ready"):
     protocol_version: int
     versions: dict[str, str]
@@ -309,50 +283,10 @@ class Ready(_Message, tag="ready"):
     cpu: CpuBackendInfo | None = None
 
 
-class PhaseDevice(msgspec.Struct):
-    device: str  # "cpu", "npu", "npu-emulator"
-    reason: str
-    min_tokens: int = 0  # > 0: the device is used for new inputs this long or longer; the CPU for shorter
-
-
-def _cpu_draft() -> PhaseDevice:
-    return PhaseDevice("cpu", "CPU: drafts are made next to the decoder")
-
-
-class DevicePlan(msgspec.Struct):
-    prefill: PhaseDevice
-    decode: PhaseDevice
-    draft: PhaseDevice = msgspec.field(default_factory=_cpu_draft)
-
-
 class ModelLoading(_Message, tag="model_loading"):
     request_id: str
     phase: str  # "check", "load", "context"
     fraction: float
-
-
-class NpuGraphReport(msgspec.Struct):
-    """How the NPU prefill graph was prepared at model load."""
-
-    cached: bool  # loaded from the EP-context cache instead of compiled
-    prepare_ms: float  # export + compile, or loading the cached compiled graph
-    chunk: int  # tokens per graph run
-    max_ctx: int  # positions the graph's KV buffers hold
-    cache_dir: str = ""  # the cache entry; "" when the worker has no data folder (nothing cached)
-
-
-class ContextReport(msgspec.Struct):
-    """The context a model was given and the memory it takes (``hearth info --json``'s ``context``)."""
-
-    n_ctx: int
-    n_ctx_train: int
-    mode: Literal["auto", "fixed"]
-    kv_type: KvType
-    kv_bytes: int  # the attention cache, allocated in full when the context is created
-    estimated_bytes: int  # what the worker takes with this context (engine.context_memory)
-    available_bytes: int  # the memory available when it was chosen
-    budget_bytes: int  # the share of it an automatic context may take
-    max_n_ctx: int  # the longest context that budget holds (capped at n_ctx_train): how far it can grow
 
 
 class ModelLoaded(_Message, tag="model_loaded"):
@@ -397,17 +331,6 @@ class TokenDelta(_Message, tag="token_delta"):
     reasoning: str = ""  # new reasoning text, written before this delta's ``text`` (engine.reasoning)
 
 
-class SnapshotReport(msgspec.Struct):
-    """How a conversation turn used and saved state snapshots."""
-
-    restored: bool = False  # the turn started from a saved (or live) snapshot
-    restored_tokens: int = 0  # tokens not read again thanks to it
-    prefilled_tokens: int = 0  # tokens the model had to read for this turn
-    saved_bytes: int = 0  # bytes this turn's snapshot added to the database
-    snapshot_id: str | None = None
-    notes: list[str] = []  # why a snapshot was refused, if one was
-
-
 class ConversationOpened(_Message, tag="conversation_opened"):
     request_id: str
     snapshot: SnapshotReport
@@ -438,19 +361,6 @@ class DocumentRead(_Message, tag="document_read"):
     tokens: int  # tokens read for the document
     timings: Timings
     snapshot: SnapshotReport | None = None
-
-
-class RemoteReport(msgspec.Struct):
-    """What a remote OpenAI-compatible engine did for a request (engine.remote): the engine and the
-    model that answered, and the prompt tokens it counted (None: it did not report usage, as
-    llama-cpp-python's server does not in a stream). Local snapshots, drafting and devices do not
-    apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
-    another Hearth), else None."""
-
-    engine: str
-    model: str
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
 
 
 class Finished(_Message, tag="finished"):
