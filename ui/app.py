@@ -23,6 +23,7 @@ from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel
 from ui.store_thread import StoreThread
+from ui.theme import DEFAULT_TEXT_SIZE, DEFAULT_THEME, apply_appearance
 
 
 @dataclass
@@ -62,6 +63,8 @@ def run(parts: AppParts) -> int:
     app.setApplicationDisplayName("Hearth")
     app.setDesktopFileName("hearth")  # the installers' hearth.desktop: Wayland matches the window to its entry
     app.setWindowIcon(app_icon())  # dialogs and the task bar too
+    apply_appearance(app, theme=getattr(parts.settings, "theme", DEFAULT_THEME),
+                     text_size=getattr(parts.settings, "text_size", DEFAULT_TEXT_SIZE))
     window = build_window(parts)
     window.show()
     if question := os.environ.get(SELF_CHECK_ENV, "").strip():
