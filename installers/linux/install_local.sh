@@ -8,7 +8,8 @@
 # DIR is ~/.local unless given. The install lists what it added (files and the folders it had to
 # create) in DIR/opt/hearth/installed-files; --uninstall removes those and nothing else. Conversations,
 # models and settings live elsewhere (~/.local/share/Hearth, ~/.config/Hearth, ~/.cache/Hearth, or
-# the data folder chosen in Hearth's settings) and are never touched.
+# the data folder chosen in Hearth's settings; downloaded models in the Hugging Face cache) and are
+# never touched: --uninstall lists them, with their sizes and how to delete each.
 set -euo pipefail
 
 ICON_SIZES=(16 24 32 48 64 128 256 512)
@@ -98,7 +99,7 @@ copy_bundle() {  # through a partial copy, so a failed copy never looks like an 
     mv "$opt.partial" "$opt"
 }
 
-write_desktop_entry() {
+write_desktop_entry() {  # Exec gets the quoted path (a command line), TryExec the bare one (a path)
     local entry
     entry=$(mktemp)
     sed -e "s|^Exec=@EXEC@|Exec=\"$opt/Hearth\"|" -e "s|@EXEC@|$opt/Hearth|g" -e "s|@ICON@|hearth|g" \
@@ -129,12 +130,47 @@ install_hearth() {
     esac
 }
 
+expand_home() { printf '%s' "${1/#\~/$HOME}"; }
+
+setting() {  # setting FILE KEY: a plain string value from Hearth's settings.json, or nothing
+    sed -n "s/^ *\"$2\": *\"\([^\"\\\\]*\)\",\{0,1\}\$/\1/p" "$1" 2>/dev/null | head -n 1 || true
+}
+
+kept=0
+tell_kept() {  # tell_kept WHAT FOLDER [HOW]: one kept folder, its size and how to delete it
+    [[ -d $2 ]] || return 0
+    kept=$((kept + 1))
+    say "  $1: $2 ($(du -sh -- "$2" 2>/dev/null | cut -f1))"
+    say "      ${3:-delete with: rm -rf $(printf '%q' "$2")}"
+}
+
+list_kept_files() {  # the folders of app/services/paths.py (platformdirs, or HEARTH_HOME) and huggingface_hub's
+    local data config cache chosen hf_home hub
+    if [[ -n ${HEARTH_HOME:-} ]]; then
+        data=$(expand_home "$HEARTH_HOME")/data config=$(expand_home "$HEARTH_HOME")/config
+        cache=$(expand_home "$HEARTH_HOME")/cache
+    else
+        data=${XDG_DATA_HOME:-$HOME/.local/share}/Hearth config=${XDG_CONFIG_HOME:-$HOME/.config}/Hearth
+        cache=${XDG_CACHE_HOME:-$HOME/.cache}/Hearth
+    fi
+    chosen=$(setting "$config/settings.json" data_folder)
+    hf_home=$(expand_home "${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}")
+    hub=$(expand_home "${HF_HUB_CACHE:-${HUGGINGFACE_HUB_CACHE:-$hf_home/hub}}")
+    say "kept your own files (Hearth's install never touches them):"
+    tell_kept "conversations and documents" "$data"
+    [[ -z $chosen || $chosen == "$data" ]] || tell_kept "conversations and documents (the data folder chosen in Settings)" "$chosen"
+    tell_kept "settings" "$config"
+    tell_kept "caches and logs" "$cache"
+    tell_kept "downloaded models, in the Hugging Face cache other programs share" "$hub" \
+        "delete the models--* folders you no longer need: rm -rf $(printf '%q' "$hub")/models--ORG--NAME"
+    ((kept)) || say "  none: Hearth left no conversations, settings or models for this user."
+}
+
 uninstall_hearth() {
     [[ -f $manifest ]] || fail "no Hearth installed by this script in $opt (nothing removed)."
     remove_listed "$manifest"
-    say "removed Hearth from $prefix. Your conversations, models and settings are still in"
-    say "~/.local/share/Hearth and ~/.config/Hearth (or the data folder you chose);"
-    say "delete them if you no longer want them."
+    say "removed Hearth from $prefix."
+    list_kept_files
 }
 
 "${action}_hearth"

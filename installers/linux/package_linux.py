@@ -6,8 +6,8 @@
   ``Hearth`` (the window), ``hearth`` (the command line), ``hearth.desktop``, ``icons/``,
   ``THIRD_PARTY_LICENSES`` and ``install.sh`` (installs for this user under ``~/.local``).
 * ``hearth_<version>_<debian arch>.deb`` (``dpkg-deb``) installs the folder as ``/opt/hearth``, with
-  ``/usr/bin/hearth``, a menu entry and the icons; its maintainer scripts only refresh the desktop's
-  menu and icon caches where those tools exist.
+  ``/usr/bin/hearth``, a menu entry and the icons; its maintainer scripts refresh the desktop's menu
+  and icon caches where those tools exist, and ``apt remove`` lists the user files it keeps.
 
 Prints the two paths, one per line.
 """
@@ -34,16 +34,33 @@ DEB_DEPENDS = ("libc6 (>= 2.34)", "libxcb-cursor0", "libxcb-icccm4", "libxcb-key
                "libxcb-shape0", "libxcb-randr0", "libxcb-render-util0", "libxcb-image0", "libgl1", "libfontconfig1")
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 # $DPKG_ROOT: empty on a real install, the root folder for `dpkg --root --force-script-chrootless`.
-CACHE_REFRESH = """#!/bin/sh
-set -e
-if command -v update-desktop-database >/dev/null 2>&1; then
+CACHE_REFRESH = """if command -v update-desktop-database >/dev/null 2>&1; then
     update-desktop-database -q "$DPKG_ROOT/usr/share/applications" || true
 fi
 if command -v gtk-update-icon-cache >/dev/null 2>&1; then
     gtk-update-icon-cache -q -t "$DPKG_ROOT/usr/share/icons/hicolor" || true
 fi
-exit 0
 """
+# `apt remove` (postrm's "remove"; not an upgrade) says what each user still has and never deletes
+# it; install.sh --uninstall says the same for one user, with sizes. The folders are those of
+# app/services/paths.py (platformdirs) and huggingface_hub's cache.
+KEPT_NOTICE = """if [ "$1" = remove ]; then
+    cat <<'END'
+Hearth is removed. Each user's own files are kept; delete them with rm -rf if no longer wanted:
+  ~/.local/share/Hearth      conversations and documents (or the data folder chosen in Settings)
+  ~/.config/Hearth           settings
+  ~/.cache/Hearth            caches and logs
+  ~/.cache/huggingface/hub   downloaded models, often GBs ($HF_HUB_CACHE, or $HF_HOME/hub, if set);
+                             other programs share it: delete only the models--* folders you don't need
+END
+fi
+"""
+MAINTAINER_SCRIPTS = {
+    "postinst": f"#!/bin/sh\nset -e\n{CACHE_REFRESH}exit 0\n",
+    "postrm": f"#!/bin/sh\nset -e\n{CACHE_REFRESH}{KEPT_NOTICE}exit 0\n",
+}
+# What a quoted Exec argument would have to escape (and a menu entry's % codes): refused instead.
+EXEC_UNSAFE = set('"`$\\%')
 
 
 def say(message: str) -> None:
@@ -55,8 +72,16 @@ def release_name() -> str:
 
 
 def desktop_entry(exec_path: str, icon: str) -> str:
-    template = (HERE / "hearth.desktop").read_text()
-    return template.replace("Exec=@EXEC@", f'Exec="{exec_path}"').replace("@EXEC@", exec_path).replace("@ICON@", icon)
+    """The menu entry for the window at ``exec_path``. ``Exec`` is a command line, so the path is
+    quoted there; ``TryExec`` is a plain path, which GLib looks up as written (quoted, it is never
+    found, and GNOME and every GLib desktop hide the entry)."""
+    if EXEC_UNSAFE & set(exec_path):
+        raise ValueError(f"{exec_path} has a character a menu entry's Exec line cannot hold")
+    lines = []
+    for line in (HERE / "hearth.desktop").read_text().splitlines(keepends=True):
+        key = line.partition("=")[0]
+        lines.append(line.replace("@EXEC@", f'"{exec_path}"' if key == "Exec" else exec_path).replace("@ICON@", icon))
+    return "".join(lines)
 
 
 def stage_download_folder(bundle: Path, folder: Path) -> None:
@@ -124,8 +149,8 @@ def write_control(root: Path) -> None:
     debian = root / "DEBIAN"
     debian.mkdir(mode=0o755)
     (debian / "control").write_text(control_file(installed_kib))
-    for script in ("postinst", "postrm"):
-        (debian / script).write_text(CACHE_REFRESH)
+    for script, text in MAINTAINER_SCRIPTS.items():
+        (debian / script).write_text(text)
         (debian / script).chmod(0o755)
 
 
