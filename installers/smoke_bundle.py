@@ -177,9 +177,10 @@ CHECKS: tuple[tuple[str, list[str], Judge, dict[str, str]], ...] = (
 
 
 def run_checks(bundle: Path, version: str | None = None, timeout: float = TIMEOUT_S) -> list[Check]:
-    """Every check in order, up to and including the first that fails."""
+    """Every check in order, up to and including the first that fails. ``bundle`` may be relative
+    to the current folder (the commands run elsewhere, in a folder of their own)."""
     version = version or layout.version()
-    cli = cli_path(bundle)
+    cli = cli_path(Path(bundle).absolute())
     if not cli.is_file():
         return [Check("executable", False, f"{cli} not found: is {bundle} a built bundle folder?")]
     results: list[Check] = []
