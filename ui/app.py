@@ -19,6 +19,7 @@ from ui.document_controller import DocumentController
 from ui.icon import app_icon
 from ui.main_window import MainWindow
 from ui.self_check import DEFAULT_TIMEOUT_S, SELF_CHECK_ENV, SELF_CHECK_TIMEOUT_ENV, SelfCheck
+from ui.single_instance import Launch, SingleInstance, bring_to_front, launch_message
 from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel
@@ -65,7 +66,13 @@ def run(parts: AppParts) -> int:
     app.setWindowIcon(app_icon())  # dialogs and the task bar too
     apply_appearance(app, theme=getattr(parts.settings, "theme", DEFAULT_THEME),
                      text_size=getattr(parts.settings, "text_size", DEFAULT_TEXT_SIZE))
+    instance = SingleInstance(parts.data_dir)  # one app per user and data folder
+    if (launch := instance.claim()) is not Launch.FIRST:
+        message, code = launch_message(launch)
+        print(message, file=sys.stderr)
+        return code
     window = build_window(parts)
+    instance.raise_requested.connect(lambda: bring_to_front(window))
     window.show()
     if question := os.environ.get(SELF_CHECK_ENV, "").strip():
         SelfCheck(window, question, float(os.environ.get(SELF_CHECK_TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
