@@ -59,11 +59,15 @@ _PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
 }
 _DISABLED_TEXT = {"light": "#a1a1aa", "dark": "#6b6b6b"}
 
-# Colours a palette has no role for: strong notice backgrounds (white text on them) and status text.
+# Colours a palette has no role for: a notice's strong background (warning, error) and the text on it
+# (on_notice); text that says a thing went well, may go wrong, or went wrong (good, caution, bad: tones).
 _EXTRA: dict[str, dict[str, str]] = {
-    "light": {"warning": "#8a5300", "error": "#a4262c", "good": "#1e7a34", "bad": "#a4262c"},
-    "dark": {"warning": "#8a5300", "error": "#a4262c", "good": "#4ade80", "bad": "#f87171"},
+    "light": {"warning": "#8a5300", "error": "#a4262c", "on_notice": "#ffffff",
+              "good": "#1e7a34", "caution": "#8a5300", "bad": "#b3261e"},
+    "dark": {"warning": "#8a5300", "error": "#a4262c", "on_notice": "#ffffff",
+             "good": "#4ade80", "caution": "#fbbf24", "bad": "#f87171"},
 }
+TONES = ("good", "caution", "bad")
 
 
 @dataclass
@@ -98,9 +102,27 @@ def current_scheme() -> str:
     return _state.scheme if _state is not None else "light"
 
 
+def text_scale() -> float:
+    """The text size as a factor (1.0 until :func:`apply_appearance` runs)."""
+    return _state.text_size / 100 if _state is not None else 1.0
+
+
+def column_width() -> int:
+    """The conversation column's widest, and the composer's: it grows with the text size, so lines keep their length."""
+    return round(COLUMN_MAX_WIDTH * text_scale())
+
+
 def colour(name: str) -> QColor:
-    """One of the colours a palette has no role for: ``warning``, ``error``, ``good``, ``bad``."""
+    """One of the colours a palette has no role for (see :data:`_EXTRA`), in the current theme."""
     return QColor(_EXTRA[current_scheme()][name])
+
+
+def set_tone(widget: QWidget, tone: str) -> None:
+    """Colour ``widget``'s text as ``good``, ``caution`` or ``bad`` ("" for the ordinary text colour),
+    through the app style sheet, so it follows a theme switch."""
+    widget.setProperty("tone", tone)
+    widget.style().unpolish(widget)
+    widget.style().polish(widget)
 
 
 def set_type(widget: QWidget, kind: str) -> None:
@@ -135,7 +157,7 @@ def _apply(app: QApplication, system: str | None = None) -> None:
     _scale_font(font, _state.text_size / 100)
     app.setFont(font)
     app.setPalette(palette_for(_state.scheme))
-    app.setStyleSheet(_style_sheet(font))
+    app.setStyleSheet(_style_sheet(font, _state.scheme))
 
 
 def _scale_font(font: QFont, factor: float) -> None:
@@ -145,12 +167,44 @@ def _scale_font(font: QFont, factor: float) -> None:
         font.setPixelSize(max(1, round(font.pixelSize() * factor)))
 
 
-def _style_sheet(font: QFont) -> str:
-    """The type scale (by ``type`` property) for the current font size; colours stay in the palette."""
+def _style_sheet(font: QFont, scheme: str) -> str:
+    """The type scale (by ``type`` property) for the current font size, the tones (by ``tone``
+    property) of ``scheme``, and the shapes of a few widgets, coloured by palette references."""
     size = font.pointSizeF() if font.pointSizeF() > 0 else font.pixelSize() * 0.75
     rules = [f'*[type="{kind}"] {{ font-size: {size * scale:.1f}pt; }}' for kind, scale in TYPE_SCALE.items()]
     rules.append('*[type="display"], *[type="title"] { font-weight: 600; }')
+    rules += [f'*[tone="{tone}"] {{ color: {_EXTRA[scheme][tone]}; }}' for tone in TONES]
+    rules.append(_SHAPES)
     return "\n".join(rules)
+
+
+_SHAPES = f"""
+QPushButton#send_button {{
+    background: palette(highlight); color: palette(highlighted-text); border: none;
+    border-radius: {RADIUS_S + 4}px; padding: {SPACE_XS + 2}px {SPACE_L}px; font-weight: 600;
+}}
+QPushButton#send_button:disabled {{ background: palette(mid); }}
+QPushButton#attach_button, QPushButton#new_chat {{
+    border: 1px solid palette(mid); border-radius: {RADIUS_S + 4}px; padding: {SPACE_XS + 2}px {SPACE_M}px;
+    background: palette(base); color: palette(button-text);
+}}
+QPushButton#attach_button:hover, QPushButton#new_chat:hover {{ background: palette(alternate-base); }}
+QPushButton#attach_button:focus, QPushButton#new_chat:focus {{ border-color: palette(highlight); }}
+QLineEdit#search {{
+    border: 1px solid palette(mid); border-radius: {RADIUS_S}px; padding: {SPACE_XS + 1}px {SPACE_S}px;
+    background: palette(base);
+}}
+QLineEdit#search:focus {{ border-color: palette(highlight); }}
+#message_actions QToolButton {{
+    border: none; border-radius: {RADIUS_S}px; padding: 2px {SPACE_S}px; color: palette(placeholder-text);
+}}
+#message_actions QToolButton:hover, #message_actions QToolButton:focus {{
+    background: palette(alternate-base); color: palette(text);
+}}
+#message_actions QToolButton:disabled {{ color: palette(mid); }}
+QSplitter::handle {{ background: palette(mid); }}
+QSplitter::handle:horizontal {{ width: 1px; }}
+"""
 
 
 def _follow_system(app: QApplication, follow: bool) -> None:

@@ -61,13 +61,13 @@ from app.services.settings import (
     validate_settings,
 )
 from engine.protocol import ContextReport
+from ui.theme import set_tone
 from ui.views.api_server_group import ApiServerGroup
 
 SEED_MESSAGE = "Seed must be a whole number, or empty for a random seed."
 NO_MODEL_DETAILS = "No model is loaded yet."
 NO_MODEL_FILE = "The current model's file was not found, so its context cannot be set."
 SUGGESTED_CONTEXT = 8192  # what the tokens box offers when the context is Auto and no model is loaded
-ERROR_STYLE = "color: #c62828;"  # a red that stays readable on light and dark backgrounds
 DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"))
 DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
 # Settings field -> the form field whose error label and focus stand for it, in form order.
@@ -140,7 +140,8 @@ class SettingsDialog(QDialog):
 
     def _row(self, form: QFormLayout, label: str, field: str, *widgets: QWidget) -> None:
         """One labelled row: the widgets side by side, with the field's error label underneath."""
-        error = QLabel(objectName=f"error_{field}", wordWrap=True, styleSheet=ERROR_STYLE, visible=False)
+        error = QLabel(objectName=f"error_{field}", wordWrap=True, visible=False)
+        set_tone(error, "bad")  # red in light and dark (ui.theme)
         self._errors[field] = error
         cell = QWidget()
         column = QVBoxLayout(cell)
