@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPalette
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.services.context_info import context_state
@@ -96,6 +96,8 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         self.document_progress = DocumentProgress()
         centre = QWidget()
+        centre.setAutoFillBackground(True)
+        centre.setBackgroundRole(QPalette.ColorRole.Base)  # one surface with the chat; the sidebar is Window
         column = QVBoxLayout(centre)
         column.addWidget(self.model_picker)
         column.addWidget(self.banner)
@@ -129,7 +131,6 @@ class MainWindow(QMainWindow):
         panel.search_changed.connect(c.search)
         self.composer.send_requested.connect(self._send)
         self.composer.stop_requested.connect(c.stop)
-        self.composer.regenerate_requested.connect(lambda: c.regenerate())
         self.composer.edit_cancelled.connect(lambda: c.set_editing(None))
         self.chat_view.edit_requested.connect(self._edit)
         self.chat_view.regenerate_requested.connect(c.regenerate)
@@ -164,6 +165,7 @@ class MainWindow(QMainWindow):
         self.models.notice.connect(self.banner.show_notice)
         self.model_picker.manage_requested.connect(self.open_models)
         self.chat_view.models_requested.connect(self.open_models)
+        self.chat_view.prompt_chosen.connect(self._use_example)
         for changed in (c.messages.modelReset, c.messages.rowsInserted, c.generating_changed):
             changed.connect(self._update_regenerate)
         c.messages.dataChanged.connect(self._message_changed)
@@ -225,6 +227,11 @@ class MainWindow(QMainWindow):
         if self.controller.send(text):
             self.composer.edit.clear()
 
+    def _use_example(self, prompt: str) -> None:
+        """An example prompt clicked: in the composer, to send or change."""
+        self.composer.set_text(prompt)
+        self.composer.edit.setFocus()
+
     def _give_back(self, text: str) -> None:
         """A message that could not be sent goes back into the composer (unless something new is typed there)."""
         if not self.composer.text().strip():
@@ -242,7 +249,6 @@ class MainWindow(QMainWindow):
     def _update_regenerate(self, *_) -> None:
         """Regenerate is offered only while the conversation on screen has an answer to write again."""
         can = self.controller.answer_to_regenerate() is not None
-        self.composer.set_can_regenerate(can)
         self.regenerate_action.setEnabled(can and not self.controller.generating)
 
     def _reading_changed(self, reading: bool) -> None:

@@ -109,7 +109,7 @@ def test_regenerate_keeps_the_first_answer_as_another_version(start_app, hybrid_
     app = start_app()
     app.wait_loaded()
     first = app.send_and_wait("Name a colour.")
-    app.qtbot.mouseClick(app.window.composer.regenerate_button, Qt.MouseButton.LeftButton)
+    app.window.regenerate_action.trigger()  # Edit → Regenerate answer (Ctrl+R)
     second = app.wait_turn(2)
 
     assert second.user.id == first.user.id and second.answer.id != first.answer.id

@@ -18,7 +18,7 @@ from model_store.documents import DocumentStore
 from model_store.installed import EMBEDDED_NAME
 from tests.helpers.documents import write_document
 from tests.helpers.gui import LONG_ANSWER, stored, write_settings
-from ui.views.chat_view import COLUMN_CHARS
+from ui.theme import column_width
 
 
 # -- 5. Regenerate ---------------------------------------------------------------------------------
@@ -27,16 +27,16 @@ def test_regenerate_is_offered_only_when_there_is_an_answer_to_regenerate(start_
     app = start_app()
     app.wait_loaded()
     window = app.window
-    assert not window.composer.regenerate_button.isEnabled(), "an empty chat has nothing to regenerate"
-    assert not window.regenerate_action.isEnabled()
+    assert not window.regenerate_action.isEnabled(), "an empty chat has nothing to regenerate"
     app.send_and_wait("Hello there.")
-    assert window.composer.regenerate_button.isEnabled() and window.regenerate_action.isEnabled()
-    app.qtbot.mouseClick(window.composer.regenerate_button, Qt.MouseButton.LeftButton)
-    assert not window.composer.regenerate_button.isEnabled(), "not while the new answer is written"
+    answer = window.chat_view.widgets[1]
+    assert window.regenerate_action.isEnabled() and not answer.regenerate.isHidden()
+    app.qtbot.mouseClick(answer.regenerate, Qt.MouseButton.LeftButton)  # the answer's own action (shown on hover)
+    assert not window.regenerate_action.isEnabled(), "not while the new answer is written"
     app.wait_turn(2)
-    assert window.composer.regenerate_button.isEnabled()
+    assert window.regenerate_action.isEnabled()
     window.new_chat()
-    assert not window.composer.regenerate_button.isEnabled() and not window.regenerate_action.isEnabled()
+    assert not window.regenerate_action.isEnabled()
 
 
 # -- 6. Import errors in the Models dialog ---------------------------------------------------------
@@ -214,7 +214,7 @@ def test_questions_and_answers_are_laid_out_apart_with_the_model_named_on_answer
     assert question.bubble.geometry().right() >= row - 2 and question.bubble.x() > row // 2, \
         "a short question sits on the right, as wide as its text"
     assert answer.bubble.x() == 0 and answer.bubble.width() > row * 0.9, "an answer runs across the column"
-    assert view.column.width() <= view.fontMetrics().averageCharWidth() * COLUMN_CHARS < window.width() // 2
+    assert view.column.width() <= column_width() < window.width() // 2, "a readable column, centred"
     centre = view.column.mapTo(view, view.column.rect().center()).x()
     assert abs(centre - view.viewport().width() // 2) < 40, "the column is centred"
     model = Path(hybrid_tiny).stem

@@ -69,18 +69,18 @@ def test_a_switch_to_a_dark_palette_re_renders_code_in_the_new_colours(qtbot, qa
         qapp.setPalette(original)
 
 
-def test_a_question_is_tinted_from_the_palette_and_an_answer_is_not_framed(qtbot, qapp):
+def test_a_question_is_filled_from_the_palette_and_an_answer_is_not_framed(qtbot, qapp):
     from PySide6.QtGui import QColor, QPalette
 
     question, answer = MessageWidget(_row("Why?", role="user")), MessageWidget(_row("Because."))
     for widget in (question, answer):
         qtbot.addWidget(widget)
     assert (question.kind, answer.kind) == ("question", "answer") and answer.bubble.fill_colour() is None
-    assert question.bubble.fill_colour().rgb() == qapp.palette().color(QPalette.ColorRole.Highlight).rgb()
+    assert question.bubble.fill_colour().rgb() == qapp.palette().color(QPalette.ColorRole.AlternateBase).rgb()
     original = qapp.palette()
     dark = QPalette(original)
-    other = QColor("#3d7ab8") if original.color(QPalette.ColorRole.Highlight) != QColor("#3d7ab8") else QColor("#aa5500")
-    dark.setColor(QPalette.ColorRole.Highlight, other)
+    other = QColor("#3d7ab8") if original.color(QPalette.ColorRole.AlternateBase) != QColor("#3d7ab8") else QColor("#aa5500")
+    dark.setColor(QPalette.ColorRole.AlternateBase, other)
     try:
         qapp.setPalette(dark)
         qtbot.waitUntil(lambda: question.bubble.fill_colour().rgb() == other.rgb(), timeout=5_000)  # retinted

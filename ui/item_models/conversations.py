@@ -1,12 +1,21 @@
-"""The conversation list as a Qt model: titles, newest first, editable in place (rename)."""
+"""The conversation list as a Qt model: titles, newest first, editable in place (rename).
+
+Each row also says under which date heading it is listed (:data:`GROUP_ROLE`: Today, Yesterday,
+Previous 7 days… by its last activity, :mod:`ui.item_models.date_groups`) and whether it is the
+first of its group (:data:`STARTS_GROUP_ROLE`); the list's delegate draws the heading above that row.
+The headings are not rows, so a row is a conversation everywhere (selection, keyboard, search).
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from model_store.conversations import Conversation
+from ui.item_models.date_groups import group_of_timestamp
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 2  # "Today", "Yesterday", "Previous 7 days", …
+STARTS_GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # the first row under its heading
 Index = QModelIndex | QPersistentModelIndex
 
 
@@ -38,7 +47,7 @@ class ConversationListModel(QAbstractListModel):
             self._rows.insert(0, conversation)
             self.endInsertRows()
         self._rows[0] = conversation
-        self.dataChanged.emit(self.index(0), self.index(0))
+        self.dataChanged.emit(self.index(0), self.index(min(1, len(self._rows) - 1)))  # the next row's heading too
 
     def conversation(self, row: int) -> Conversation:
         return self._rows[row]
@@ -74,7 +83,15 @@ class ConversationListModel(QAbstractListModel):
             return f"{conversation.title}\nmodel: {conversation.model}"
         if role == ID_ROLE:
             return conversation.id
+        if role in (GROUP_ROLE, Qt.ItemDataRole.AccessibleDescriptionRole):
+            return self.group(index.row())
+        if role == STARTS_GROUP_ROLE:
+            return index.row() == 0 or self.group(index.row() - 1) != self.group(index.row())
         return None
+
+    def group(self, row: int) -> str:
+        """The date heading ``row`` is listed under (by its last activity)."""
+        return group_of_timestamp(self._rows[row].updated_at)
 
     def flags(self, index: Index) -> Qt.ItemFlag:
         return super().flags(index) | Qt.ItemFlag.ItemIsEditable

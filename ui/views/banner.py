@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from ui.theme import colour
+
 KINDS = ("info", "warning", "error")
-STRONG = {"warning": "#8a5300", "error": "#a4262c"}
+STRONG = ("warning", "error")  # on a strong background of their own (ui.theme.colour)
 
 
 Action = tuple[str, Callable[[], None]]
@@ -129,8 +131,8 @@ class Banner(QFrame):
         """Info blends with the theme; warnings and errors use strong colours readable in light and dark."""
         palette = self.parentWidget().palette() if self.parentWidget() else self.palette()
         if self.kind in STRONG:
-            palette.setColor(QPalette.ColorRole.Window, QColor(STRONG[self.kind]))
-            palette.setColor(QPalette.ColorRole.WindowText, QColor("white"))
+            palette.setColor(QPalette.ColorRole.Window, colour(self.kind))
+            palette.setColor(QPalette.ColorRole.WindowText, colour("on_notice"))
         else:
             palette.setColor(QPalette.ColorRole.Window, palette.color(QPalette.ColorRole.AlternateBase))
         self.setPalette(palette)

@@ -1,5 +1,6 @@
-"""The frame around one message in the chat: a tinted rounded box for a question, a framed card for a
-document, nothing for an answer (it reads on the chat's own background).
+"""The frame around one message in the chat: a quiet rounded box for a question (the palette's
+``AlternateBase``, the grey of the chat apps people know), a framed card for a document, nothing for
+an answer (it reads on the chat's own background).
 
 Colours are taken from the palette each time it paints, so a switch between light and dark themes
 needs nothing more than a repaint.
@@ -11,12 +12,11 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QWidget
 
-BUBBLE_RADIUS = 10
-QUESTION_TINT = 46  # alpha of the highlight colour under a question: a tint, readable on light and dark
+from ui.theme import RADIUS as BUBBLE_RADIUS
 
 
 class Bubble(QFrame):
-    """The frame around one message: a tinted rounded box for a question, a card for a document,
+    """The frame around one message: a rounded box for a question, a card for a document,
     nothing for an answer. Painted from the current palette, so it follows a theme switch."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -32,11 +32,9 @@ class Bubble(QFrame):
         """The background painted under the message (None: the chat's own)."""
         palette = self.palette()
         if self.kind == "question":
-            colour = QColor(palette.color(QPalette.ColorRole.Highlight))
-            colour.setAlpha(QUESTION_TINT)
-            return colour
-        if self.kind == "document":
             return palette.color(QPalette.ColorRole.AlternateBase)
+        if self.kind == "document":
+            return palette.color(QPalette.ColorRole.Base)
         return None
 
     def paintEvent(self, event) -> None:

@@ -1,7 +1,8 @@
 """The transcript: one :class:`MessageWidget` per row of the message model, newest at the bottom,
-in a centred column no wider than :data:`COLUMN_CHARS` characters (a comfortable line length on a
-wide window), on the palette's text background. An empty conversation shows the welcome
-(:class:`~ui.views.welcome.Welcome`).
+in a centred column of a limited width (a comfortable line length on a
+wide window: :func:`ui.theme.column_width`), on the palette's text background. An empty conversation shows the welcome
+(:class:`~ui.views.welcome.Welcome`) and example prompts (:mod:`ui.views.example_prompts`; one
+clicked fills the composer: :attr:`ChatView.prompt_chosen`).
 
 The view follows the model's signals (reset, rows inserted, data changed, text or reasoning
 appended: a streaming answer's delta goes to its widget alone) and keeps the newest text in sight while an
@@ -15,17 +16,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
+from ui.theme import SPACE_L, SPACE_XL, column_width
+from ui.views.example_prompts import ExamplePrompts
 from ui.views.message_widget import MessageWidget
 from ui.views.welcome import Welcome
 
 BUILD_SLICE_MS = 15
-COLUMN_CHARS = 96  # the transcript's widest line, in average characters
-MESSAGE_SPACING = 18
+MESSAGE_SPACING = SPACE_XL
 
 
 class ChatView(QScrollArea):
@@ -35,6 +37,7 @@ class ChatView(QScrollArea):
     new_chat_requested = Signal(str)
     file_dropped = Signal(str)
     models_requested = Signal()  # the welcome's "Browse models…"
+    prompt_chosen = Signal(str)  # an example prompt clicked in an empty conversation
 
     def __init__(self, model: MessageListModel, parent: QWidget | None = None, *,
                  data_folder: Path | None = None) -> None:
@@ -47,11 +50,13 @@ class ChatView(QScrollArea):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setAcceptDrops(True)
         self.setBackgroundRole(QPalette.ColorRole.Base)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)  # the chat is the window's middle, not a box in it
         inner = QWidget()
         centre = QHBoxLayout(inner)
+        centre.setContentsMargins(SPACE_XL, SPACE_L, SPACE_XL, SPACE_L)
         self.column = QWidget()
         self.column.setObjectName("chat_column")
-        self.column.setMaximumWidth(self.fontMetrics().averageCharWidth() * COLUMN_CHARS)
+        self.column.setMaximumWidth(column_width())
         centre.addStretch(0)
         centre.addWidget(self.column, 1)
         centre.addStretch(0)
@@ -61,6 +66,9 @@ class ChatView(QScrollArea):
         self.welcome = Welcome(data_folder=data_folder)
         self.welcome.models_requested.connect(self.models_requested)
         self._layout.addWidget(self.welcome)
+        self.examples = ExamplePrompts()
+        self.examples.chosen.connect(self.prompt_chosen)
+        self._layout.addWidget(self.examples)
         self._layout.addStretch(1)
         self.setWidget(inner)
         model.modelReset.connect(self._rebuild)
@@ -148,6 +156,12 @@ class ChatView(QScrollArea):
 
     def _update_empty(self) -> None:
         self.welcome.setVisible(not self.widgets)
+        self.examples.setVisible(not self.widgets)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange and hasattr(self, "column"):  # the text size changed
+            self.column.setMaximumWidth(column_width())
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()

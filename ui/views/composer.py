@@ -1,10 +1,13 @@
 """Where the user writes: Enter sends, Shift+Enter starts a new line, Esc stops the answer.
 
-One button sends or, while an answer is being written, stops it; Regenerate is enabled only while
-there is an answer to regenerate (the window says so: :meth:`Composer.set_can_regenerate`). When
-the user edits an earlier message, a line above the text box says so and Esc leaves editing.
+As in the chat apps people know, it is one rounded box (:class:`ComposerFrame`): the text field,
+growing with what is written up to :data:`MAX_LINES`, and under it, inside the box, Attach on the
+left and on the right one button that sends or, while an answer is being written, stops it.
+Regenerate is among an answer's own actions (shown on hover or focus) and in Edit → Regenerate
+answer (Ctrl+R). When the user edits an earlier message, a line above the box says so and Esc
+leaves editing.
 
-Under the text box, "Think before answering" (:mod:`ui.views.thinking_switch`) shows for a
+In the box, "Think before answering" (:mod:`ui.views.thinking_switch`) shows for a
 reasoning model only; the window keeps what it is set to (:mod:`ui.thinking_choice`).
 
 Attach opens a file dialog (:mod:`ui.views.attach_dialog`) where the last document attached was,
@@ -15,12 +18,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QObject, QRectF, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
+from ui.theme import RADIUS, SPACE_M, SPACE_S, SPACE_XS, column_width
 from ui.views.attach_dialog import attach_dialog
 from ui.views.thinking_switch import ThinkingSwitch
+
+MIN_LINES, MAX_LINES = 2, 10  # the text field grows with the text between these
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -38,10 +45,33 @@ class ComposerEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
+class ComposerFrame(QFrame):
+    """The rounded box around the text field and its buttons, outlined more strongly while the
+    focus is inside it; painted from the palette, so it follows the theme."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("composer_frame")
+        self.focused = False
+
+    def set_focused(self, focused: bool) -> None:
+        self.focused = focused
+        self.update()
+
+    def paintEvent(self, event) -> None:
+        palette = self.palette()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        border = palette.color(QPalette.ColorRole.PlaceholderText if self.focused else QPalette.ColorRole.Mid)
+        painter.setPen(QPen(border, 1))
+        painter.setBrush(palette.color(QPalette.ColorRole.Base))
+        painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), RADIUS, RADIUS)
+        painter.end()
+
+
 class Composer(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
-    regenerate_requested = Signal()
     edit_cancelled = Signal()
     attach_requested = Signal(str)  # a file to load as a document
 
@@ -49,7 +79,6 @@ class Composer(QWidget):
         super().__init__(parent)
         self.generating = False
         self.editing = False
-        self.can_regenerate = False
         self.attach_folder: Path | None = None  # where the last attached document was
         self.attach_dialog: QFileDialog | None = None
         layout = QVBoxLayout(self)
@@ -58,37 +87,68 @@ class Composer(QWidget):
         self.editing_note.setObjectName("editing_note")
         self.editing_note.hide()
         layout.addWidget(self.editing_note)
-        row = QHBoxLayout()
-        self.edit = ComposerEdit()
+        self.frame = ComposerFrame()
+        self.frame.setMaximumWidth(column_width())  # as wide as the conversation's column, under it
+        self.frame.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        layout.addWidget(self.frame, 0, Qt.AlignmentFlag.AlignHCenter)
+        self._build_box(self.frame)
+        self.edit.submitted.connect(self._submit)
+        self.edit.escaped.connect(self._escape)
+        self.edit.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        self.send_button.clicked.connect(self._button)
+        self.attach_button.clicked.connect(self._choose_file)
+        self._fit_height()
+
+    def _build_box(self, frame: ComposerFrame) -> None:
+        """The text field, and under it Attach, the thinking switch and Send, all inside ``frame``."""
+        box = QVBoxLayout(frame)
+        box.setContentsMargins(SPACE_M, SPACE_S, SPACE_S, SPACE_S)
+        box.setSpacing(SPACE_XS)
+        self.edit = ComposerEdit(frame)
         self.edit.setObjectName("composer")
         self.edit.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
         self.edit.setAccessibleName("Message")
         self.edit.setTabChangesFocus(True)
-        self.edit.setFixedHeight(80)
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("send_button")
-        self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setObjectName("regenerate_button")
-        self.regenerate_button.setToolTip("Write another answer to the last message (Ctrl+R)")
-        self.regenerate_button.setEnabled(False)
-        self.attach_button = QPushButton("Attach…")
+        self.edit.setFrameShape(QFrame.Shape.NoFrame)
+        self.edit.viewport().setAutoFillBackground(False)  # the box's own background shows through
+        self.edit.installEventFilter(self)  # the box is outlined while the text field has the focus
+        box.addWidget(self.edit)
+        row = QHBoxLayout()
+        row.setSpacing(SPACE_S)
+        self.attach_button = QPushButton("Attach…", frame)
         self.attach_button.setObjectName("attach_button")
+        self.attach_button.setFlat(True)
         self.attach_button.setToolTip("Read a document (text, Markdown, HTML, PDF, code) into this conversation; "
                                       "or drop a file on the chat")
-        row.addWidget(self.edit, 1)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.attach_button)
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.regenerate_button)
-        row.addLayout(buttons)
-        layout.addLayout(row)
-        self.thinking = ThinkingSwitch()
-        layout.addWidget(self.thinking)
-        self.edit.submitted.connect(self._submit)
-        self.edit.escaped.connect(self._escape)
-        self.send_button.clicked.connect(self._button)
-        self.regenerate_button.clicked.connect(self.regenerate_requested)
-        self.attach_button.clicked.connect(self._choose_file)
+        self.thinking = ThinkingSwitch(frame)
+        self.send_button = QPushButton("Send", frame)
+        self.send_button.setObjectName("send_button")
+        self.send_button.setToolTip("Send (Enter)")
+        row.addWidget(self.attach_button)
+        row.addWidget(self.thinking)
+        row.addStretch(1)
+        row.addWidget(self.send_button)
+        box.addLayout(row)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.edit and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            self.frame.set_focused(event.type() == QEvent.Type.FocusIn)
+        return False
+
+    def _fit_height(self, *_) -> None:
+        """As tall as the text, from :data:`MIN_LINES` to :data:`MAX_LINES` lines (then it scrolls)."""
+        lines = int(self.edit.document().documentLayout().documentSize().height())  # a plain text layout counts lines
+        lines = max(MIN_LINES, min(MAX_LINES, lines))
+        margins = self.edit.contentsMargins()
+        document_margin = 2 * self.edit.document().documentMargin()
+        self.edit.setFixedHeight(int(lines * self.edit.fontMetrics().lineSpacing() + document_margin
+                                     + margins.top() + margins.bottom()))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange and hasattr(self, "edit"):
+            self.frame.setMaximumWidth(column_width())
+            self._fit_height()
 
     def _choose_file(self) -> None:
         """Open the attach dialog (window-modal; the choice arrives in :meth:`_attach_chosen`)."""
@@ -114,12 +174,6 @@ class Composer(QWidget):
         self.generating = generating
         self.send_button.setText("Stop" if generating else "Send")
         self.send_button.setToolTip("Stop the answer (Esc)" if generating else "Send (Enter)")
-        self.regenerate_button.setEnabled(self.can_regenerate and not generating)
-
-    def set_can_regenerate(self, can: bool) -> None:
-        """Whether the conversation on screen has an answer that can be written again."""
-        self.can_regenerate = can
-        self.regenerate_button.setEnabled(can and not self.generating)
 
     def set_editing(self, text: str | None) -> None:
         self.editing = text is not None

@@ -1,12 +1,19 @@
-"""The conversation list: search, new chat, open, rename in place (F2), delete (Del, with undo)."""
+"""The conversation list: search, new chat, open, rename in place (F2), delete (Del, with undo).
+
+Listed under date headings (Today, Yesterday, Previous 7 days…) drawn by
+:class:`~ui.views.conversation_delegate.ConversationDelegate`, on the sidebar's own background.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction, QKeySequence, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QFrame, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout,
+                               QWidget)
 
 from ui.item_models.conversations import ID_ROLE, ConversationListModel
+from ui.theme import SPACE_S, SPACE_XS
+from ui.views.conversation_delegate import ConversationDelegate
 
 SEARCH_DELAY_MS = 150
 
@@ -20,8 +27,11 @@ class ConversationPanel(QWidget):
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
+        self.setAutoFillBackground(True)
+        self.setBackgroundRole(QPalette.ColorRole.Window)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setContentsMargins(SPACE_S, SPACE_S, SPACE_XS, 0)
+        layout.setSpacing(SPACE_S)
         self.new_button = QPushButton("New chat")
         self.new_button.setObjectName("new_chat")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
@@ -34,7 +44,11 @@ class ConversationPanel(QWidget):
         self.list.setModel(model)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.setUniformItemSizes(True)
+        self.list.setItemDelegate(ConversationDelegate(self.list))  # date headings: rows differ in height
+        self.list.setMouseTracking(True)  # the row under the mouse is shown
+        self.list.setFrameShape(QFrame.Shape.NoFrame)
+        self.list.viewport().setBackgroundRole(QPalette.ColorRole.Window)
+        self.list.setAutoFillBackground(False)
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         for widget in (self.new_button, self.search, self.list):

@@ -32,19 +32,19 @@ from app.services.engines import EngineEntry, EngineProblem, EngineRegistry, sec
 from engine.remote.spec import DEFAULT_CONTEXT, RemoteEngine, UrlProblem, check_url
 from ui.remote_engines import RemoteWork
 from ui.remote_text import probe_text, sentence
+from ui.theme import set_tone
 
-ERROR_STYLE = "color: #c62828;"  # as the settings dialog's messages
-WARNING_STYLE = "color: #8a5300;"
+ERROR_TONE, WARNING_TONE = "bad", "caution"  # ui.theme.set_tone: coloured in light and dark
 MAX_CONTEXT = 16 * 1024 * 1024
 FROM_SERVER = "from the server"  # the context box at 0: what the server says, when the engine is used
 KEEP_KEY = "(unchanged; type to replace it)"
 FORM_WIDTH = 560  # wide enough that the notes under the fields wrap onto two or three lines
 
 
-def _note(name: str, style: str = "") -> QLabel:
+def _note(name: str, tone: str = "") -> QLabel:
     label = QLabel(objectName=name, wordWrap=True)
-    if style:
-        label.setStyleSheet(style)
+    if tone:
+        set_tone(label, tone)
     label.hide()
     return label
 
@@ -94,7 +94,7 @@ class EngineForm(QDialog):
         self.context_note = _note("engine_context_note")
         self.test = _button("Test", "engine_test")
         self.test_result = _note("engine_test_result")
-        self.error = _note("engine_error", ERROR_STYLE)
+        self.error = _note("engine_error", ERROR_TONE)
         form.addRow("Name:", self.name)
         form.addRow("Address:", _column(self.url, self.url_note))
         form.addRow("API key:", _column(self.key, self.key_place, self.key_in_file))
@@ -127,10 +127,10 @@ class EngineForm(QDialog):
 
     # -- what the form says ----------------------------------------------------------------------
 
-    def _say(self, label: QLabel, text: str, style: str | None = None) -> None:
+    def _say(self, label: QLabel, text: str, tone: str | None = None) -> None:
         label.setText(text)
-        if style is not None:
-            label.setStyleSheet(style)
+        if tone is not None:
+            set_tone(label, tone)
         label.setVisible(bool(text))
         self.adjustSize()  # a wrapped note takes the lines it needs, never clipped
 
@@ -143,9 +143,9 @@ class EngineForm(QDialog):
         try:
             url, warning = check_url(text)
         except UrlProblem as exc:
-            self._say(self.url_note, sentence(str(exc)), ERROR_STYLE)
+            self._say(self.url_note, sentence(str(exc)), ERROR_TONE)
             return None
-        self._say(self.url_note, sentence(warning) if warning else "", WARNING_STYLE)
+        self._say(self.url_note, sentence(warning) if warning else "", WARNING_TONE)
         return url
 
     def _model_changed(self, model: str) -> None:
@@ -208,7 +208,7 @@ class EngineForm(QDialog):
     def _fetch_failed(self, text: str) -> None:
         if self._open:
             self.fetch.setEnabled(True)
-            self._say(self.context_note, text, ERROR_STYLE)
+            self._say(self.context_note, text, ERROR_TONE)
 
     def run_test(self) -> None:
         engine = self.engine()
@@ -223,7 +223,7 @@ class EngineForm(QDialog):
             return
         self.test.setEnabled(True)
         text = probe_text(result)
-        self._say(self.test_result, text, "" if result.ok else ERROR_STYLE)
+        self._say(self.test_result, text, "" if result.ok else ERROR_TONE)
 
     # -- saving ----------------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
 from app.services.engines import EngineEntry, EngineProblem, EngineRegistry
 from ui.remote_engines import RemoteWork
 from ui.remote_text import THIS_COMPUTER, probe_text, sentence
-from ui.views.engine_form import ERROR_STYLE, EngineForm
+from ui.theme import set_tone
+from ui.views.engine_form import ERROR_TONE, EngineForm
 
 COLUMNS = ("Name", "Address", "Model")
 LOCAL_MODEL = "the model chosen in the model menu"
@@ -65,7 +66,7 @@ class EnginesDialog(QDialog):
         self.resize(640, 360)
         self.refresh()
         for problem in registry.problems:
-            self._say(problem, ERROR_STYLE)
+            self._say(problem, ERROR_TONE)
 
     # -- the list --------------------------------------------------------------------------------
 
@@ -112,8 +113,8 @@ class EnginesDialog(QDialog):
         for button in (self.edit_button, self.remove_button, self.test_button):
             button.setEnabled(remote)
 
-    def _say(self, text: str, style: str = "") -> None:
-        self.status.setStyleSheet(style)
+    def _say(self, text: str, tone: str = "") -> None:
+        set_tone(self.status, tone)
         self.status.setText(text)
 
     # -- actions ---------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class EnginesDialog(QDialog):
         try:
             self.registry.remove(entry.name)
         except EngineProblem as exc:
-            self._say(sentence(str(exc)), ERROR_STYLE)
+            self._say(sentence(str(exc)), ERROR_TONE)
             return
         self.refresh()
         self._say(f"Removed {entry.name} and forgot its key.")
@@ -159,7 +160,7 @@ class EnginesDialog(QDialog):
         try:
             engine = self.registry.remote_engine(entry.name)
         except EngineProblem as exc:
-            self._say(sentence(str(exc)), ERROR_STYLE)
+            self._say(sentence(str(exc)), ERROR_TONE)
             return
         self.test_button.setEnabled(False)
         self._say(f"Testing {entry.name}…")
@@ -170,7 +171,7 @@ class EnginesDialog(QDialog):
             return
         self._update_buttons()
         text = probe_text(result)
-        self._say(f"{name}: {text}", "" if result.ok else ERROR_STYLE)
+        self._say(f"{name}: {text}", "" if result.ok else ERROR_TONE)
 
     def done(self, result: int) -> None:
         self._open = False

@@ -30,14 +30,16 @@ from dataclasses import replace
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QVBoxLayout, QWidget
 
 from app.services.documents import document_message
 from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.remote_text import answered_by_line
 from ui.item_models.messages import MessageRow
+from ui.theme import SPACE_L, SPACE_S
 from ui.views.bubble import Bubble
+from ui.views.message_actions import MessageActions
 from ui.views.text_label import MessageText
 from ui.views.thinking_section import ThinkingSection
 
@@ -75,8 +77,11 @@ class MessageWidget(QWidget):
         self.set_row(row)
 
     def _build(self) -> None:
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
+        outer = QVBoxLayout(self)  # the bubble, and under it the actions shown on hover
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(2)
+        row = QHBoxLayout()
+        outer.addLayout(row)
         self.bubble = Bubble()
         row.addStretch(0)
         row.addWidget(self.bubble, 1)
@@ -114,36 +119,33 @@ class MessageWidget(QWidget):
         self.show_all.clicked.connect(self._expand)
         self.show_all.hide()
         layout.addWidget(self.show_all, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addLayout(self._actions())
+        # Lets the bubble be as wide as its text: the header's layout, empty under a question, would cap it.
+        layout.addItem(QSpacerItem(0, 0, QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed))
+        outer.addWidget(self._actions())
 
-    def _actions(self) -> QHBoxLayout:
-        """The quiet row of actions under the text: versions ‹ n/m ›, Copy, Edit, Regenerate, New chat."""
-        actions = QHBoxLayout()
-        actions.setSpacing(2)
-        self.previous = self._tool("‹", "Previous version", lambda: self.version_requested.emit(self.row.message.id, -1))
-        self.version = QLabel()
-        self.version.setObjectName("message_version")
-        self.next = self._tool("›", "Next version", lambda: self.version_requested.emit(self.row.message.id, 1))
-        self.copy = self._tool("Copy", "Copy this message", self.copy_text)
-        self.edit = self._tool("Edit", "Edit this message (keeps the original as another version)",
-                               lambda: self.edit_requested.emit(self.row.message.id))
-        self.regenerate = self._tool("Regenerate", "Write another answer (keeps this one as another version)",
-                                     lambda: self.regenerate_requested.emit(self.row.message.id))
-        self.new_chat = self._tool("New chat from this document", "Start a new conversation about this document "
-                                   "(from its saved state)", lambda: self.new_chat_requested.emit(self.row.message.id))
-        actions.addStretch(0)
-        for widget in (self.previous, self.version, self.next, self.copy, self.edit, self.regenerate, self.new_chat):
-            actions.addWidget(widget)
-        actions.addStretch(1)
-        self._actions_row = actions
+    def _actions(self) -> MessageActions:
+        """The row of actions under the text, shown on hover or focus (:mod:`ui.views.message_actions`)."""
+        actions = MessageActions()
+        self.previous, self.version, self.next = actions.previous, actions.version, actions.next
+        self.copy, self.edit, self.regenerate, self.new_chat = (actions.copy, actions.edit, actions.regenerate,
+                                                                actions.new_chat)
+        self.previous.clicked.connect(lambda: self.version_requested.emit(self.row.message.id, -1))
+        self.next.clicked.connect(lambda: self.version_requested.emit(self.row.message.id, 1))
+        self.copy.clicked.connect(self.copy_text)
+        self.edit.clicked.connect(lambda: self.edit_requested.emit(self.row.message.id))
+        self.regenerate.clicked.connect(lambda: self.regenerate_requested.emit(self.row.message.id))
+        self.new_chat.clicked.connect(lambda: self.new_chat_requested.emit(self.row.message.id))
+        actions.watch_focus(self.body)
+        self.actions = actions
         return actions
 
-    def _tool(self, text: str, tip: str, action) -> QToolButton:
-        button = QToolButton(text=text, toolTip=tip)
-        button.setAccessibleName(tip)
-        button.setAutoRaise(True)
-        button.clicked.connect(action)
-        return button
+    def enterEvent(self, event) -> None:
+        super().enterEvent(event)
+        self.actions.set_hovered(True)
+
+    def leaveEvent(self, event) -> None:
+        super().leaveEvent(event)
+        self.actions.set_hovered(False)
 
     # -- content ---------------------------------------------------------------------------------
 
@@ -221,11 +223,10 @@ class MessageWidget(QWidget):
         answer = kind == "answer"
         self._row.setStretch(0, 0 if answer else 1)
         self._row.setStretch(1, 1 if answer else 0)
-        self._actions_row.setStretch(0, 0 if answer else 1)  # a question's actions sit under its right edge
-        self._actions_row.setStretch(self._actions_row.count() - 1, 1 if answer else 0)
+        self.actions.align_right(not answer)  # a question's actions sit under its right edge
         self.who.setVisible(kind != "question")  # the side and the tint say who asked
         self.body.shrink_to_text = not answer
-        margins = (0, 2, 0, 2) if answer else (12, 8, 12, 6)
+        margins = (0, 2, 0, 2) if answer else (SPACE_L, SPACE_S + 2, SPACE_L, SPACE_S + 2)
         self.bubble.layout().setContentsMargins(*margins)
         self._fit_width()
 

@@ -26,10 +26,11 @@ from app.services.model_listing import context_words
 from model_store.catalogue_schema import CatalogueError
 from ui.formatting import fmt_bytes, fmt_duration
 from ui.model_manager import ModelManager
+from ui.theme import colour
 from ui.views.context_chart import ChartModel, ContextChart
 
 FIT_TEXT = {"fits": "fits", "tight": "tight: may swap", "too_big": "too big"}
-FIT_COLOUR = {"fits": Qt.GlobalColor.darkGreen, "tight": Qt.GlobalColor.darkYellow, "too_big": Qt.GlobalColor.red}
+FIT_TONE = {"fits": "good", "tight": "caution", "too_big": "bad"}  # ui.theme.colour, light or dark
 REF_ROLE = Qt.ItemDataRole.UserRole
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalogue model's id, on its row
 EMBEDDED_NOTE = "comes with Hearth; it cannot be deleted"
@@ -202,7 +203,7 @@ class ModelsDialog(QDialog):
             status = "installed" if variant["installed_id"] else ("downloading" if ref in self.rows else "")
             child = QTreeWidgetItem([variant["quant"], size, fit, status, _context_text(entry, variant)])
             child.setData(0, REF_ROLE, ref)
-            child.setForeground(2, QBrush(FIT_COLOUR[variant["fit"]]))
+            child.setForeground(2, QBrush(colour(FIT_TONE[variant["fit"]])))
             child.setToolTip(2, f"needs about {fmt_bytes(variant['needed_bytes'])} at "
                                 f"{entry['context_tokens']:,} tokens of context")
             child.setToolTip(CONTEXT_COLUMN, _context_tooltip(entry, variant))

@@ -99,17 +99,19 @@ def test_a_message_is_refused_while_no_model_is_loaded(start_scripted, engine, l
 
 def test_regenerate_is_offered_only_when_there_is_an_answer(start_scripted, engine):
     app = start_scripted()
-    button, action = app.window.composer.regenerate_button, app.window.regenerate_action
-    assert app.controller.answer_to_regenerate() is None and not button.isEnabled() and not action.isEnabled()
+    action = app.window.regenerate_action  # Edit → Regenerate answer (Ctrl+R); the answer's own Regenerate too
+    assert app.controller.answer_to_regenerate() is None and not action.isEnabled()
     assert not app.controller.regenerate() and engine.sent(p.ANSWERS) == []
 
     engine.script(p.AnswerTurn, hold("Blue"), answer("Green"))
     assert app.controller.send("Name a colour.")
     app.wait(lambda: engine.holding is not None)
-    assert not button.isEnabled() and not app.controller.regenerate(), "not while the answer is being written"
+    assert not action.isEnabled() and not app.controller.regenerate(), "not while the answer is being written"
+    assert app.window.chat_view.widgets[1].regenerate.isHidden(), "nor on the answer being written"
     engine.release()
     first = app.wait_turn()
-    assert app.controller.answer_to_regenerate().id == first.answer.id and button.isEnabled() and action.isEnabled()
+    assert app.controller.answer_to_regenerate().id == first.answer.id and action.isEnabled()
+    assert not app.window.chat_view.widgets[1].regenerate.isHidden(), "among the answer's actions (on hover)"
 
     assert app.controller.regenerate()
     second = app.wait_turn(2)

@@ -55,5 +55,5 @@ def test_a_document_read_to_the_end_is_kept_and_offers_no_regenerate(start_scrip
 
     (row,) = app.controller.messages.rows()
     assert row.document is not None and row.document.title == "notes.txt" and row.document.tokens > 0
-    assert app.controller.answer_to_regenerate() is None and not app.window.composer.regenerate_button.isEnabled()
+    assert app.controller.answer_to_regenerate() is None and not app.window.regenerate_action.isEnabled()
     assert not app.controller.regenerate() and engine.sent(p.ANSWERS) == []
