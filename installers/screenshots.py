@@ -1,12 +1,20 @@
 """Screenshots of the real app for the README, taken on a virtual X screen (Xvfb).
 
-Starts Xvfb when no display is set, runs the app on the embedded default model in a throw-away
-data folder, saves the empty chat (the welcome), asks it a question and, while the answer is being
-written, saves the main window and the telemetry panel; then the settings dialog and the Models page;
-then the main window after the system palette switches to dark.
+Starts Xvfb when no display is set (and openbox on it when installed, so windows have a window
+manager's frames), runs the app on the embedded default model in a throw-away data folder, and for
+the light theme and then the dark one (set through :func:`ui.theme.apply_appearance`, as the
+Settings do) saves: the empty chat (the welcome and example prompts), the main window while an
+answer is being written, the settings dialog and the Models page. In the light theme it also saves
+the telemetry panel once the answer is done.
+
+Files: ``empty-chat.png``, ``main-window.png``, ``settings.png``, ``models.png``,
+``telemetry-panel.png`` and, for dark, ``empty-chat-dark.png``, ``main-window-dark.png``,
+``settings-dark.png``, ``models-dark.png``.
 
 Usage: ``.venv/bin/python installers/screenshots.py [--out docs/screenshots]``
-(needs Debian's Xvfb and Qt's xcb libraries: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``).
+(needs Debian's Xvfb and Qt's xcb libraries, which ``installers/setup_dev.sh`` installs when run as
+root: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``,
+and optionally ``openbox``).
 """
 
 from __future__ import annotations
@@ -25,17 +33,25 @@ sys.path.insert(0, str(ROOT))
 QUESTION = "Write a short Python function that checks whether a word is a palindrome, and explain it."
 
 
-def start_xvfb() -> subprocess.Popen | None:
-    """A virtual screen on :97 unless a display is already set."""
+THEMES = (("light", ""), ("dark", "-dark"))  # (theme, file name suffix)
+
+
+def start_xvfb() -> list[subprocess.Popen]:
+    """A virtual screen on :97 (with openbox on it, when installed) unless a display is already set."""
     if os.environ.get("DISPLAY"):
-        return None
+        return []
     if shutil.which("Xvfb") is None:
         raise SystemExit("Xvfb is not installed; install it with: apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0")
-    server = subprocess.Popen(["Xvfb", ":97", "-screen", "0", "1400x900x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = [subprocess.Popen(["Xvfb", ":97", "-screen", "0", "1440x960x24", "-nolisten", "tcp"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     os.environ["DISPLAY"] = ":97"
     time.sleep(1.0)
-    return server
+    if shutil.which("openbox"):
+        started.append(subprocess.Popen(["openbox"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)
+    else:
+        print("openbox is not installed: the windows are taken without a window manager's frames")
+    return started
 
 
 def wait(app, condition, timeout_s: float = 120.0) -> None:
@@ -48,9 +64,12 @@ def wait(app, condition, timeout_s: float = 120.0) -> None:
 
 
 def settle(app, seconds: float = 0.3) -> None:
+    from PySide6.QtCore import QEvent
+
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         app.processEvents()
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)  # what exec() would do: widgets replaced go
         time.sleep(0.01)
 
 
@@ -73,27 +92,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    server = start_xvfb()
+    started = start_xvfb()
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-screenshots-")
     try:
         take_screenshots(args.out)
     finally:
-        if server is not None:
-            server.terminate()
-
-
-def dark_palette():
-    from PySide6.QtGui import QColor, QPalette
-
-    palette = QPalette()
-    colours = {"Window": "#2b2b2b", "WindowText": "#e6e6e6", "Base": "#1e1e1e", "AlternateBase": "#333333",
-               "Text": "#e6e6e6", "Button": "#353535", "ButtonText": "#e6e6e6", "Highlight": "#3d7ab8",
-               "HighlightedText": "#ffffff", "PlaceholderText": "#9a9a9a", "ToolTipBase": "#333333",
-               "ToolTipText": "#e6e6e6", "Mid": "#555555"}
-    for role, colour in colours.items():
-        palette.setColor(getattr(QPalette.ColorRole, role), QColor(colour))
-    return palette
+        for process in reversed(started):
+            process.terminate()
 
 
 def take_screenshots(out: Path) -> None:
@@ -104,37 +110,57 @@ def take_screenshots(out: Path) -> None:
     from app.services.paths import user_paths
     from app.services.settings import Settings, save_settings
     from ui.app import build_window
+    from ui.theme import apply_appearance
 
     save_settings(msgspec.structs.replace(Settings(), temperature=0.2, seed=7, max_tokens=400),
                   user_paths().ensure().config)
     app = QApplication.instance() or QApplication([])
+    apply_appearance(app, theme="light", text_size=100)
     window = build_window(app_parts())
     window.resize(1360, 860)
     window.show()
     wait(app, lambda: window.controller.loaded is not None)
-    settle(app, 0.6)
-    save(window, out / "empty-chat.png")
-    window.composer.edit.setPlainText(QUESTION)
+    for theme, suffix in THEMES:
+        apply_appearance(app, theme=theme, text_size=100)
+        window.new_chat()
+        settle(app, 0.6)
+        take_theme(app, window, out, suffix)
+    window.close()
+
+
+def take_theme(app, window, out: Path, suffix: str) -> None:
+    """One theme's set: the empty chat, an answer being written, settings and the Models page."""
+    save(window, out / f"empty-chat{suffix}.png")
+    window.composer.set_text(QUESTION)
     window.composer._submit()
-    wait(app, lambda: len(window.controller.messages.rows()) == 2
-         and len(window.controller.messages.row(1).message.content) > 160)
+    answers = len(window.controller.messages.rows())
+    wait(app, lambda: len(window.controller.messages.rows()) == answers + 2
+         and len(window.controller.messages.row(answers + 1).message.content) > 160)
     settle(app, 0.6)
-    save(window, out / "main-window.png")
+    save(window, out / f"main-window{suffix}.png")
     wait(app, lambda: not window.controller.generating)
-    save(window.telemetry_dock, out / "telemetry-panel.png")  # the whole answer's speeds on its sparklines
+    if not suffix:
+        save_telemetry(app, window, out / "telemetry-panel.png")
     window.open_settings()
     settle(app)
-    save(window.settings_dialog, out / "settings.png")
+    save(window.settings_dialog, out / f"settings{suffix}.png")
     window.settings_dialog.reject()
     window.open_models()
     wait(app, lambda: window.models_dialog.catalogue.topLevelItemCount() > 0)
     settle(app)
-    save(window.models_dialog, out / "models.png")
+    save(window.models_dialog, out / f"models{suffix}.png")
     window.models_dialog.close()
-    app.setPalette(dark_palette())  # what the platform theme does when the system switches to dark
+    settle(app)
+
+
+def save_telemetry(app, window, path: Path) -> None:
+    """The telemetry panel with the whole answer's speeds on its sparklines (shown for this, if closed)."""
+    dock = window.telemetry_dock
+    was_visible = dock.isVisible()
+    dock.show()
     settle(app, 0.6)
-    save(window, out / "main-window-dark.png")
-    window.close()
+    save(dock, path)
+    dock.setVisible(was_visible)
 
 
 if __name__ == "__main__":

@@ -18,3 +18,5 @@ wheel=$(.venv/bin/python installers/llama_build.py --version "$version" --pip .v
   --cache "${HEARTH_WHEEL_CACHE:-$HOME/.cache/hearth/wheels}")
 .venv/bin/pip install --force-reinstall --no-deps "$wheel"
 .venv/bin/pip install -e '.[dev]'
+
+bash installers/setup_xvfb.sh || true  # best effort: only installers/screenshots.py needs a virtual X screen
