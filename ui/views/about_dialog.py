@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QFont
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.services.about import version_line
 from ui.icon import app_icon
+from ui.theme import set_type
 
 THIRD_PARTY_FILE = "THIRD_PARTY_LICENSES"
 LOGO_SIZE = 64
@@ -48,10 +49,7 @@ class AboutDialog(QDialog):
         logo.setAccessibleName("Hearth")
         layout.addWidget(logo, 0, Qt.AlignmentFlag.AlignHCenter)
         self.title = self._label(version_line(), layout)
-        font = self.title.font()
-        font.setPointSizeF(font.pointSizeF() * 1.3)
-        font.setWeight(QFont.Weight.DemiBold)
-        self.title.setFont(font)
+        set_type(self.title, "title")  # the type scale (ui.theme), following the text size
         self._label(WHAT, layout)
         self._label(LICENCE, layout)
         self.data_line = self._label(f"Your conversations and models are kept in {data_folder}", layout)

@@ -4,8 +4,8 @@ As in the chat apps people know, it is one rounded box (:class:`ComposerFrame`):
 growing with what is written up to :data:`MAX_LINES`, and under it, inside the box, Attach on the
 left and on the right one button that sends or, while an answer is being written, stops it.
 Regenerate is among an answer's own actions (shown on hover or focus) and in Edit → Regenerate
-answer (Ctrl+R). When the user edits an earlier message, a line above the box says so and Esc
-leaves editing.
+answer (Ctrl+R). When the user edits an earlier message, a line at the top of the box says so and
+Esc leaves editing.
 
 In the box, "Think before answering" (:mod:`ui.views.thinking_switch`) shows for a
 reasoning model only; the window keeps what it is set to (:mod:`ui.thinking_choice`).
@@ -20,10 +20,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QPainter, QPalette, QPen
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from ui.theme import RADIUS, SPACE_M, SPACE_S, SPACE_XS, column_width
+from ui.theme import RADIUS, SPACE_M, SPACE_S, SPACE_XS, column_width, set_type
 from ui.views.attach_dialog import attach_dialog
 from ui.views.thinking_switch import ThinkingSwitch
 
@@ -83,14 +82,13 @@ class Composer(QWidget):
         self.attach_dialog: QFileDialog | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.editing_note = QLabel("Editing a message: Enter sends it as a new version, Esc cancels.")
-        self.editing_note.setObjectName("editing_note")
-        self.editing_note.hide()
-        layout.addWidget(self.editing_note)
         self.frame = ComposerFrame()
         self.frame.setMaximumWidth(column_width())  # as wide as the conversation's column, under it
-        self.frame.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        layout.addWidget(self.frame, 0, Qt.AlignmentFlag.AlignHCenter)
+        centre = QHBoxLayout()  # centred under the column: the stretches take what the box leaves
+        centre.addStretch(0)
+        centre.addWidget(self.frame, 1)
+        centre.addStretch(0)
+        layout.addLayout(centre)
         self._build_box(self.frame)
         self.edit.submitted.connect(self._submit)
         self.edit.escaped.connect(self._escape)
@@ -104,6 +102,12 @@ class Composer(QWidget):
         box = QVBoxLayout(frame)
         box.setContentsMargins(SPACE_M, SPACE_S, SPACE_S, SPACE_S)
         box.setSpacing(SPACE_XS)
+        self.editing_note = QLabel("Editing a message: Enter sends it as a new version, Esc cancels.", frame)
+        self.editing_note.setObjectName("editing_note")
+        self.editing_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        set_type(self.editing_note, "caption")
+        self.editing_note.hide()
+        box.addWidget(self.editing_note)
         self.edit = ComposerEdit(frame)
         self.edit.setObjectName("composer")
         self.edit.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QPalette
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from model_store.installed import EMBEDDED_NAME
 from ui.icon import app_icon
+from ui.theme import set_type
 
 TITLE = "Welcome to Hearth"
 LOGO_SIZE = 64
@@ -42,10 +43,7 @@ class Welcome(QWidget):
         layout.addWidget(logo, 0, Qt.AlignmentFlag.AlignHCenter)
         self.title = QLabel(TITLE)
         self.title.setObjectName("welcome_title")
-        font = self.title.font()
-        font.setPointSizeF(font.pointSizeF() * 1.6)
-        font.setWeight(QFont.Weight.DemiBold)
-        self.title.setFont(font)
+        set_type(self.title, "display")  # the type scale's largest, following the text size (ui.theme)
         layout.addWidget(self.title, 0, Qt.AlignmentFlag.AlignHCenter)
         self.paragraphs = []
         for text in paragraphs(data_folder):

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QPushButton
 from engine import protocol as p
 from tests.fakes.engine_client import answer
 from ui.item_models.conversations import GROUP_ROLE, STARTS_GROUP_ROLE
+from ui.theme import column_width
 from ui.views.example_prompts import EXAMPLES
 
 
@@ -22,6 +23,7 @@ def test_the_composer_is_one_box_with_attach_and_send_inside_it(start_scripted):
     assert composer.send_button.geometry().left() > composer.attach_button.geometry().right(), "Send on the right"
     assert composer.edit.geometry().bottom() < composer.send_button.geometry().top(), "the buttons under the text"
     assert [b.text() for b in composer.findChildren(QPushButton)] == ["Attach…", "Send"], "Regenerate is the answer's"
+    assert composer.frame.width() == min(column_width(), composer.width()), "as wide as the conversation's column"
     assert app.window.regenerate_action.shortcut().toString() == "Ctrl+R", "and the menu's, as before"
 
 
