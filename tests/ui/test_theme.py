@@ -81,3 +81,19 @@ def test_the_type_scale_follows_the_text_size(app, qtbot):
     theme.apply_appearance(app, theme="light", text_size=130)
     assert caption.font().pointSizeF() == pytest.approx(small * 1.3, abs=0.15)
     assert title.font().pointSizeF() == pytest.approx(big * 1.3, abs=0.15)
+
+
+def test_a_message_on_screen_is_shown_at_the_new_text_size(app, qtbot):
+    from model_store.conversations import Message
+    from ui.item_models.messages import MessageRow
+    from ui.views.message_widget import MessageWidget
+
+    theme.apply_appearance(app, theme="light", text_size=100)
+    widget = MessageWidget(MessageRow(Message("m1", "c1", None, "assistant", "Some **text**.", "done", 0.0, {}),
+                                      ["m1"]))
+    qtbot.addWidget(widget)
+    before = widget.body.sizeHint().height()
+    theme.apply_appearance(app, theme="light", text_size=150)
+    bigger = f"font-size:{app.font().pointSizeF():g}pt"
+    qtbot.waitUntil(lambda: bigger in widget.body.text(), timeout=2_000)
+    assert widget.body.heightForWidth(400) > before, "the text takes more room"

@@ -297,7 +297,7 @@ class MessageWidget(QWidget):
     def changeEvent(self, event: QEvent) -> None:
         """Follow the system's light/dark switch: code backgrounds and highlights come from the palette."""
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "body"):
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange) and hasattr(self, "body"):
             self._render_text()
 
     def rendered_text(self) -> str:
