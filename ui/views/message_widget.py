@@ -295,7 +295,8 @@ class MessageWidget(QWidget):
         self._render_text()
 
     def changeEvent(self, event: QEvent) -> None:
-        """Follow the system's light/dark switch: code backgrounds and highlights come from the palette."""
+        """Follow a light/dark switch (code backgrounds and highlights come from the palette) and a text
+        size change (the rendered text carries its font size)."""
         super().changeEvent(event)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange) and hasattr(self, "body"):
             self._render_text()
