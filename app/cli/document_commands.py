@@ -106,7 +106,7 @@ def run_doc_load(args: argparse.Namespace) -> int:
     try:
         extracted = extract_text(path)
     except DocumentError as exc:
-        raise UserError(str(exc)) from exc
+        raise UserError(exc.in_command) from exc  # the path as typed, and what to pass instead
     store = open_conversations()
     documents = DocumentStore(store.db)
     with store_errors(store):

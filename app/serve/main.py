@@ -9,6 +9,7 @@ the server stops. The first line on stdout says where it listens (``--port 0`` p
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
 import re
@@ -82,8 +83,23 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), family=family, reuse_port=False)
     except OSError as exc:
-        raise ServeRefused(f"{CANNOT_LISTEN} {host}:{port} ({exc.strerror or exc}): choose another --port "
-                           "or stop the program using it") from None
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)  # (create_server adds the address to strerror)
+        raise ServeRefused(f"{CANNOT_LISTEN} {host}:{port} ({reason}): "
+                           f"{what_to_do_when_unable_to_listen(exc.errno, port)}") from None
+
+
+def what_to_do_when_unable_to_listen(code: int | None, port: int) -> str:
+    """The advice for a failed bind: a port in use, a port only an administrator may open, or an
+    address this computer does not have."""
+    if code == errno.EADDRINUSE:
+        return f"another program is using port {port}; stop it, or choose another --port"
+    if code in (errno.EACCES, errno.EPERM):
+        if 0 < port < 1024:
+            return "ports below 1024 need administrator rights; choose a --port of 1024 or more (the default is 8089)"
+        return "this system does not allow Hearth to open it; choose another --port"
+    if code == errno.EADDRNOTAVAIL:
+        return "this computer has no such address; use --host 127.0.0.1, or one of its own addresses"
+    return "choose another --port, or check --host"
 
 
 def private_folder(cache: Path) -> Path:

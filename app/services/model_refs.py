@@ -8,10 +8,11 @@ looks like a path (has a folder separator, ends in ``.gguf`` or exists) is alway
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
-from model_store.catalogue import Catalogue, load_catalogue
+from model_store.catalogue import Catalogue, CatalogueError, load_catalogue, split_ref
 from model_store.db import StoreError, database_path, open_database
 from model_store.installed import EMBEDDED_NAME, ModelLibrary, embedded_model_file, models_folder
 
@@ -51,10 +52,36 @@ def resolve_model_ref(ref: str, data_dir: Path) -> str:
         library = open_library(data_dir)
         try:
             return str(library.resolve(ref))
+        except StoreError as exc:
+            raise ModelRefError(_unknown(ref, library) or str(exc)) from exc
         finally:
             library.db.close()
     except StoreError as exc:
         raise ModelRefError(str(exc)) from exc
+
+
+def _unknown(ref: str, library: ModelLibrary) -> str | None:
+    """What to say of a ref that names nothing Hearth knows: neither installed nor in the catalogue
+    (None when it is one of them: the library's own message then says what is wrong, such as
+    ``hearth models pull ID`` for a catalogue model not yet downloaded)."""
+    model_id, _quant = split_ref(ref)
+    installed = library.list()
+    known_here = {m.id for m in installed if m.id} | {m.name for m in installed}
+    catalogue = _catalogue_ids()
+    if ref.strip() in known_here or model_id in known_here or model_id in catalogue:
+        return None
+    close = difflib.get_close_matches(model_id, sorted(known_here | set(catalogue)), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return (f"'{ref}' is neither a model file nor an installed or catalogue model's id; {hint}"
+            "`hearth models list` lists them (or give the path of a .gguf file)")
+
+
+def _catalogue_ids() -> list[str]:
+    """The ids the catalogue offers (none when it cannot be read: the ref is then only looked up as installed)."""
+    try:
+        return [entry.id for entry in app_catalogue(None)]
+    except CatalogueError:
+        return []
 
 
 def model_display_name(ref: str, data_dir: Path) -> str:
@@ -79,7 +106,7 @@ def model_display_name(ref: str, data_dir: Path) -> str:
 CATALOGUE_ENV = "HEARTH_CATALOGUE"  # another catalogue file (tests, or an organisation's own list)
 
 
-def app_catalogue(cache_dir: Path) -> Catalogue:
+def app_catalogue(cache_dir: Path | None) -> Catalogue:
     """The catalogue Hearth offers: the shipped one (or ``$HEARTH_CATALOGUE``), with the sizes and
     digests that earlier downloads read from the hub laid over it."""
     override = os.environ.get(CATALOGUE_ENV)

@@ -45,7 +45,7 @@ from typing import BinaryIO
 
 from model_store.extract.common import (
     DEFAULT_MAX_CHARS, KIND_BY_EXTENSION, PDF, READ_CHUNK_BYTES, SAMPLE_BYTES, TEXT, DocumentError, ExtractedDocument, Job,
-    empty_error, unreadable_error,
+    empty_error, folder_error, not_a_file_error, unreadable_error,
 )
 from model_store.extract.pdf import extract_pdf
 from model_store.extract.text import extract_text_like
@@ -81,22 +81,20 @@ def extract_text(path: Path, *, max_chars: int = DEFAULT_MAX_CHARS, cancelled: C
                 return extract_pdf(file, job)
             return extract_text_like(file, kind, job)
     except OSError as error:
-        raise unreadable_error(job.name, error) from error
+        raise unreadable_error(path, error) from error
 
 
 
 def _file_size(path: Path) -> int:
     """The size of a regular file; anything else (missing, a folder, unreadable) is a DocumentError."""
-    name = path.name or str(path)
     try:
         status = path.stat()
     except OSError as error:
-        raise unreadable_error(name, error) from error
+        raise unreadable_error(path, error) from error
     if stat.S_ISDIR(status.st_mode):
-        raise DocumentError(f"{name} is a folder, not a file; open the folder and choose a document inside it.")
+        raise folder_error(path)
     if not stat.S_ISREG(status.st_mode):
-        raise DocumentError(f"{name} is not an ordinary file (it may be a device or a pipe); "
-                            "choose a document file instead.")
+        raise not_a_file_error(path)
     return status.st_size
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 SAMPLE_BYTES = 256 << 10  # what the encoding is decided from
 READ_CHUNK_BYTES = 1 << 20  # how much is decoded at a time
@@ -27,7 +28,16 @@ KIND_BY_EXTENSION: dict[str, str] = {
 
 
 class DocumentError(ValueError):
-    """A file that cannot be loaded; the message says what is wrong with it and what to do."""
+    """A file that cannot be loaded; the message says what is wrong with it and what to do.
+
+    ``str()`` is the window's wording: the file by its name, and what to do in a file dialog
+    ("choose it again"). ``in_command`` is a command's, where the user typed a path: the path as
+    given, and what to pass instead. They differ only for a file that is missing or no document
+    (:func:`file_problem`); otherwise they are the same sentence."""
+
+    def __init__(self, message: str, *, in_command: str | None = None) -> None:
+        super().__init__(message)
+        self.in_command = in_command or message
 
 
 @dataclass(frozen=True)
@@ -78,18 +88,41 @@ def empty_error(name: str) -> DocumentError:
     return DocumentError(f"{name} is empty; there is nothing to read.")
 
 
-def unreadable_error(name: str, error: OSError) -> DocumentError:
+def file_problem(path: Path, problem: str, *, window: str, command: str) -> DocumentError:
+    """``problem`` said of the file, with what to do: in the window, of the file by name and in a
+    file dialog's words (``window``); in a command, of the path as typed (``command``)."""
+    return DocumentError(f"{path.name or path} {problem}; {window}.", in_command=f"{path} {problem}; {command}.")
+
+
+def missing_error(path: Path) -> DocumentError:
+    return file_problem(path, "was not found",
+                        window="check that it still exists (it may have been moved or deleted) and choose it again",
+                        command="check the path (the file may have been moved or deleted), or pass another file")
+
+
+def folder_error(path: Path) -> DocumentError:
+    return file_problem(path, "is a folder, not a file", window="open the folder and choose a document inside it",
+                        command="pass the path of a document inside it")
+
+
+def not_a_file_error(path: Path) -> DocumentError:
+    return file_problem(path, "is not an ordinary file (it may be a device or a pipe)",
+                        window="choose a document file instead", command="pass the path of a document file instead")
+
+
+def unreadable_error(path: Path, error: OSError) -> DocumentError:
     if isinstance(error, FileNotFoundError):
-        return DocumentError(f"{name} was not found; check that it still exists (it may have been moved or "
-                             "deleted) and choose it again.")
+        return missing_error(path)
     if isinstance(error, IsADirectoryError):
-        return DocumentError(f"{name} is a folder, not a file; open the folder and choose a document inside it.")
+        return folder_error(path)
+    name = path.name or str(path)
     if isinstance(error, PermissionError):
-        return DocumentError(f"Hearth is not allowed to read {name}; check the file's permissions (or copy it "
-                             "to a folder you own) and load it again.")
+        advice = "check the file's permissions (or copy it to a folder you own) and load it again."
+        return DocumentError(f"Hearth is not allowed to read {name}; {advice}",
+                             in_command=f"Hearth is not allowed to read {path}; {advice}")
     reason = error.strerror or str(error)
-    return DocumentError(f"{name} could not be read ({reason}); check that its drive is still connected "
-                         "and try again.")
+    advice = f"could not be read ({reason}); check that its drive is still connected and try again."
+    return DocumentError(f"{name} {advice}", in_command=f"{path} {advice}")
 
 
 def damaged_error(name: str, error: Exception, *, page: int | None = None) -> DocumentError:

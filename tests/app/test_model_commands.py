@@ -52,7 +52,8 @@ def test_rm_of_an_import_unregisters_and_keeps_the_file(capsys, local_gguf):
     assert local_gguf.exists()
     assert json.loads(run(capsys, "models", "list", "--json")[1])["installed"] == []
     code, _, err = run(capsys, "generate", "--model", imported["id"], "--max-tokens", "2", "hi")
-    assert code == 1 and "not installed" in err and "hearth models pull" in err
+    assert code == 1 and "neither a model file nor an installed or catalogue model's id" in err, err
+    assert "hearth models pull" not in err, "an imported model's id is not in the catalogue to download"
 
 
 def test_list_gives_fit_advice_for_every_catalogue_variant(capsys):
@@ -127,7 +128,7 @@ def test_draft_model_accepts_an_installed_id(capsys, local_gguf, hybrid_tiny):
     assert code == 0, err
     assert json.loads(out)["draft"]["kind"] == "model"
     code, _, err = run(capsys, "generate", "--draft", "model:nothing-here", "--max-tokens", "2", "hi")
-    assert code == 1 and "--draft model:nothing-here" in err and "not installed" in err
+    assert code == 1 and "--draft model:nothing-here" in err and "neither a model file nor" in err
 
 
 @pytest.mark.parametrize("policy, prefill, expected", [
