@@ -1,11 +1,12 @@
 """One message in the chat view: who said it, the text, its versions and actions.
 
 Questions and answers are laid out differently, so a transcript reads as a conversation: a
-question sits on the right in a tinted bubble as wide as its text (at most
+question sits on the right in a rounded bubble as wide as its text (at most
 :data:`QUESTION_WIDTH` of the column); an answer runs on the left across the column, unframed,
 under the name of the model that wrote it. A document the user added is a framed card under one
 title line (its name, pages and tokens). Colours come from the palette when painted, so light and
-dark themes both work (:class:`~ui.views.bubble.Bubble`).
+dark themes both work (:class:`~ui.views.bubble.Bubble`). Under each message, its actions (Copy,
+Edit, Regenerate…) show while it is under the mouse or holds the focus (:mod:`ui.views.message_actions`).
 
 Laying out text costs GUI time in proportion to its length, so two rules keep the window
 responsive (``tests/bench/bench_ui_latency.py`` measures it): while an answer streams it is
