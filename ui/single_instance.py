@@ -7,9 +7,10 @@ folder (two data folders are two apps; two users never meet). A later launch con
 window.
 
 * **Where.** On Unix the socket is a file in a folder only this user can enter: ``XDG_RUNTIME_DIR``
-  when it is private, else ``<temp>/hearth-<uid>`` (made 0700, refused when someone else owns it or
-  others may enter). Socket paths are short (about 100 bytes), so not under the data folder. On
-  Windows the name is a named pipe restricted to this user (``UserAccessOption``).
+  when it is private, else ``<temp>/hearth-<uid>``, else ``/tmp/hearth-<uid>`` (made 0700, refused
+  when someone else owns it or others may enter). A socket's path must be short (about 100 bytes),
+  so it is never under the data folder, and a long ``TMPDIR`` gives way to ``/tmp``. On Windows the
+  name is a named pipe restricted to this user (``UserAccessOption``).
 * **Stale sockets.** A crashed instance leaves its socket file behind; when nobody answers on it,
   ``QLocalServer.removeServer`` clears it before listening.
 * **Races.** Two launches at once could both find nobody and the second remove the first's socket:
@@ -36,6 +37,8 @@ from PySide6.QtWidgets import QWidget
 
 RAISE, RAISED = b"raise\n", b"raised\n"
 CONNECT_MS, ANSWER_MS, LOCK_MS = 500, 3_000, 5_000
+MAX_SOCKET_PATH = 100  # bytes: sockaddr_un holds 108 on Linux, 104 on macOS
+KEY_PREFIX, KEY_HEX_DIGITS = "hearth-", 16
 ALREADY_OPEN = "Hearth is already open; brought its window to the front."
 NOT_ANSWERING = ("Hearth is already open but its window did not answer; wait for it, or close it "
                  "(or end it in the system monitor) and start Hearth again.")
@@ -51,7 +54,7 @@ def instance_key(data_dir: Path) -> str:
     """The same for every launch by this user on this data folder, different otherwise."""
     user = str(os.getuid()) if hasattr(os, "getuid") else getpass.getuser()
     folder = os.path.normcase(os.path.realpath(data_dir))
-    return "hearth-" + hashlib.sha256(f"{user}\0{folder}".encode()).hexdigest()[:24]
+    return KEY_PREFIX + hashlib.sha256(f"{user}\0{folder}".encode()).hexdigest()[:KEY_HEX_DIGITS]
 
 
 def _is_private_folder(folder: Path) -> bool:
@@ -63,18 +66,24 @@ def _is_private_folder(folder: Path) -> bool:
 
 
 def private_folder() -> Path | None:
-    """A folder only this user can enter, for the socket and its lock; None if there is none."""
+    """A folder only this user can enter, with room left for a socket's name; None if there is none."""
+    room = len(KEY_PREFIX) + KEY_HEX_DIGITS
     if sys.platform == "win32":
         return Path(tempfile.gettempdir())  # the profile's own Temp folder; the pipe itself is per user
+    mine = f"hearth-{os.getuid()}"
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _is_private_folder(Path(runtime)):
-        return Path(runtime)
-    folder = Path(tempfile.gettempdir()) / f"hearth-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return folder if _is_private_folder(folder) else None
+    for folder, made_here in ((Path(runtime or "relative"), False), (Path(tempfile.gettempdir()) / mine, True),
+                              (Path("/tmp") / mine, True)):
+        if not folder.is_absolute() or len(os.fsencode(folder)) + 1 + room > MAX_SOCKET_PATH:
+            continue
+        if made_here:
+            try:
+                folder.mkdir(mode=0o700, exist_ok=True)
+            except OSError:
+                continue
+        if _is_private_folder(folder):
+            return folder
+    return None
 
 
 def bring_to_front(window: QWidget) -> None:

@@ -131,5 +131,18 @@ def test_the_socket_is_only_put_where_no_other_user_can_reach_it(tmp_path, monke
     folder = single_instance.private_folder()
     assert folder == tmp_path / f"hearth-{os.getuid()}" and folder.stat().st_mode & 0o777 == 0o700
     folder.chmod(0o755)  # someone loosened it: not used
-    assert single_instance.private_folder() is None
-    assert SingleInstance(tmp_path / "data").claim() is Launch.FIRST  # without a private folder: no check, still runs
+    fallback = single_instance.private_folder()
+    assert fallback != folder and fallback.stat().st_mode & 0o777 == 0o700 and fallback.stat().st_uid == os.getuid()
+
+
+def test_a_long_temp_folder_gives_way_to_one_a_socket_path_fits_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / ("deep" * 20)))
+    instance = SingleInstance(tmp_path / "data")
+    assert len(os.fsencode(instance.name)) <= single_instance.MAX_SOCKET_PATH
+    assert Path(instance.name).parent == Path("/tmp") / f"hearth-{os.getuid()}"
+
+
+def test_without_a_private_folder_hearth_still_starts(tmp_path, monkeypatch):
+    monkeypatch.setattr(single_instance, "private_folder", lambda: None)
+    assert SingleInstance(tmp_path / "data").claim() is Launch.FIRST
