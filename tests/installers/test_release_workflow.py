@@ -132,3 +132,9 @@ def test_every_shell_script_under_installers_parses():
     for script in scripts:
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert done.returncode == 0, f"{script}: {done.stderr}"
+
+
+def test_the_linux_job_has_gio_so_the_bundle_test_checks_the_menu_entry_with_glib():
+    """The bundle test skips its GLib check where gio is missing: CI installs it (Debian's libglib2.0-bin)."""
+    linux = "\n".join(step["run"] for step in build_steps() if "run" in step and runs_on(step, "Linux"))
+    assert linux.find("libglib2.0-bin") != -1 and linux.find("libglib2.0-bin") < linux.find("-m pytest")
