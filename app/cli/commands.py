@@ -300,36 +300,6 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_chat(args: argparse.Namespace) -> int:
-    sampling_from_args(args)
-    draft_options(args)
-    messages: list[p.ChatTurn] = []
-    with engine_for(args.model, device_policy=args.prefill_device, context=args.context,
-                    engine=args.engine) as (client, loaded):
-        name = visible(answering_model(args.model, loaded, args.engine))
-        print(f"Chatting with {name}. Ctrl+C stops an answer; Ctrl+D or /exit quits.")
-        while (line := _read_line()) is not None:
-            if not line:
-                continue
-            messages.append(p.ChatTurn("user", line))
-            reply = run_request(client, _generate_command(args, messages), echo=ThinkingEcho(args.thinking))
-            print(" [stopped]" if reply.finished and reply.finished.finish_reason == "cancelled" else "")
-            for error in reply.errors:
-                print(f"hearth: {error}", file=sys.stderr)
-            messages.append(p.ChatTurn("assistant", reply.text, reasoning=reply.reasoning.strip()))
-    return 0
-
-
 def answering_model(model: str, loaded: p.ModelLoaded, engine: str | None) -> str:
     """The model's name as the user reads it: a local model's, or the server's id on the engine."""
     return model_display_name(model, app_data_dir()) if engine is None else f"{loaded.facts.name} on {engine}"
-
-
-def _read_line() -> str | None:
-    try:
-        line = input("> ").strip()
-    except EOFError:
-        print()
-        return None
-    return None if line in ("/exit", "/quit") else line
-

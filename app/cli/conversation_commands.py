@@ -14,6 +14,7 @@ from app.cli.commands import (
 )
 from app.services.model_refs import model_display_name
 from app.services.settings import app_data_dir
+from app.cli.conversation_ids import find_conversation, find_message
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.cli.terminal_text import visible
 from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
@@ -24,11 +25,11 @@ from model_store.db import read_only_problem
 SEND_WHO = "a `hearth send` command"
 
 
-def _title_from(message: str) -> str:
+def title_from(message: str) -> str:
     return (message.strip().splitlines() or ["New chat"])[0][:60]
 
 
-def _taker(codes: list[str], *, echo: ThinkingEcho | None):
+def taker(codes: list[str], *, echo: ThinkingEcho | None):
     """What ``send`` does with each event: the answer (and its reasoning) to ``echo``, errors' codes kept."""
     def take(event) -> None:
         if isinstance(event, p.TokenDelta) and echo is not None:
@@ -41,7 +42,7 @@ def _taker(codes: list[str], *, echo: ThinkingEcho | None):
     return take
 
 
-def _model(args: argparse.Namespace, conversation: Conversation | None) -> str:
+def answering_ref(args: argparse.Namespace, conversation: Conversation | None) -> str:
     """The model to answer with: ``--model``; else, on this computer, the conversation's (else the
     default); on a remote engine, the engine's own."""
     if args.model or args.engine is not None:
@@ -49,9 +50,26 @@ def _model(args: argparse.Namespace, conversation: Conversation | None) -> str:
     return (conversation.model if conversation else None) or "default"
 
 
-def _conversation_model(args: argparse.Namespace) -> str:
+def conversation_model(args: argparse.Namespace) -> str:
     """The model a new conversation is made with (a server's model id is no local model)."""
     return args.model if args.model and args.engine is None else "default"
+
+
+def turn_options(args: argparse.Namespace) -> TurnOptions:
+    """The sampling, drafting and thinking flags of ``send`` and ``chat`` (out-of-range values refused here)."""
+    return TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args),
+                       enable_thinking=enable_thinking(args))
+
+
+def answer_model_name(args: argparse.Namespace, model: str, loaded: p.ModelLoaded) -> str:
+    """The name an answer keeps as its model (the window shows it): a local model's name, or the
+    server's model id on a remote engine."""
+    return model_display_name(model, app_data_dir()) if args.engine is None else loaded.facts.name
+
+
+def say_saved(conversation: Conversation, *, then: str = "") -> None:
+    """One stderr line with a new conversation's id (stdout keeps only the answer)."""
+    print(f"hearth: saved as conversation {conversation.id}{then}", file=sys.stderr, flush=True)
 
 
 def run_send(args: argparse.Namespace) -> int:
@@ -60,25 +78,22 @@ def run_send(args: argparse.Namespace) -> int:
     Ctrl+C stops the answer: what was written is stored (marked stopped) with its snapshot, so the
     next message continues from it; exit status 130."""
     require_text(args.message, "message")
-    options = TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args),
-                          enable_thinking=enable_thinking(args))
+    options = turn_options(args)
     store = open_conversations()
     with store_errors(store):
-        conversation = store.get(args.conversation) if args.conversation else None
-        if args.reply_to and (conversation is None or store.message(args.reply_to).conversation_id != conversation.id):
-            raise UserError(f"message {args.reply_to} belongs to another conversation")
-        model = _model(args, conversation)
+        conversation = find_conversation(store, args.conversation) if args.conversation else None
+        reply_to = _reply_to(store, conversation, args.reply_to)
+        model = answering_ref(args, conversation)
         codes: list[str] = []
         with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             conversation, turn = start_turn(
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
-                title=args.new or _title_from(args.message), model=_conversation_model(args), reply_to=args.reply_to)
-            # the window names the answer's model: a local model's name, or the server's id on the engine
-            turn.model = model_display_name(model, app_data_dir()) if args.engine is None else loaded.facts.name
+                title=args.new or title_from(args.message), model=conversation_model(args), reply_to=reply_to)
+            turn.model = answer_model_name(args, model, loaded)
             echo = None if args.json else ThinkingEcho(args.thinking)
-            result = run_answer(store, client, turn, on_event=_taker(codes, echo=echo))
+            result = run_answer(store, client, turn, on_event=taker(codes, echo=echo))
             if echo is not None:
                 echo.close_reasoning()
             n_ctx = client.context.n_ctx
@@ -92,7 +107,18 @@ def run_send(args: argparse.Namespace) -> int:
         print(json.dumps(send_json(result, conversation, ran, n_ctx), ensure_ascii=False))
     else:
         print()
+        if args.conversation is None:  # (--json has it as conversation_id)
+            say_saved(conversation)
     return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
+
+
+def _reply_to(store, conversation: Conversation | None, typed: str | None) -> str | None:
+    """``--reply-to``: a message of ``--conversation`` (its id, or the id's first characters)."""
+    if typed is None:
+        return None
+    if conversation is None:
+        raise UserError("--reply-to answers from a message of a saved conversation; name it with --conversation ID")
+    return find_message(store, conversation.id, typed).id
 
 
 def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan, n_ctx: int) -> dict:
@@ -118,9 +144,17 @@ def run_conversations(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_as_dict(c) for c in conversations], ensure_ascii=False))
         return 0
+    if not conversations:
+        print(_none_saved(args.search), file=sys.stderr)
     for c in conversations:
         print(f"{c.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated_at))}  {visible(c.title)}")
     return 0
+
+
+def _none_saved(search: str | None) -> str:
+    if search:
+        return f"No saved conversation matches '{visible(search)}'."
+    return "No saved conversations yet. Start one with `hearth chat`, or `hearth send --new TITLE MESSAGE`."
 
 
 def _as_dict(c: Conversation) -> dict:

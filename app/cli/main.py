@@ -1,4 +1,5 @@
-"""The ``hearth`` command line: generate, info, chat, send, conversations, doc load, models, devices and engines.
+"""The ``hearth`` command line: app (the window), generate, info, chat, send, conversations, doc load, models,
+devices and engines.
 
 Scripts outside the repository depend on the flags and JSON keys here; change them only by adding.
 """
@@ -12,6 +13,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from app.cli.arg_parser import HearthParser
+from app.cli.store_parsers import add_db_commands, add_models_commands
 from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
 from engine.protocol import DEFAULTS
@@ -98,10 +101,18 @@ def _add_serve_command(sub) -> None:
     serve.set_defaults(run="app.serve.main:run_serve", draft_max=DEFAULTS.draft_max)
 
 
+DESCRIPTION = ("A private, offline local assistant. Run `hearth app` to open the window; "
+               "the other commands work in the terminal.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hearth", description="A private, offline local assistant.")
+    parser = HearthParser(prog="hearth", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
+
+    window = sub.add_parser("app", help="open the Hearth window (the desktop app)",
+                            description="Open the Hearth window, as the desktop's menu entry and `python -m app` do.")
+    window.set_defaults(run="app.cli.window_command:run_app")
 
     generate = sub.add_parser("generate", help="write a reply to one prompt")
     _add_model_flag(generate)
@@ -119,17 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true")
     info.set_defaults(run="app.cli.commands:run_info")
 
-    chat = sub.add_parser("chat", help="chat in the terminal")
-    _add_model_flag(chat)
+    chat = sub.add_parser("chat", help="chat in the terminal; saved like the window's conversations")
+    _add_conversation_flags(chat, new="start a new conversation with this title (default: from the first message)")
+    _add_model_flag(chat, default=None)
     _add_context_flag(chat)
     _add_engine_flag(chat)
     _add_sampling_flags(chat)
-    chat.set_defaults(run="app.cli.commands:run_chat")
+    chat.set_defaults(run="app.cli.chat_command:run_chat")
 
     send = sub.add_parser("send", help="send one message in a saved conversation")
-    which = send.add_mutually_exclusive_group()
-    which.add_argument("--conversation", metavar="ID", help="continue this conversation")
-    which.add_argument("--new", metavar="TITLE", help="start a new conversation with this title")
+    _add_conversation_flags(send, new="start a new conversation with this title")
     send.add_argument("--reply-to", metavar="MESSAGE_ID",
                       help="answer from this message instead of the newest one (edit or regenerate)")
     _add_model_flag(send, default=None)
@@ -154,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("file", metavar="FILE")
     load.set_defaults(run="app.cli.document_commands:run_doc_load")
 
-    _add_models_commands(sub)
+    add_models_commands(sub)
     _add_devices_commands(sub)
     _add_engines_commands(sub)
 
@@ -169,44 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
     conversations.add_argument("--search", default=None, help="only those whose title or messages match")
     conversations.add_argument("--json", action="store_true")
     conversations.set_defaults(run="app.cli.conversation_commands:run_conversations")
-    _add_db_commands(sub)
+    add_db_commands(sub)
     return parser
 
 
-def _add_db_commands(sub) -> None:
-    db = sub.add_parser("db", help="the conversation database")
-    db_sub = db.add_subparsers(dest="db_command", required=True)
-    recover = db_sub.add_parser("recover", help="copy what can still be read out of a damaged database into a new "
-                                                "one; the damaged file is kept aside (close Hearth first)")
-    recover.add_argument("--json", action="store_true")
-    recover.set_defaults(run="app.cli.db_commands:run_recover")
-
-
-def _add_models_commands(sub) -> None:
-    models = sub.add_parser("models", help="the model catalogue, downloads and imports")
-    models_sub = models.add_subparsers(dest="models_command", required=True)
-    listing = models_sub.add_parser("list", help="the catalogue with memory-fit advice, and the installed models")
-    listing.add_argument("--context", type=int, default=None, metavar="TOKENS",
-                         help="context length the memory advice assumes (default 8192, capped per model)")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run="app.cli.model_commands:run_list")
-    pull = models_sub.add_parser("pull", help="download a catalogue model into the Hugging Face cache")
-    pull.add_argument("ref", metavar="ID[:QUANT]", help="a catalogue id, optionally with a quantization")
-    pull.add_argument("--json", action="store_true", help="JSON lines: progress, then installed or error")
-    pull.set_defaults(run="app.cli.model_commands:run_pull")
-    imported = models_sub.add_parser("import", help="check a local GGUF file and add it to the installed models")
-    imported.add_argument("path", metavar="PATH")
-    imported.add_argument("--json", action="store_true")
-    imported.set_defaults(run="app.cli.model_commands:run_import")
-    remove = models_sub.add_parser("rm", help="remove an installed model (a download's file is deleted)")
-    remove.add_argument("id", metavar="ID")
-    remove.add_argument("--keep-file", action="store_true", help="only unregister; keep a downloaded file")
-    remove.set_defaults(run="app.cli.model_commands:run_rm")
-    search = models_sub.add_parser("search", help="search Hugging Face for GGUF repositories (needs a connection)")
-    search.add_argument("query", metavar="WORDS")
-    search.add_argument("--limit", type=int, default=20)
-    search.add_argument("--json", action="store_true")
-    search.set_defaults(run="app.cli.model_commands:run_search")
+def _add_conversation_flags(parser: argparse.ArgumentParser, *, new: str) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--conversation", metavar="ID",
+                       help="continue this conversation (`hearth conversations` lists them; the id's first "
+                            "characters are enough)")
+    which.add_argument("--new", metavar="TITLE", help=new)
 
 
 def _add_engines_commands(sub) -> None:
