@@ -23,7 +23,7 @@ from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceI
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -67,13 +67,20 @@ class Hello(_Message, tag="hello"):
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     """How the next token is drawn; these defaults are the only ones (see :data:`DEFAULTS`).
-    ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy."""
+    ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy.
+    ``repeat_penalty`` (llama.cpp's rule; 1 = off) makes tokens of the answer's last
+    :data:`REPEAT_WINDOW` tokens less likely (see :mod:`engine.sampling`)."""
 
     temperature: float = 0.7
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
+    repeat_penalty: float = 1.0
+
+
+REPEAT_PENALTY_RANGE = (1.0, 2.0)  # 1 = off; above 2 a model can no longer repeat even a needed word
+REPEAT_WINDOW = 64  # the answer's last tokens the repeat penalty looks at (llama.cpp's penalty_last_n)
 
 
 def sampling_problem(name: str, value: object) -> str | None:
@@ -89,6 +96,10 @@ def sampling_problem(name: str, value: object) -> str | None:
         return f"min-p must be in [0, 1), got {value}"
     if name == "seed" and value is not None and not 0 <= value < 2**63:
         return f"seed must be a non-negative integer below 2**63, got {value}"
+    if name == "repeat_penalty" and not (isinstance(value, (int, float))
+                                         and REPEAT_PENALTY_RANGE[0] <= value <= REPEAT_PENALTY_RANGE[1]):
+        low, high = REPEAT_PENALTY_RANGE
+        return f"repeat penalty must be between {low:g} (off) and {high:g}, got {value}"
     return None
 
 

@@ -1,16 +1,27 @@
 """Token sampling on the host, in numpy.
 
 The transforms follow llama.cpp's default chain so settings mean the same thing as in other apps:
-top-k on the logits, then top-p on the softmax of the survivors, then min-p relative to the most
-likely survivor, then temperature. The result is a :class:`TokenDistribution`: the full
+the repeat penalty, then top-k on the logits, then top-p on the softmax of the survivors, then min-p
+relative to the most likely survivor, then temperature. The result is a :class:`TokenDistribution`: the full
 post-transform distribution (sparse: only tokens with non-zero probability), which speculative
 verification needs as well as plain sampling. Temperature 0 means greedy: a point mass on the
-first argmax, exactly what llama.cpp's greedy sampler picks.
+first argmax, exactly what llama.cpp's greedy sampler picks (after the repeat penalty, as there).
+
+The repeat penalty is llama.cpp's: each distinct token among the *recent* tokens has its logit
+divided by the penalty when positive, multiplied when negative (1 = off). Recent means the last
+:data:`~engine.protocol.REPEAT_WINDOW` (64) tokens of the answer being written, not of the prompt:
+llama.cpp counts the prompt too, which penalises the words of the question an answer should use and
+the template's end-of-turn token (answers then run on). Counting only the answer also makes the
+penalty independent of what the context held before (a restored snapshot or a fresh read give the
+same answer). The caller passes the answer's tokens so far; a speculative verifier passes, for each
+drafted position, the answer up to that position (:mod:`engine.speculative.verifier`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,10 +44,12 @@ class SamplingParams:
     top_p: float = _DEFAULT.top_p
     min_p: float = _DEFAULT.min_p
     seed: int | None = _DEFAULT.seed
+    repeat_penalty: float = _DEFAULT.repeat_penalty
 
     @classmethod
     def from_spec(cls, spec: p.SamplingSpec) -> SamplingParams:
-        return cls(temperature=spec.temperature, top_k=spec.top_k, top_p=spec.top_p, min_p=spec.min_p, seed=spec.seed)
+        return cls(temperature=spec.temperature, top_k=spec.top_k, top_p=spec.top_p, min_p=spec.min_p, seed=spec.seed,
+                   repeat_penalty=spec.repeat_penalty)
 
     def validate(self) -> SamplingParams:
         for name in p.SamplingSpec.__struct_fields__:
@@ -110,8 +123,23 @@ def _min_p(ids: np.ndarray, logits: np.ndarray, p: float) -> tuple[np.ndarray, n
     return ids[keep], logits[keep]
 
 
-def distribution(logits: np.ndarray, params: SamplingParams) -> TokenDistribution:
-    """The post-transform distribution for one row of logits (shape ``[n_vocab]``)."""
+def penalize_repeats(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
+    """``logits`` with llama.cpp's repeat penalty on each distinct token of the last
+    :data:`~engine.protocol.REPEAT_WINDOW` of ``recent`` (a copy; the input is left as it was)."""
+    if penalty == 1.0 or not len(recent):
+        return logits
+    window = recent[-p.REPEAT_WINDOW:]
+    ids = np.unique(np.asarray(window, dtype=np.int64))
+    out = np.array(logits, dtype=np.float64)
+    seen = out[ids]
+    out[ids] = np.where(seen > 0, seen / penalty, seen * penalty)
+    return out
+
+
+def distribution(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = ()) -> TokenDistribution:
+    """The post-transform distribution for one row of logits (shape ``[n_vocab]``); ``recent``: the
+    answer's tokens so far, for the repeat penalty."""
+    logits = penalize_repeats(logits, recent, params.repeat_penalty)
     if params.greedy:
         return TokenDistribution(np.array([int(np.argmax(logits))]), np.array([1.0]))
     values = np.asarray(logits, dtype=np.float64)

@@ -47,7 +47,8 @@ def crash_error(dead: EngineDead, doing: str) -> UserError:
 
 # Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
 FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "lengths": "--lengths",
-         "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed"}
+         "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed",
+         "repeat_penalty": "--repeat-penalty"}
 
 
 def invalid_value(invalid: p.InvalidCommand) -> UserError:
@@ -143,7 +144,7 @@ def require_text(text: str, what: str) -> None:
 
 def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
     spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          seed=args.seed)
+                          seed=args.seed, repeat_penalty=args.repeat_penalty)
     check_options(p.Chat(request_id="cli-check", messages=[], sampling=spec, max_tokens=args.max_tokens))
     return spec
 

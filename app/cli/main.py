@@ -62,6 +62,9 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=sampling.top_p, help=f"1 = off (default {sampling.top_p})")
     parser.add_argument("--min-p", type=float, default=sampling.min_p, help=f"0 = off (default {sampling.min_p})")
     parser.add_argument("--seed", type=int, default=sampling.seed, help="fixed seed for reproducible sampling")
+    parser.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty, metavar="X",
+                        help="make words of the answer's last 64 tokens less likely: 1 = off (default), "
+                             "1.1 stops most loops, at most 2")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                         help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft}); "
                              "never changes the output")

@@ -8,6 +8,11 @@ and may stop early (end of text, a stop string, the token limit); ``settle(n_use
 state to the pending token plus the ``n_used`` tokens it kept, with one ``llama_memory_seq_rm``:
 the KV is truncated and, for hybrid models, the recurrent state rolls back through its snapshot
 planes (``n_rs_seq``), so the state is exactly what plain decoding would have built.
+
+A source keeps the answer's tokens so far (``answer``): the repeat penalty looks at them
+(:mod:`engine.sampling`). The verifier applies it at each drafted position with the answer up to
+that position, so drafting stays exact with the penalty on. Drafters propose without it (they do
+not know the answer); a drafted token the penalty makes unlikely is simply rejected more often.
 """
 
 from __future__ import annotations
@@ -31,12 +36,15 @@ class PlainSource:
         self.session, self.sampling, self.rng = session, sampling, rng
         self.from_draft: list[bool] = [False]
         self.stats: DraftStats | None = None  # plain decoding drafts nothing
+        self.answer: list[int] = []  # the tokens written so far, the last one pending
 
     def first(self) -> int:
         return self._sample()
 
     def _sample(self) -> int:
-        return distribution(self.session.last_logits(), self.sampling).sample(self.rng)
+        token = distribution(self.session.last_logits(), self.sampling, self.answer).sample(self.rng)
+        self.answer.append(token)
+        return token
 
     def step(self, pending: int) -> list[int]:
         self.session.feed([pending])
@@ -55,7 +63,7 @@ class SpeculativeSource(PlainSource):
         super().__init__(session, sampling, rng)
         self.proposer, self.policy = proposer, policy
         self.stats = DraftStats(kind=proposer.kind)
-        self._round: tuple[int, int] | None = None  # (position of the pending token, draft length)
+        self._round: tuple[int, int, int] | None = None  # (pending token's position, draft length, answer length)
         self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
         proposer.reset()
 
@@ -86,8 +94,9 @@ class SpeculativeSource(PlainSource):
         self.session.context.decode([pending, *drafted], start, all_logits=True)
         self.session.tokens.extend([pending, *drafted])
         rows = [self.session.context.logits(i) for i in range(len(drafted) + 1)]
-        verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng)
-        self._round = (start, len(drafted))
+        verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng, recent=self.answer)
+        self._round = (start, len(drafted), len(self.answer))
+        self.answer.extend(verdict.tokens)
         self.from_draft = [True] * verdict.n_accepted + [False]
         self._count(len(drafted), verdict.n_accepted, time.perf_counter() - started)
         return verdict.tokens
@@ -102,10 +111,11 @@ class SpeculativeSource(PlainSource):
     def settle(self, n_used: int) -> None:
         if self._round is None:
             return
-        start, n_draft = self._round
+        start, n_draft, answered = self._round
         self._round = None
         keep = start + 1 + n_used
         self.batches.append(1 + n_used)
+        del self.answer[answered + n_used + 1:]  # the verdict's tokens past the next pending one
         if n_used < n_draft:
             if not self.session.context.seq_rm(0, keep, -1):
                 raise RuntimeError("llama.cpp refused to roll back the rejected draft tokens")

@@ -6,14 +6,19 @@ Chen et al. — accept draft token d with probability min(1, p(d)/q(d)); at the 
 sample from normalize(max(0, p − q)) and stop; if every token is accepted, sample a bonus token
 from p. A deterministic draft (q = None) is a point mass, so acceptance is p(d) and the residual is
 p without d. Either way the output has exactly the target's distribution.
+
+With a repeat penalty, each position's p is the target's distribution after the answer so far plus
+the draft tokens before it, exactly what plain decoding would have sampled from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from engine.protocol import REPEAT_WINDOW
 from engine.sampling import SamplingParams, TokenDistribution, distribution
 
 
@@ -29,11 +34,14 @@ def verify(
     target_rows: list[np.ndarray],
     params: SamplingParams,
     rng: np.random.Generator,
+    recent: Sequence[int] = (),
 ) -> Verdict:
-    """``target_rows[i]`` are the target's logits after the history plus ``draft_tokens[:i]``."""
+    """``target_rows[i]`` are the target's logits after the history plus ``draft_tokens[:i]``;
+    ``recent`` the answer's tokens up to the draft (for the repeat penalty)."""
+    history = list(recent[-REPEAT_WINDOW:]) if params.repeat_penalty != 1.0 else []
     out: list[int] = []
     for i, token in enumerate(draft_tokens):
-        p = distribution(target_rows[i], params)
+        p = distribution(target_rows[i], params, history + list(draft_tokens[:i]))
         if params.greedy:
             if token == int(p.ids[0]):
                 out.append(token)
@@ -43,7 +51,7 @@ def verify(
             out.append(token)
             continue
         return Verdict(out + [sample_residual(p, draft_q[i], token, rng)], i)
-    bonus = distribution(target_rows[len(draft_tokens)], params).sample(rng)
+    bonus = distribution(target_rows[len(draft_tokens)], params, history + list(draft_tokens)).sample(rng)
     return Verdict(out + [bonus], len(draft_tokens))
 
 

@@ -67,6 +67,53 @@ def test_greedy_output_is_identical_for_every_drafter_on_the_hybrid_model(tiny, 
     assert totals["rollbacks"] > 0, totals  # partial acceptances happened and were rolled back
 
 
+PENALISED = SamplingParams(temperature=0.0, repeat_penalty=1.3)
+
+
+@pytest.mark.parametrize("spec", ["model:hybrid-draft", "mtp"])
+def test_greedy_with_a_repeat_penalty_is_identical_for_model_drafters(tiny, test_models, spec):
+    """Each drafted position is judged with the answer up to it (engine.speculative.verifier)."""
+    if spec.startswith("model:"):
+        spec = "model:" + str(test_models[spec.split(":")[1]])
+    drafting = Drafting(tiny)
+    make, _ = drafting.plan(parse_draft_spec(spec), 4, auto_off=False)
+    accepted = changed = 0
+    try:
+        for prompt in prompts(8):
+            plain = run(tiny, prompt, GenerationSettings(PENALISED, max_tokens=40))
+            drafted = run(tiny, prompt, GenerationSettings(PENALISED, max_tokens=40), make)
+            assert drafted.token_ids == plain.token_ids, prompt
+            accepted += drafted.source.stats.accepted
+            changed += plain.token_ids != run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40)).token_ids
+    finally:
+        drafting.close()
+    assert changed > 0, "the penalty changed some answers"
+    assert accepted > 0 or spec == "mtp"
+
+
+def test_greedy_with_a_repeat_penalty_on_smollm2_is_identical_with_lookup_drafting(smollm2):
+    """SmolLM2 quoting: lookup drafts the quote again and again, the penalty rejects many of them."""
+    from engine.chat_template import ChatMessage
+    from engine.prompts import chat_prompt_tokens
+
+    session = open_session(str(smollm2), n_ctx=2048)
+    make = drafter(session, "lookup")
+    accepted = rollbacks = 0
+    try:
+        for prompt in prompts(6):
+            tokens = chat_prompt_tokens(session.model, [ChatMessage("user", f"Repeat exactly: {prompt}")])
+            plain = Generation(session, tokens, GenerationSettings(PENALISED, max_tokens=48))
+            list(plain)
+            drafted = Generation(session, tokens, GenerationSettings(PENALISED, max_tokens=48), make_source=make)
+            list(drafted)
+            assert drafted.token_ids == plain.token_ids
+            accepted += drafted.source.stats.accepted
+            rollbacks += drafted.source.stats.rollbacks
+    finally:
+        session.close()
+    assert accepted > 5 and rollbacks > 0
+
+
 @pytest.mark.parametrize("model", ["hybrid-draft", "smollm2"])
 def test_mtp_on_a_model_without_an_mtp_head_is_refused(test_models, smollm2, model):
     session = open_session(str(smollm2 if model == "smollm2" else test_models[model]), n_ctx=256)
@@ -129,7 +176,8 @@ SAMPLING_CONFIGS = [
     SamplingParams(temperature=2.0, top_k=10, top_p=1.0, min_p=0.02),
     SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.01),
     SamplingParams(temperature=1.8, top_k=4, top_p=0.99, min_p=0.0),
-]
+]  # (no repeat penalty here: this model never repeats a token within its first three, so a penalty would
+#   change nothing; tests/unit/test_acceptance_rule.py checks sampled drafting with one)
 RUNS = 600
 
 

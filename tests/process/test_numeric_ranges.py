@@ -46,6 +46,7 @@ SAMPLING_VALUES = {
     "top_p": ([5e-324, 1.0], [0.0, -1.0, 1.0000001, math.inf, math.nan]),
     "min_p": ([0.0, 0.999999], [1.0, -1e-9, math.inf, math.nan]),
     "seed": ([0, 2**63 - 1], [-1, 2**63, 2**64 - 1, -(2**63)]),
+    "repeat_penalty": ([1.0, 2.0], [0.999, 2.0000001, 0.0, -1.0, math.inf, math.nan]),
 }
 # In-range values of note besides the bounds: a context shorter than llama.cpp's batch.
 ALSO_INSIDE = {("load_model", "n_ctx"): (1,)}
@@ -88,6 +89,8 @@ class Case:
     def name(self) -> str:
         """The field as the refusal's message starts (sampling says "top-p" for top_p)."""
         name = self.path.removeprefix("sampling.")
+        if name == "repeat_penalty":
+            return "repeat penalty"
         return name.replace("_", "-") if name in ("top_k", "top_p", "min_p") else name
 
     def raw(self, command: p.Command) -> dict:
@@ -352,6 +355,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, list[str]]:
     (("chat", "--draft-max", "15"), "--draft-max must be between 1 and 14; got 15"),
     (("send", "--new", "t", "--draft-max", "99", "hi"), "--draft-max must be between 1 and 14; got 99"),
     (("generate", "--top-p", "0", "hi"), "top-p must be in (0, 1], got 0.0"),
+    (("send", "--new", "t", "--repeat-penalty", "3", "hi"), "repeat penalty must be between 1 (off) and 2, got 3.0"),
 ])
 def test_the_cli_refuses_a_value_out_of_range_in_one_line(capsys, argv, line):
     started = time.monotonic()

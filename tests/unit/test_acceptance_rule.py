@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.sampling import GREEDY, SamplingParams, TokenDistribution
+from engine.sampling import GREEDY, SamplingParams, TokenDistribution, distribution
 from engine.speculative.verifier import verify
 from tests.stats import regularized_lower_gamma
 
@@ -173,6 +173,33 @@ def test_two_token_drafts_keep_the_joint_distribution():
     assert_fits(pairs[:, 0] * 5 + pairs[:, 1], joint)
 
 
+PENALISED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=2.0)
+ANSWER = [0]  # the answer so far (its last token pending): token 0 is penalised from the start
+
+
+def first_two_penalised_tokens(draft_rng, verify_rng) -> tuple[int, int]:
+    """:func:`first_two_tokens` with a repeat penalty: the second token's history holds the first."""
+    d1 = _draw(draft_rng, Q1)
+    d2 = _draw(draft_rng, Q2[d1])
+    verdict = verify([d1, d2], [S1, S2[d1]], [L1, L2[d1], L_FLAT], PENALISED, verify_rng, recent=ANSWER)
+    if len(verdict.tokens) >= 2:
+        return verdict.tokens[0], verdict.tokens[1]
+    a = verdict.tokens[0]
+    e1 = _draw(draft_rng, Q2[a])
+    again = verify([e1], [S2[a]], [L2[a], L_FLAT], PENALISED, verify_rng, recent=[*ANSWER, a])
+    return a, again.tokens[0]
+
+
+def test_two_token_drafts_with_a_repeat_penalty_keep_plain_decodings_joint_distribution():
+    """Plain decoding draws the first token from P1 penalised for token 0, the second from P2[a]
+    penalised for 0 and a; drafted rounds must give that joint distribution, whatever q is."""
+    draft_rng, verify_rng = np.random.default_rng(51), np.random.default_rng(52)
+    pairs = np.array([first_two_penalised_tokens(draft_rng, verify_rng) for _ in range(TWO_TOKEN_SAMPLES)])
+    first = distribution(L1, PENALISED, ANSWER).dense(5)
+    second = np.array([distribution(L2[a], PENALISED, [*ANSWER, a]).dense(5) for a in range(5)])
+    assert_fits(pairs[:, 0] * 5 + pairs[:, 1], first[:, None] * second)
+
+
 # Greedy: no randomness at all.
 def rows_with_argmax(argmaxes, vocab=6):
     rows = []
@@ -203,6 +230,21 @@ def test_greedy_ties_go_to_the_first_argmax():
     rng = np.random.default_rng(0)
     assert verify([2], [None], [tied, tied], GREEDY, rng).tokens == [1]
     assert verify([1], [None], [tied, tied], GREEDY, rng).tokens == [1, 1]
+
+
+def test_greedy_with_a_repeat_penalty_judges_each_position_with_its_own_history():
+    """Plain greedy decoding picks 1, 2, 0 here (each pick penalised from then on); a verifier that
+    gave every position the history before the draft would want 1 again at the second position."""
+    row = np.array([3.0, 2.5, 2.45, -1.0])
+    params = SamplingParams(temperature=0.0, repeat_penalty=1.25)
+    answer = [0]
+    plain = []
+    for _ in range(3):  # plain decoding: the answer grows by each pick
+        plain.append(int(distribution(row, params, answer + plain).ids[0]))
+    assert plain == [1, 2, 0]
+    rng = np.random.default_rng(0)
+    assert verify([1, 2], [None, None], [row, row, row], params, rng, recent=answer).tokens == plain
+    assert verify([1, 1], [None, None], [row, row, row], params, rng, recent=answer).tokens == [1, 2]
 
 
 # The check has teeth: wrong rules fail it by a wide margin.

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from engine.protocol import REPEAT_WINDOW
 from engine.sampling import GREEDY, SamplingError, SamplingParams, distribution, make_rng
 
 PROBS = np.array([0.05, 0.5, 0.15, 0.3])  # token 1 most likely, then 3, 2, 0
@@ -88,7 +89,44 @@ def test_sampling_frequencies_follow_the_distribution():
     ({"top_p": 1.5}, "top-p"),
     ({"min_p": 1.0}, "min-p"),
     ({"seed": -1}, "seed"),
+    ({"repeat_penalty": 0.9}, "repeat penalty"),
+    ({"repeat_penalty": 2.5}, "repeat penalty"),
+    ({"repeat_penalty": float("nan")}, "repeat penalty"),
 ])
 def test_invalid_settings_say_which(kw, fragment):
     with pytest.raises(SamplingError, match=fragment):
         SamplingParams(**kw).validate()
+
+
+# --- the repeat penalty (llama.cpp's rule, over the answer's last REPEAT_WINDOW tokens) ------------
+
+SIGNED = np.array([2.0, -1.0, 1.0, 0.5], dtype=np.float32)  # a positive and a negative logit to penalise
+
+
+def test_repeat_penalty_divides_positive_and_multiplies_negative_logits_once_per_token():
+    params = only(repeat_penalty=1.5)
+    penalised = np.array([2.0 / 1.5, -1.0 * 1.5, 1.0, 0.5])
+    z = np.exp(penalised - penalised.max())
+    # token 0 appears three times and token 1 twice: each is penalised once, as llama.cpp's penalty does
+    np.testing.assert_allclose(distribution(SIGNED, params, [0, 1, 0, 0, 1]).dense(4), z / z.sum(), rtol=1e-6)
+    np.testing.assert_allclose(distribution(SIGNED, params).dense(4), dense(only(), SIGNED), rtol=1e-6)
+
+
+def test_repeat_penalty_of_one_changes_nothing():
+    np.testing.assert_allclose(distribution(SIGNED, only(), [0, 1, 2, 3]).dense(4), dense(only(), SIGNED))
+
+
+def test_repeat_penalty_looks_only_at_the_last_window_of_tokens():
+    params = only(repeat_penalty=2.0)
+    old_then_new = [0] + [3] * REPEAT_WINDOW  # token 0 is one token too far back
+    np.testing.assert_allclose(distribution(SIGNED, params, old_then_new).dense(4),
+                               distribution(SIGNED, params, [3]).dense(4))
+    assert distribution(SIGNED, params, [0] + [3] * (REPEAT_WINDOW - 1)).prob(0) < dense(only(), SIGNED)[0]
+
+
+def test_greedy_takes_the_argmax_after_the_penalty():
+    logits = np.array([3.0, 2.5, 0.0], dtype=np.float32)
+    assert distribution(logits, GREEDY, [0]).ids.tolist() == [0]  # no penalty: the repeat wins
+    penalised = SamplingParams(temperature=0.0, repeat_penalty=1.25)
+    assert distribution(logits, penalised, [0]).ids.tolist() == [1]
+    assert logits.tolist() == [3.0, 2.5, 0.0], "the caller's logits are left as they were"
