@@ -2,11 +2,7 @@
 
 import sys
 
+from app.entry import main, open_window
+
 if __name__ == "__main__":
-    if sys.argv[1:]:
-        from app.cli.main import main
-
-        sys.exit(main(sys.argv[1:]))
-    from app.gui import main
-
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]) if sys.argv[1:] else open_window())

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     window = sub.add_parser("app", help="open the Hearth window (the desktop app)",
                             description="Open the Hearth window, as the desktop's menu entry and `python -m app` do.")
-    window.set_defaults(run="app.cli.window_command:run_app")
+    window.set_defaults(run="app.cli.main:_window_is_opened_by_the_entry_point")
 
     generate = sub.add_parser("generate", help="write a reply to one prompt")
     _add_model_flag(generate)
@@ -261,6 +261,13 @@ def _quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def _window_is_opened_by_the_entry_point(_args: argparse.Namespace) -> int:
+    """``hearth app`` reaches the window through :mod:`app.entry` (the CLI never imports Qt); a
+    caller of this module's ``main`` directly is told where the window is."""
+    print("hearth: error: the window opens with `hearth app` or `python -m app`", file=sys.stderr)
+    return 1
 
 
 def _command(where: str) -> Callable[[argparse.Namespace], int]:

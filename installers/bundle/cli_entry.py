@@ -7,6 +7,6 @@ from engine.child_command import run_module_if_asked
 
 if __name__ == "__main__":
     run_module_if_asked(sys.argv)
-    from app.cli.main import main
+    from app.entry import main
 
     sys.exit(main(sys.argv[1:]))
