@@ -8,6 +8,11 @@ arrive. The window subscribes to its signals and to the two list models.
 A conversation has one writer at a time across every window and command
 (:mod:`model_store.writer_lock`): a message sent while another one is answering in the conversation
 is refused at once (the window never waits), said in the banner, and given back to the composer.
+
+Loading the model and the worker's restarts live in :mod:`ui.model_loading`; a question asked
+before the model is in waits in :mod:`ui.held_question`; what the conversation database file
+says in :mod:`ui.database_notices`. A notice about a passing state names its cause
+(:mod:`ui.notices`) and goes when the cause is gone (:attr:`ChatController.cause_gone`).
 """
 
 from __future__ import annotations
@@ -15,29 +20,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-import msgspec
 from PySide6.QtCore import QObject, Signal
 
-from app.services.context_info import grown_line
-from app.services.model_refs import model_file
-from app.services.settings import AUTO_CONTEXT, Settings, sampling_spec
+from app.services.settings import Settings, sampling_spec
 from app.services.turn import (
     THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration,
     start_turn,
 )
 from engine import protocol as p
-from engine.client import EngineDead, new_request_id
+from engine.client import EngineDead
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.writer_lock import ConversationBusy
+from ui.formatting import model_name
+from ui.held_question import HeldQuestion, QuestionHolding
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
-from ui.remote_text import answering_model, remote_name
+from ui.model_loading import RESTARTED, ModelLoader
+from ui.notices import MODEL, STORE
+from ui.remote_text import answering_model
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
 from ui.database_notices import DatabaseFileNotices
 
 
-class ChatController(QObject, DatabaseFileNotices):
+class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
@@ -45,6 +51,8 @@ class ChatController(QObject, DatabaseFileNotices):
     model_failed = Signal(str)
     notice = Signal(str, str)  # (kind: info | warning | error, text) for the window's one banner
     notice_with_action = Signal(str, str, str, object)  # (kind, text, action's label, callable)
+    passing_notice = Signal(str, str, str)  # (kind, text, cause): goes when cause_gone names its cause (ui.notices)
+    cause_gone = Signal(str)  # a cause of ui.notices is gone (a model loaded, a write succeeded)
     conversation_notice = Signal(str, str)  # (kind, text) about the conversation on screen: goes when it is left
     status = Signal(str)  # the line under the chat header ("resumed from snapshot, …")
     telemetry = Signal(object)  # p.Telemetry
@@ -52,7 +60,7 @@ class ChatController(QObject, DatabaseFileNotices):
     editing_changed = Signal(object)  # the user Message being edited, or None
     turn_finished = Signal(object)  # PendingTurn, after its answer is stored
     crash_loop = Signal(str)  # the worker crashed twice before decoding and is left down; the text says why
-    send_refused = Signal(str)  # a message that was not sent (another writer holds the conversation): its text
+    send_refused = Signal(str)  # a message that was not sent (another writer, a failed load): its text
 
     def __init__(self, bridge: EngineBridge, store: StoreThread, settings: Settings,
                  conversations: ConversationListModel, messages: MessageListModel) -> None:
@@ -72,6 +80,9 @@ class ChatController(QObject, DatabaseFileNotices):
         self._open_request: str | None = None
         self._restarting = False
         self._mtp_note_for: str | None = None
+        self.loading = False  # from the window's start until the model is in (or its load failed)
+        self.held: HeldQuestion | None = None  # a question asked while loading, sent when the model is in
+        self.name_model: Callable[[str], str] = model_name  # what the user calls a model (the window: the picker)
         # Asked before a message goes to the engine; False keeps it (ui.engine_choice: a remote engine's consent).
         self.before_sending: Callable[[], bool] = lambda: True
         # The user's "Think before answering" for the next turn (ui.thinking_choice), which a new conversation
@@ -80,7 +91,7 @@ class ChatController(QObject, DatabaseFileNotices):
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
         bridge.ready.connect(self._on_ready)
-        bridge.gave_up.connect(lambda message: self.notice.emit("error", message))
+        bridge.gave_up.connect(self._on_gave_up)
         bridge.crash_loop.connect(self._on_crash_loop)
         conversations.rename_requested.connect(self.rename)
         store.damaged.connect(self._on_damaged)
@@ -91,6 +102,7 @@ class ChatController(QObject, DatabaseFileNotices):
     def start(self) -> None:
         self.store.start()  # opening it tidies what a crash left (model_store.after_crash)
         self.refresh_list()
+        self._loading_started(self.loading_text())  # said at once: the worker takes a while to start
         self.bridge.start()
 
     def shutdown(self) -> None:
@@ -104,85 +116,12 @@ class ChatController(QObject, DatabaseFileNotices):
 
     @property
     def generating(self) -> bool:
-        return bool(self._turns) or self._starting_turn or self._storing_turns > 0
+        return bool(self._turns) or self._starting_turn or self._storing_turns > 0 or self.held is not None
 
     def npu_kind(self) -> str | None:
         """``"npu"``, ``"npu-emulator"`` or None, from the worker's device probe."""
         kinds = [d.kind for d in self.devices if d.kind != "cpu" and d.available]
         return "npu" if "npu" in kinds else (kinds[0] if kinds else None)
-
-    # -- the model -------------------------------------------------------------------------------
-
-    def load_model(self, ref: str) -> None:
-        self.model_ref = ref
-        self.loaded = None
-        if self.bridge.held:  # another model after a crash loop: a new worker loads it when ready
-            self.model_progress.emit("Starting the engine…", 0.0)
-            self.bridge.retry()
-            return
-        self._load_request = new_request_id("load")
-        self.model_progress.emit(f"Loading {_model_label(ref)}…", 0.0)
-        if not self.bridge.send(self._load_command(ref)):
-            self.model_progress.emit("Waiting for the engine to start…", 0.0)
-
-    def _load_command(self, ref: str) -> p.LoadModel:
-        """Load ``ref`` with the settings the worker takes at load time, its context among them."""
-        s, path = self.settings, model_file(ref)
-        return p.LoadModel(request_id=self._load_request, model=ref, draft_max=s.draft_max,
-                           device_policy=s.device_policy, calibration=s.device_calibration,
-                           n_ctx=s.context_for(path) if path is not None else AUTO_CONTEXT, kv_type=s.kv_type,
-                           memory_percent=s.memory_budget_percent)
-
-    def model_path(self) -> str | None:
-        """The file of the current model (whose context the settings keep); None if it cannot be found."""
-        return model_file(self.model_ref)
-
-    def _on_context_grown(self, grown: p.ContextGrown) -> None:
-        """The worker made the context longer to go on with a request: keep its report and say so once."""
-        if self.loaded is None:
-            return
-        self.loaded = msgspec.structs.replace(self.loaded, n_ctx=grown.context.n_ctx, context=grown.context)
-        self.context_grown.emit(self.loaded)
-        self.notice.emit("info", f"{_sentence(grown_line(grown))}.")
-
-    def retry_engine(self, cpu_variant: str | None = None) -> None:
-        """Start the engine again after a crash loop (with ``cpu_variant``: "safe", or a build's name);
-        nothing when it is not held (already started again, by a model chosen in the meantime)."""
-        if not self.bridge.held:
-            return
-        self.model_progress.emit("Starting the engine…", 0.0)
-        self.bridge.retry(cpu_variant)
-
-    def _on_crash_loop(self, dead: EngineDead, doing: str) -> None:
-        self._restarting = False
-        self.model_progress.emit("", -1.0)
-        model = _model_label(self.model_ref)
-        what = f"while loading {model}" if doing == "loading the model" else f"while {model} read its first input"
-        self.crash_loop.emit(f"{_sentence(dead.message)} {what}, twice in a row, so Hearth stopped restarting the "
-                             "engine. Your messages are kept. A safer CPU build or another model may work; the "
-                             "system check says more.")
-
-    def _on_ready(self, ready: p.Ready) -> None:
-        self.devices = list(ready.devices)
-        self.load_model(self.model_ref)
-
-    def _on_model_event(self, event: p.Event) -> None:
-        if isinstance(event, p.ModelLoading):
-            self.model_progress.emit(f"Loading {_model_label(self.model_ref)}…", event.fraction)
-        elif isinstance(event, p.ModelLoaded):
-            self.loaded = event
-            self.devices = list(event.found_devices) or self.devices
-            self.model_progress.emit("", -1.0)
-            self.model_loaded.emit(event)
-            if self.conversation is not None:
-                self.open_in_engine(self.conversation.id)
-            else:
-                self._restart_done("The engine restarted and is ready.")
-        elif isinstance(event, p.Error):
-            self._restarting = False  # the load failed: that error is the news, not a restart
-            self.model_progress.emit("", -1.0)
-            self.model_failed.emit(event.message)
-            self.notice.emit("error", f"{event.message} Choose another model in the model menu.")
 
     # -- conversations ---------------------------------------------------------------------------
 
@@ -230,7 +169,7 @@ class ChatController(QObject, DatabaseFileNotices):
 
         def send(cmd: p.OpenConversation) -> None:
             if not cmd.messages:  # nothing to restore: the engine is ready as it is
-                self._restart_done("The engine restarted and is ready.")
+                self._restart_done(RESTARTED)
                 return
             self._open_request = cmd.request_id
             self.bridge.send(cmd)
@@ -246,12 +185,6 @@ class ChatController(QObject, DatabaseFileNotices):
             text = f"No snapshot used ({reason}); the next answer reads the conversation again."
         self.status.emit(text)
         self._restart_done(f"The engine restarted. {text}")
-
-    def _restart_done(self, text: str) -> None:
-        """Say once, after the worker died and came back, that it is ready again (and what it restored)."""
-        if self._restarting:
-            self._restarting = False
-            self.notice.emit("info", text)
 
     def show_conversation(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
         if (conversation.id if conversation else None) != (self.conversation.id if self.conversation else None):
@@ -293,15 +226,24 @@ class ChatController(QObject, DatabaseFileNotices):
         self.editing_changed.emit(message)
 
     def send(self, text: str) -> bool:
-        """Send a message (or the edited version of one); False when it cannot be sent now."""
+        """Send a message (or the edited version of one); while the model is loading, hold it and send
+        it when the model is in (:mod:`ui.held_question`). False when it cannot be sent now."""
         text = text.strip()
         if not text or self.generating:
             return False
-        if self.loaded is None:
-            self.notice.emit("warning", self._why_nothing_is_sent())
+        if self.loaded is None and not self.loading:
+            self.passing_notice.emit("warning", self._why_nothing_is_sent(), MODEL)
             return False
+        if self.loaded is None:
+            self._hold(text)
+            return True
         if not self.before_sending():
             return False
+        self._send_now(text)
+        return True
+
+    def _send_now(self, text: str) -> None:
+        """Store the message (the edited version of :attr:`editing`, if one is edited) and have it answered."""
         conversation, editing, options = self.conversation, self.editing, self._options()
         title = text.splitlines()[0][:60]
 
@@ -320,13 +262,12 @@ class ChatController(QObject, DatabaseFileNotices):
 
         self._begin(store_turn, text)
         self.set_editing(None)
-        return True
 
     def _why_nothing_is_sent(self) -> str:
         if self.bridge.held:
             return ("The engine is stopped after crashing, so your message was not sent; it is still in the "
                     "message box.")
-        return "No model is loaded yet; wait for it to finish loading, or choose one."
+        return "No model is loaded, so your message was not sent; it is still in the message box. Choose a model."
 
     def regenerate(self, answer_id: str | None = None) -> bool:
         """A new answer to the user message before ``answer_id`` (default: the last answer)."""
@@ -334,8 +275,8 @@ class ChatController(QObject, DatabaseFileNotices):
         if target is None or self.generating:
             return False
         if self.loaded is None:
-            self.notice.emit("warning", "No model is loaded, so no new answer can be written; wait for it to load, "
-                                        "or choose one.")
+            self.passing_notice.emit("warning", "No model is loaded, so no new answer can be written; wait for it to "
+                                                "load, or choose one.", MODEL)
             return False
         if not self.before_sending():
             return False
@@ -360,7 +301,9 @@ class ChatController(QObject, DatabaseFileNotices):
         return target if target is not None and target.parent_id is not None else None
 
     def stop(self) -> None:
-        """Stop the answer being written (it is kept, marked stopped)."""
+        """Stop the answer being written (it is kept, marked stopped); a question waiting for the model
+        goes back to the message box."""
+        self._give_back_held()
         for rid in self._turns:
             self.bridge.send(p.Cancel(request_id=rid))
 
@@ -390,6 +333,7 @@ class ChatController(QObject, DatabaseFileNotices):
                 return
             conversation, turn, rows = result
             self._starting_turn = False
+            self.cause_gone.emit(STORE)  # the message was written: the database takes writes again
             self._turns[turn.command.request_id] = turn
             turn.model = answering_model(self.model_ref, self.loaded)
             self.show_conversation(conversation, rows)
@@ -402,7 +346,10 @@ class ChatController(QObject, DatabaseFileNotices):
         def failed(message: str) -> None:
             self._starting_turn = False
             self.generating_changed.emit(self.generating)
-            self.notice.emit("error", f"Could not save your message: {message}")
+            back = "; it is back in the message box" if text else ""
+            self.passing_notice.emit("error", f"Could not save your message: {message.rstrip('.')}{back}.", STORE)
+            if text:
+                self.send_refused.emit(text)
 
         self.store.submit(store_turn, started, failed)
 
@@ -430,6 +377,7 @@ class ChatController(QObject, DatabaseFileNotices):
 
         def stored(done: PendingTurn) -> None:
             self._storing_turns -= 1
+            self.cause_gone.emit(STORE)
             self.messages.update_message(done.answer)
             self.generating_changed.emit(self.generating)
             if self.search_text:  # the answer's words may match the search now
@@ -465,18 +413,6 @@ class ChatController(QObject, DatabaseFileNotices):
         elif isinstance(event, p.Error) and rid is None:
             self.notice.emit("error", event.message)
 
-    def _on_died(self, dead: EngineDead) -> None:
-        for turn in list(self._turns.values()):
-            turn.feed(dead)
-            self._end_turn(turn)
-        self.loaded = None
-        if self.bridge.held:  # not restarted: the crash loop's notice says why and what to do
-            return
-        self._restarting = True
-        self.model_progress.emit("Restarting the engine…", 0.0)
-        self.notice.emit("warning", f"{_sentence(dead.message)}. Restarting it; your conversation is safe and the "
-                                    "answer written so far is kept, marked interrupted.")
-
 
 WINDOW = Writer("a Hearth window")  # never waits for another writer: the GUI thread must not block
 
@@ -488,12 +424,6 @@ def _live_stats(turn: PendingTurn) -> dict:
     if turn.thinking_s is not None:
         stats["thinking_s"] = turn.thinking_s
     return stats
-
-
-def _model_label(ref: str) -> str:
-    if (engine := remote_name(ref)) is not None:
-        return f"remote engine {engine}"
-    return "the embedded default model" if ref == "default" else ref.rsplit("/", 1)[-1]
 
 
 def _sentence(text: str) -> str:

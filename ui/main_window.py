@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPalette
-from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.services.context_info import context_state
 from app.services.engines import EngineRegistry
@@ -23,6 +23,7 @@ from ui.document_controller import DocumentController
 from ui.engine_choice import EngineChoice
 from ui.formatting import model_name
 from ui.model_manager import ModelManager
+from ui.notices import STORE
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
@@ -35,11 +36,13 @@ from ui.views.composer import Composer
 from ui.views.conversation_panel import ConversationPanel
 from ui.views.engines_dialog import EnginesDialog
 from ui.views.document_progress import DocumentProgress
+from ui.views.elided_label import ElidedLabel
 from ui.views.model_picker import ModelPicker
 from ui.views.models_dialog import ModelsDialog
 from ui.views.remote_marker import RemoteMarker, ask_consent
 from ui.views.settings_dialog import SettingsDialog
 from ui.views.system_check_dialog import SystemCheckDialog
+from ui.views.telemetry_dock import TelemetryDock
 from ui.views.telemetry_panel import TelemetryPanel
 
 UNDO_DELETE_MS = 10_000
@@ -86,7 +89,7 @@ class MainWindow(QMainWindow):
         self.conversation_panel = ConversationPanel(conversations)
         self.model_picker = ModelPicker()
         self.banner = Banner()
-        self.status_line = QLabel()
+        self.status_line = ElidedLabel()  # cut to fit: a long status never narrows the conversation list
         self.status_line.setObjectName("status_line")
         self.remote_marker = RemoteMarker()
         self.api_status = ApiStatus()
@@ -116,9 +119,8 @@ class MainWindow(QMainWindow):
         splitter.setSizes([260, 700])
         self.setCentralWidget(splitter)
         self.telemetry_panel = TelemetryPanel()
-        self.telemetry_dock = QDockWidget("Telemetry", self)
-        self.telemetry_dock.setObjectName("telemetry_dock")
-        self.telemetry_dock.setWidget(self.telemetry_panel)
+        self.telemetry_dock = TelemetryDock(self.telemetry_panel, self, is_open=self.controller.settings.telemetry_open)
+        self.telemetry_dock.opened_changed.connect(self._remember_telemetry)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
         self.composer.edit.setFocus()
 
@@ -145,10 +147,14 @@ class MainWindow(QMainWindow):
         c.notice_with_action.connect(self.banner.show_notice)
         c.generating_changed.connect(self.composer.set_generating)
         c.model_progress.connect(self.model_picker.show_progress)
+        c.model_progress.connect(self.telemetry_panel.show_loading)
+        c.name_model = self.model_picker.model_label
         c.model_loaded.connect(self._model_loaded)
         c.context_grown.connect(self._show_model_state)
         c.model_failed.connect(lambda _: self.model_picker.show_state("not loaded"))
         c.notice.connect(self.banner.show_notice)
+        c.passing_notice.connect(self.banner.show_passing)
+        c.cause_gone.connect(self.banner.clear_scope)
         c.conversation_notice.connect(self.banner.show_conversation_notice)
         c.crash_loop.connect(self._crash_loop)
         c.send_refused.connect(self._give_back)
@@ -290,6 +296,10 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"{conversation.title} — Hearth" if conversation else "Hearth")
         self.conversation_panel.select(conversation.id if conversation else None)
 
+    def _remember_telemetry(self, is_open: bool) -> None:
+        if is_open != self.controller.settings.telemetry_open:
+            self._store_settings(_with(self.controller.settings, telemetry_open=is_open))
+
     def _toggle_highlight(self, on: bool) -> None:
         self.chat_view.set_highlight_drafts(on)
         self._store_settings(_with(self.controller.settings, highlight_drafts=on))
@@ -346,7 +356,8 @@ class MainWindow(QMainWindow):
         return dialog
 
     def show_error(self, message: str) -> None:
-        self.banner.show_notice("error", message)
+        """A store job failed: said until a later write succeeds (ui.notices.STORE)."""
+        self.banner.show_passing("error", message, STORE)
 
     def _installed_changed(self, installed) -> None:
         self.model_picker.set_models(installed, self.controller.model_ref)

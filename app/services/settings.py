@@ -81,6 +81,7 @@ class Settings(msgspec.Struct, kw_only=True):
     api_server_port: int = 8089
     api_server_key: str = ""
     api_server_lan: bool = False
+    telemetry_open: bool = False  # the window's telemetry dock: closed for a new user, then as it was left
 
     def context_for(self, model_path: str) -> int:
         """The context chosen for the model file at ``model_path`` (0: auto)."""

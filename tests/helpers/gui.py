@@ -83,3 +83,14 @@ def stored(app: RunningApp, read):
     app.controller.store.submit(read, results.append)
     app.wait(lambda: bool(results), 30_000)
     return results[0]
+
+
+def watch_notices(app: RunningApp) -> list[tuple[str, str]]:
+    """Every notice the controller gives the banner from now on, ``(kind, text)`` in order: plain,
+    about the conversation, and those that go with their cause (ui.notices)."""
+    notices: list[tuple[str, str]] = []
+    c = app.controller
+    for said in (c.notice, c.conversation_notice):
+        said.connect(lambda kind, text: notices.append((kind, text)))
+    c.passing_notice.connect(lambda kind, text, _cause: notices.append((kind, text)))
+    return notices

@@ -14,7 +14,7 @@ from engine import protocol as p
 from engine.client import EngineDead
 from engine.process_client import ProcessClient
 from tests.cpu_builds import auto_build, safe_build
-from tests.helpers.gui import write_settings
+from tests.helpers.gui import watch_notices, write_settings
 from ui.bridge import EngineBridge
 from ui.item_models.messages import load_transcript
 
@@ -35,11 +35,10 @@ class Watch:
 
     def __init__(self, app) -> None:
         self.workers: list[tuple[str, object]] = []
-        self.notices: list[str] = []
+        self.notices = watch_notices(app)  # (kind, text)
         self.crash_loops: list[str] = []
         app.controller.bridge.ready.connect(lambda ready: self.workers.append(("ready", ready.pid)))
         app.controller.bridge.died.connect(lambda dead: self.workers.append(("died", dead)))
-        app.controller.notice.connect(lambda kind, text: self.notices.append(text))
         app.controller.crash_loop.connect(self.crash_loops.append)
 
     def deaths(self) -> list[EngineDead]:
@@ -87,7 +86,7 @@ def test_a_worker_crashing_while_loading_twice_is_left_down_and_the_banner_says_
     assert_stays_down(app, watch)
     assert app.controller.loaded is None and app.window.model_picker.state.text() == "engine stopped"
     assert not app.window.model_picker.progress.isVisible()
-    assert [n for n in watch.notices if "Restarting" in n] == [watch.notices[0]], \
+    assert [n for _, n in watch.notices if "Restarting" in n] == [watch.notices[0][1]], \
         "the first death says it restarts; the second does not claim to"
 
     banner = app.window.banner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from PySide6.QtCore import Qt
 
-from tests.helpers.gui import LONG_ANSWER, write_settings
+from tests.helpers.gui import LONG_ANSWER, watch_notices, write_settings
 
 
 def _open_in_list(app, title: str) -> None:
@@ -67,14 +67,13 @@ def test_a_restart_with_an_empty_conversation_open_says_ready_once_and_never_aga
     app.controller.refresh_list()
     _open_in_list(app, "Nothing yet")
     app.qtbot.waitUntil(lambda: getattr(app.controller.conversation, "id", None) == created[0], timeout=10_000)
-    notices: list[str] = []
-    app.controller.notice.connect(lambda kind, text: notices.append(text))
+    notices = watch_notices(app)
     app.kill_worker()
     app.qtbot.waitUntil(lambda: app.window.banner.text() == "The engine restarted and is ready.", timeout=60_000)
 
     _open_in_list(app, "About rivers")
     app.qtbot.waitUntil(lambda: "Resumed from snapshot" in app.window.status_line.text(), timeout=30_000)
-    assert [n for n in notices if "restarted" in n] == ["The engine restarted and is ready."], \
+    assert [n for _, n in notices if "restarted" in n] == ["The engine restarted and is ready."], \
         "no stale restart notice when a later conversation is opened"
 
 
@@ -88,8 +87,7 @@ def test_killing_the_worker_mid_answer_keeps_the_conversation_and_the_next_answe
     app.controller.settings = msgspec.structs.replace(app.controller.settings, max_tokens=LONG_ANSWER)
     app.type_and_send("Tell me a long story.")
     app.qtbot.waitUntil(lambda: len(app.transcript()) == 4 and len(app.transcript()[3][1]) > 20, timeout=60_000)
-    notices: list[str] = []
-    app.controller.notice.connect(lambda kind, text: notices.append(text))
+    watched = watch_notices(app)
     app.kill_worker()
 
     interrupted = app.wait_turn(2)
@@ -97,6 +95,7 @@ def test_killing_the_worker_mid_answer_keeps_the_conversation_and_the_next_answe
     app.qtbot.waitUntil(lambda: "The engine restarted" in app.window.banner.text(), timeout=60_000)
     assert app.controller.bridge.client.pid != first_pid
     earlier = first.finished.timings.prompt_n + first.finished.timings.gen_n
+    notices = [text for _, text in watched]
     assert len(notices) == 2, "one banner for the death, one for the restart; not one per event"
     assert "killed" in notices[0] and "Restarting" in notices[0]
     assert notices[1] == f"The engine restarted. Resumed from snapshot, {earlier:,} tokens not re-read."

@@ -2,9 +2,11 @@
 crash the app cannot get past by itself offers a few).
 
 A new notice replaces the old one, so a worker that dies shows one banner, not a pile of them.
-A notice raised by something done in a conversation (an answer that failed, a message refused) is
-shown with ``scope="conversation"`` and goes when the user leaves that conversation or an answer
-there succeeds (:meth:`Banner.clear_scope`); other notices stay until dismissed or replaced.
+A notice about a passing state is shown with its cause as its ``scope`` (:mod:`ui.notices`) and
+goes by itself when that cause is gone (:meth:`Banner.clear_scope`): one raised by something done
+in a conversation (``scope="conversation"``) when the user leaves it or an answer there succeeds,
+"no model loaded" when a model loads, a failed write when a later one succeeds. Other notices
+stay until dismissed or replaced.
 An offer to act (Undo a delete) is the exception: a later notice without an action of its own
 shows above it instead of hiding it, so the offer stays until it is used, dismissed, replaced by
 another offer or withdrawn (:meth:`Banner.withdraw`, when what it would undo has happened).
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from ui.notices import CONVERSATION
 from ui.theme import colour
 
 KINDS = ("info", "warning", "error")
@@ -72,7 +75,11 @@ class Banner(QFrame):
 
     def show_conversation_notice(self, kind: str, text: str) -> None:
         """A notice about the conversation on screen: it goes when that is left (see :meth:`clear_scope`)."""
-        self.show_notice(kind, text, scope="conversation")
+        self.show_notice(kind, text, scope=CONVERSATION)
+
+    def show_passing(self, kind: str, text: str, cause: str) -> None:
+        """A notice that goes by itself when ``cause`` is gone (``clear_scope(cause)``; :mod:`ui.notices`)."""
+        self.show_notice(kind, text, scope=cause)
 
     def show_choices(self, kind: str, text: str, actions: list[Action], scope: str = "app") -> None:
         """A notice with up to ``MAX_ACTIONS`` buttons; pressing one dismisses the notice and runs it."""
@@ -92,7 +99,7 @@ class Banner(QFrame):
         self._render()
 
     def clear_scope(self, scope: str) -> None:
-        """Take down the latest notice if it belongs to ``scope`` (an offer to act stays)."""
+        """Take down the latest notice if it belongs to ``scope`` (its cause is gone; an offer to act stays)."""
         if self._latest is None or self._latest.scope != scope:
             return
         if self._offer is None or self._offer is self._latest:

@@ -48,7 +48,8 @@ RENDER_INTERVAL_MS = 60
 RENDER_BUDGET = 8  # the GUI spends at most 1/8 of its time re-rendering a streaming answer
 COLLAPSE_CHARS = 3000
 DOCUMENT_PREVIEW_CHARS = 600
-STATUS_TEXT = {"generating": "writing…", "stopped": "stopped", "interrupted": "interrupted", "error": "failed"}
+STATUS_TEXT = {"generating": "writing…", "stopped": "stopped", "interrupted": "interrupted", "error": "failed",
+               "waiting": "waiting for the model to load…"}  # waiting: a question held (ui.held_question)
 ANSWER_LABEL = "Assistant"  # an answer whose model was not recorded (written before, or by the command line)
 QUESTION_WIDTH = 0.78  # of the row: a question's bubble never spans it, so questions and answers read apart
 NO_LIMIT = 16_777_215  # Qt's QWIDGETSIZE_MAX

@@ -1,15 +1,23 @@
 """Which model answers: the embedded default, the models installed under the data folder, any
 GGUF file the user opens, or a remote engine (``engine:NAME``, set up in Settings → Engines); and
-the way to the Models page. Shows loading progress; a failed load is explained in the banner."""
+the way to the Models page. Shows what is loading ("Loading SmolLM2 135M Instruct…", named as
+:meth:`ModelPicker.model_label` names it) with its progress; a failed load is explained in the banner.
+
+The list keeps the width its entries had when first shown, whatever the state line beside it says:
+that line takes the room left and is cut with "…" (:class:`~ui.views.elided_label.ElidedLabel`),
+so a long context report or loading text never squeezes the model's name.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QWidget
 
 from model_store.installed import EMBEDDED_NAME, InstalledModel
+from ui.formatting import model_name
+from ui.views.elided_label import ElidedLabel
 
 DEFAULT_LABEL = f"{EMBEDDED_NAME} (embedded default)"
 OPEN_FILE = "__open_file__"
@@ -28,16 +36,17 @@ class ModelPicker(QWidget):
         self.combo.setObjectName("model_picker")
         self.combo.setAccessibleName("Model")
         self.combo.setMinimumContentsLength(28)
+        self.combo.setSizePolicy(QSizePolicy.Policy.Fixed, self.combo.sizePolicy().verticalPolicy())
         self.progress = QProgressBar(maximum=100, textVisible=True)
         self.progress.setObjectName("model_progress")
-        self.progress.setMaximumWidth(180)
+        self.progress.setMaximumWidth(120)
         self.progress.hide()
-        self.state = QLabel()
+        self.state = ElidedLabel()
         self.state.setObjectName("model_state")
         layout.addWidget(QLabel("Model:", buddy=self.combo))
-        layout.addWidget(self.combo, 1)
+        layout.addWidget(self.combo)
         layout.addWidget(self.progress)
-        layout.addWidget(self.state)
+        layout.addWidget(self.state, 1)
         self._current = "default"
         self._installed: list[InstalledModel] = []
         self._engines: list[tuple[str, str]] = []  # (reference, label) of each remote engine
@@ -70,13 +79,22 @@ class ModelPicker(QWidget):
         if index >= 0:
             self.combo.setCurrentIndex(index)
 
+    def model_label(self, ref: str) -> str:
+        """What the model ``ref`` is called here: the embedded model's name, an installed model's
+        (a download's is the catalogue's), a remote engine's entry, else the file's name."""
+        if ref == "default":
+            return EMBEDDED_NAME
+        installed = next((m.name for m in self._installed if str(m.path) == ref), None)
+        engine = next((label for engine_ref, label in self._engines if engine_ref == ref), None)
+        return installed or engine or model_name(ref)
+
     def show_progress(self, text: str, fraction: float) -> None:
-        """Loading: ``fraction`` in 0..1; below 0 hides the bar."""
+        """Loading: ``text`` says what ("Loading SmolLM2 135M Instruct…"), ``fraction`` in 0..1; below 0
+        the load is over (the state line is then the model's, :meth:`show_state`)."""
         loading = fraction >= 0
         self.progress.setVisible(loading)
         self.progress.setValue(int(max(0.0, fraction) * 100))
-        self.progress.setFormat(f"{text} %p%" if text else "%p%")
-        self.state.setText("" if loading else self.state.text())
+        self.state.setText(text if loading else "")
 
     def show_state(self, text: str) -> None:
         self.state.setText(text)

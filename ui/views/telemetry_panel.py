@@ -5,7 +5,8 @@ Design:
 * The panel is a pure view. It holds no timers and talks to no worker: the window forwards
   :class:`engine.protocol.Telemetry` samples, the :class:`engine.protocol.DevicePlan` from
   ``ModelLoaded`` and the model's name and size, and calls :meth:`TelemetryPanel.clear` when the
-  model is unloaded or the worker is gone.
+  model is unloaded or the worker is gone. While a model loads, the heading says so
+  (:meth:`TelemetryPanel.show_loading`), not "No model loaded".
 * Every displayed value is one ``QLabel`` registered under a fixed key (see :data:`VALUE_KEYS`)
   with objectName ``telemetry_<key>``; :meth:`TelemetryPanel.values` reads them back, which is
   what tests and accessibility tools see. All text comes from :mod:`ui.formatting`, so
@@ -131,6 +132,7 @@ class TelemetryPanel(QWidget):
         self._plan: DevicePlan | None = None
         self._ran_devices: dict[str, str] = {}
         self._remote = ""  # the remote engine of the last sample, "" for this computer
+        self._loading = ""  # what is loading ("Loading …"), said in the heading until the model is in
         self.model_name_label = _heading(NO_MODEL_TEXT)
         self.model_name_label.setObjectName("telemetry_model_name")
         self.model_name_label.setWordWrap(True)
@@ -278,7 +280,15 @@ class TelemetryPanel(QWidget):
             self._reasons[phase].setToolTip(reason)
             self._reasons[phase].setVisible(bool(reason))
 
+    def show_loading(self, text: str, fraction: float) -> None:
+        """A model is loading (``text``: "Loading SmolLM2 135M Instruct…"), which the heading says instead
+        of "No model loaded"; ``fraction`` below 0: the load is over (:meth:`show_model` follows a success)."""
+        self._loading = text if fraction >= 0 else ""
+        self.model_name_label.setText(self._loading or NO_MODEL_TEXT)
+        self.model_name_label.setToolTip("")
+
     def show_model(self, name: str, size_bytes: int) -> None:
+        self._loading = ""
         self.model_name_label.setText(name or NO_MODEL_TEXT)
         self.model_name_label.setToolTip(name)
         self._set("model_size", fmt_bytes(size_bytes))
@@ -291,7 +301,7 @@ class TelemetryPanel(QWidget):
         self.prefill_sparkline.clear()
         self.decode_sparkline.clear()
         self.state_bar.clear()
-        self.model_name_label.setText(NO_MODEL_TEXT)
+        self.model_name_label.setText(self._loading or NO_MODEL_TEXT)  # a worker that died is loading again
         self.model_name_label.setToolTip("")
         self._plan = None
         self._ran_devices = {}

@@ -1,6 +1,6 @@
 """ChatController on the scripted engine: a turn streams and is stored, Stop keeps the answer,
-an engine error is the conversation's notice, a send with no model is refused, regenerate is
-offered only for an answer."""
+an engine error is the conversation's notice, a send after a failed load is refused (one while
+loading waits: test_first_minute.py), regenerate is offered only for an answer."""
 
 from __future__ import annotations
 
@@ -77,22 +77,17 @@ def test_an_engine_error_is_the_conversations_notice_and_goes_with_it(start_scri
     assert "the context is full" not in app.window.banner.text(), "the notice was about the conversation left"
 
 
-@pytest.mark.parametrize("load", ["still-loading", "load-failed"])
-def test_a_message_is_refused_while_no_model_is_loaded(start_scripted, engine, load):
-    if load == "still-loading":
-        engine.script(p.LoadModel, hold())
-        app = start_scripted(wait_loaded=False)
-        app.wait(lambda: engine.holding is not None)
-    else:
-        engine.script(p.LoadModel, fail("model_load_failed", "model.gguf is not a GGUF file"))
-        app = start_scripted(wait_loaded=False)
-        app.wait(lambda: "model.gguf is not a GGUF file" in app.window.banner.text())
-    notices: list[tuple[str, str]] = []
-    app.controller.notice.connect(lambda kind, text: notices.append((kind, text)))
+def test_a_message_is_refused_after_the_model_failed_to_load(start_scripted, engine):
+    engine.script(p.LoadModel, fail("model_load_failed", "model.gguf is not a GGUF file"))
+    app = start_scripted(wait_loaded=False)
+    app.wait(lambda: "model.gguf is not a GGUF file" in app.window.banner.text())
+    notices: list[tuple[str, str, str]] = []
+    app.controller.passing_notice.connect(lambda kind, text, cause: notices.append((kind, text, cause)))
 
     assert not app.controller.send("Hello?")
 
-    assert notices == [("warning", "No model is loaded yet; wait for it to finish loading, or choose one.")]
+    assert notices == [("warning", "No model is loaded, so your message was not sent; it is still in the message "
+                                   "box. Choose a model.", "model")]
     assert not app.controller.generating and app.controller.conversation is None
     assert engine.sent(p.ANSWERS) == [] and stored(app, lambda s: s.list()) == []
 

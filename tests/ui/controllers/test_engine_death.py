@@ -8,14 +8,13 @@ import signal
 from engine import protocol as p
 from engine.deaths import engine_dead
 from tests.fakes.engine_client import hold
-from tests.helpers.gui import stored
+from tests.helpers.gui import stored, watch_notices
 
 
 def test_a_death_mid_answer_keeps_it_interrupted_and_the_engine_comes_back(start_scripted, engine):
     engine.script(p.AnswerTurn, hold("Half", " an answer"))
     app = start_scripted()
-    notices: list[tuple[str, str]] = []
-    app.controller.notice.connect(lambda kind, text: notices.append((kind, text)))
+    notices = watch_notices(app)
     assert app.controller.send("Tell me everything.")
     app.wait(lambda: [r.message.content for r in app.controller.messages.rows()][-1:] == ["Half an answer"])
 

@@ -1,0 +1,49 @@
+"""One line of text that never asks for more room than it is given.
+
+A plain QLabel's minimum width is its text's: a status line that grows ("No snapshot used (…); the
+next answer reads the conversation again.") widens the column it sits in, and the splitter takes
+that width from the conversation list, clipping the model picker and the search field as it goes.
+This label takes the width the layout has left and cuts its text with "…" to fit, the whole text
+in its tooltip; :meth:`ElidedLabel.text` is always the whole text.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+
+class ElidedLabel(QLabel):
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setText(text)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
+        self._full = text or ""
+        self.setAccessibleName(self._full)
+        self._fit()
+
+    def text(self) -> str:
+        """The whole text, however much of it shows."""
+        return self._full
+
+    def shown_text(self) -> str:
+        """What fits: the text, or its beginning and "…"."""
+        return super().text()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(0, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        width = self.contentsRect().width()
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(width, 0))
+        super().setText(shown)
+        self.setToolTip(self._full if shown != self._full else "")
