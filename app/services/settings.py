@@ -45,8 +45,10 @@ SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
 CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also allowed
 AUTO_CONTEXT = 0
 DEVICE_POLICIES = ("auto", "cpu", "npu")
-SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty")
 API_PORT_RANGE = (1024, 65535)  # below 1024 needs administrator rights on most systems
+TEXT_SIZE_RANGE = (80, 200)  # percent of the platform's default font
+THEMES = ("system", "light", "dark")  # system: follow the system's light or dark colour scheme
 NO_NPU_MESSAGE = "No NPU was found on this machine; choose Auto or CPU."
 NEWER_SCHEMA_MESSAGE = (
     "Your settings.json was written by a newer Hearth (schema {version}); settings this version does not "
@@ -82,6 +84,11 @@ class Settings(msgspec.Struct, kw_only=True):
     api_server_key: str = ""
     api_server_lan: bool = False
     telemetry_open: bool = False  # the window's telemetry dock: closed for a new user, then as it was left
+    # The system prompt a new conversation starts with (each keeps its own; "": none, the model's default).
+    system_prompt: str = ""
+    repeat_penalty: float = DEFAULTS.sampling.repeat_penalty  # 1 = off (engine.sampling)
+    text_size: int = 100  # percent of the platform's default font (ui.theme)
+    theme: str = "system"  # one of THEMES
 
     def context_for(self, model_path: str) -> int:
         """The context chosen for the model file at ``model_path`` (0: auto)."""
@@ -201,6 +208,10 @@ def _contexts_message(contexts: dict[str, int]) -> str | None:
     return None
 
 
+def _theme_message(theme: str) -> str | None:
+    return None if theme in THEMES else f"The theme must be System, Light or Dark, got {theme!r}."
+
+
 def _api_key_message(key: str) -> str | None:
     """A key travels in an HTTP header (``Authorization: Bearer KEY``): visible ASCII, no spaces."""
     if all("!" <= char <= "~" for char in key):
@@ -236,6 +247,8 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["api_server_port"] = _range_message("The API server's port", s.api_server_port, API_PORT_RANGE)
     messages["api_server_key"] = _api_key_message(s.api_server_key)
     messages["api_server_lan"] = _api_lan_message(s)
+    messages["text_size"] = _range_message("The text size", s.text_size, TEXT_SIZE_RANGE, " %")
+    messages["theme"] = _theme_message(s.theme)
     return {name: message for name, message in messages.items() if message is not None}
 
 
@@ -358,7 +371,8 @@ def save_settings(s: Settings, config_dir: Path, *, npu_available: bool = False)
 
 
 def sampling_spec(s: Settings) -> SamplingSpec:
-    return SamplingSpec(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed)
+    return SamplingSpec(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed,
+                        repeat_penalty=s.repeat_penalty)
 
 
 def snapshot_budget_bytes(s: Settings) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -13,19 +14,24 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QSpinBox,
+    QTabWidget,
     QWidget,
 )
 
 from app.services.context_info import context_details
 from app.services.settings import NO_NPU_MESSAGE, Settings, context_key
 from engine.protocol import ContextReport
+from ui import theme
 from ui.views.settings_dialog import NO_MODEL_DETAILS, SEED_MESSAGE, SettingsDialog
 
-INPUT_NAMES = (
-    "temperature", "top_k", "top_p", "min_p", "seed", "max_tokens", "draft_kind", "draft_path",
-    "draft_max", "device_policy", "context_auto", "context_tokens", "kv_cache_8bit", "memory_budget_percent",
-    "snapshot_budget_gib", "data_folder", "highlight_drafts",
+INPUT_NAMES = (  # in tab order: Chat, Model, Performance, Privacy, Advanced
+    "system_prompt", "theme", "text_size", "highlight_drafts",
+    "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "seed", "max_tokens", "context_auto", "context_tokens",
+    "device_policy", "draft_kind", "draft_path", "draft_max",
+    "data_folder",
+    "kv_cache_8bit", "memory_budget_percent", "snapshot_budget_gib",
 )  # fmt: skip
 REPORT = ContextReport(n_ctx=32768, n_ctx_train=262144, mode="auto", kv_type="f16", kv_bytes=384 << 20,
                        estimated_bytes=1900 << 20, available_bytes=16 << 30, budget_bytes=11 << 30, max_n_ctx=262144)
@@ -64,9 +70,10 @@ def select(combo: QComboBox, value: str) -> None:
 
 
 def error_text(dialog: SettingsDialog, field: str) -> str | None:
-    """The visible error message for a field, or None when its label is hidden."""
+    """The error message shown for a field, or None when its label is hidden (a label on a tab that
+    is not in front is shown all the same)."""
     label = child(dialog, QLabel, f"error_{field}")
-    return label.text() if label.isVisible() else None
+    return label.text() if not label.isHidden() else None
 
 
 def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
@@ -95,7 +102,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 19  # 15 + the local API server group's 4
+    assert len(labels) == 23  # 19 + the local API server group's 4
     assert all(label.isHidden() for label in labels)
 
 
@@ -207,7 +214,7 @@ def test_enter_means_ok_and_escape_means_cancel(open_dialog, qtbot):
 
 def test_tab_order_follows_the_form(open_dialog):
     dialog = open_dialog()
-    start: QWidget = child(dialog, QDoubleSpinBox, "temperature")
+    start: QWidget = child(dialog, QPlainTextEdit, "system_prompt")
     seen, widget = [], start
     while True:
         if widget.objectName() in INPUT_NAMES and widget.objectName() not in seen:
@@ -272,3 +279,121 @@ def test_without_a_model_file_the_context_cannot_be_set_and_is_left_as_it_was(op
     assert not child(dialog, QSpinBox, "context_tokens").isEnabled()
     press_ok(dialog)
     assert dialog.result_settings == given
+
+
+# --- tabs ---------------------------------------------------------------------------------------
+
+TAB_FIELDS = {  # a field of each tab, by the tab's title
+    "Chat": "system_prompt", "Model": "repeat_penalty", "Performance": "device_policy", "Privacy": "data_folder",
+    "Advanced": "snapshot_budget_gib",
+}
+
+
+def tabs(dialog: SettingsDialog) -> QTabWidget:
+    return child(dialog, QTabWidget, "settings_tabs")
+
+
+def tab_of(dialog: SettingsDialog, name: str) -> str:
+    """The title of the tab the widget named ``name`` is on."""
+    pages = tabs(dialog)
+    widget = child(dialog, QWidget, name)
+    return next(pages.tabText(i) for i in range(pages.count()) if pages.widget(i).isAncestorOf(widget))
+
+
+def test_settings_are_in_five_tabs_opening_on_chat(open_dialog):
+    dialog = open_dialog()
+    pages = tabs(dialog)
+    assert [pages.tabText(i) for i in range(pages.count())] == list(TAB_FIELDS)
+    assert pages.currentIndex() == 0
+    assert {title: tab_of(dialog, name) for title, name in TAB_FIELDS.items()} == {t: t for t in TAB_FIELDS}
+    assert tab_of(dialog, "top_k") == tab_of(dialog, "context_auto") == "Model"
+    assert tab_of(dialog, "draft_kind") == "Performance" and tab_of(dialog, "api_server_port") == "Privacy"
+    assert tab_of(dialog, "kv_cache_8bit") == tab_of(dialog, "memory_budget_percent") == "Advanced"
+    assert tab_of(dialog, "theme") == tab_of(dialog, "text_size") == tab_of(dialog, "highlight_drafts") == "Chat"
+
+
+def test_a_message_on_another_tab_brings_that_tab_forward_in_red(open_dialog):
+    dialog = open_dialog()
+    pages = tabs(dialog)
+    budget = child(dialog, QSpinBox, "memory_budget_percent")
+    budget.setValue(99)
+    press_ok(dialog)
+    assert dialog.isVisible() and pages.tabText(pages.currentIndex()) == "Advanced"
+    assert dialog.focusWidget() is budget and error_text(dialog, "memory_budget_percent").startswith("The memory budget")
+    advanced = pages.currentIndex()
+    assert pages.tabBar().tabTextColor(advanced) == QColor("#c62828")
+    assert pages.tabBar().tabTextColor(0) != QColor("#c62828"), "only the tab with a message"
+    budget.setValue(70)
+    press_ok(dialog)
+    assert dialog.result_settings == Settings(memory_budget_percent=70)
+    assert pages.tabBar().tabTextColor(advanced) != QColor("#c62828")
+
+
+def test_the_new_settings_are_shown_edited_and_checked_by_the_rules(open_dialog):
+    given = Settings(system_prompt="Answer like a pirate.", theme="dark", text_size=130, repeat_penalty=1.1)
+    dialog = open_dialog(given)
+    assert child(dialog, QPlainTextEdit, "system_prompt").toPlainText() == "Answer like a pirate."
+    assert child(dialog, QComboBox, "theme").currentData() == "dark"
+    assert child(dialog, QComboBox, "text_size").currentData() == 130
+    assert child(dialog, QDoubleSpinBox, "repeat_penalty").value() == 1.1
+    assert dialog.form_settings() == given
+
+    child(dialog, QPlainTextEdit, "system_prompt").setPlainText("  Be brief.\nUse metric units.\n")
+    child(dialog, QDoubleSpinBox, "repeat_penalty").setValue(2.5)
+    press_ok(dialog)
+    assert dialog.isVisible() and error_text(dialog, "repeat_penalty") == \
+        "Repeat penalty must be between 1 (off) and 2, got 2.5."
+    child(dialog, QDoubleSpinBox, "repeat_penalty").setValue(1.3)
+    select(child(dialog, QComboBox, "theme"), "system")
+    press_ok(dialog)
+    assert dialog.result_settings == Settings(system_prompt="Be brief.\nUse metric units.", theme="system",
+                                              text_size=130, repeat_penalty=1.3)
+
+
+def test_a_text_size_not_offered_is_shown_and_kept(open_dialog):
+    dialog = open_dialog(Settings(text_size=120))
+    assert child(dialog, QComboBox, "text_size").currentText() == "120 %"
+    press_ok(dialog)
+    assert dialog.result_settings == Settings(text_size=120)
+
+
+@pytest.fixture
+def appearance(qapp, monkeypatch):
+    """The app as it was afterwards: palette, font, style sheet, style, and no theme state."""
+    palette, font, style = QPalette(qapp.palette()), qapp.font(), qapp.style().name()
+    monkeypatch.setattr(theme, "_state", None)
+    yield qapp
+    theme.apply_appearance(qapp, theme="light", text_size=100)  # stops following the system
+    theme._state = None
+    qapp.setStyleSheet("")
+    qapp.setStyle(style)
+    qapp.setPalette(palette)
+    qapp.setFont(font)
+
+
+def test_ok_applies_a_new_theme_and_text_size_to_the_app(open_dialog, appearance):
+    platform = appearance.font().pointSizeF()
+    dialog = open_dialog()
+    press_ok(dialog)
+    assert appearance.font().pointSizeF() == platform and theme._state is None, "nothing changed, nothing applied"
+    dialog = open_dialog()
+    select(child(dialog, QComboBox, "theme"), "dark")
+    select(child(dialog, QComboBox, "text_size"), 150)
+    press_ok(dialog)
+    assert theme.current_scheme() == "dark" and appearance.palette().color(QPalette.ColorRole.Base).lightness() < 60
+    assert appearance.font().pointSizeF() == pytest.approx(platform * 1.5, abs=0.05)
+
+
+def test_cancel_applies_no_appearance(open_dialog, appearance):
+    dialog = open_dialog()
+    select(child(dialog, QComboBox, "theme"), "dark")
+    dialog.reject()
+    assert theme._state is None
+
+
+def test_an_api_server_problem_brings_the_privacy_tab_forward(open_dialog):
+    dialog = open_dialog()
+    dialog.show_api_server_problem("The local API server could not start: port 8089 is already in use.")
+    pages = tabs(dialog)
+    assert pages.tabText(pages.currentIndex()) == "Privacy"
+    assert child(dialog, QLabel, "error_api_server").isVisible()

@@ -49,7 +49,8 @@ def test_round_trip_keeps_every_field(tmp_path, gguf):
     chosen = Settings(
         model=str(gguf), temperature=0.2, top_k=0, top_p=0.5, min_p=0.0, seed=1234, max_tokens=99,
         draft=f"model:{gguf}", draft_max=8, device_policy="cpu", snapshot_budget_gib=0.5,
-        data_folder=str(tmp_path / "new-data"), highlight_drafts=True,
+        data_folder=str(tmp_path / "new-data"), highlight_drafts=True, system_prompt="Answer like a pirate.\nBe brief.",
+        repeat_penalty=1.15, text_size=130, theme="dark",
     )  # fmt: skip
     save_settings(chosen, config)
     loaded = load_settings(config)
@@ -202,6 +203,13 @@ def test_defaults_are_valid():
         ("snapshot_budget_gib", 1025.0, 1024.0),
         ("data_folder", "relative/folder", ""),
         ("model", "missing.gguf", "default"),
+        ("repeat_penalty", 0.9, 1.0),
+        ("repeat_penalty", 2.1, 2.0),
+        ("repeat_penalty", float("nan"), 1.3),
+        ("text_size", 79, 80),
+        ("text_size", 201, 200),
+        ("theme", "blue", "light"),
+        ("theme", "System", "dark"),
     ],
 )
 def test_each_rule_names_only_its_field(name, bad, good):
@@ -253,8 +261,8 @@ def test_data_folder_must_be_writable(tmp_path):
 
 
 def test_helpers_translate_settings():
-    s = Settings(temperature=0.3, top_k=5, top_p=0.9, min_p=0.1, seed=8, snapshot_budget_gib=1.5)
-    assert sampling_spec(s) == SamplingSpec(temperature=0.3, top_k=5, top_p=0.9, min_p=0.1, seed=8)
+    s = Settings(temperature=0.3, top_k=5, top_p=0.9, min_p=0.1, seed=8, snapshot_budget_gib=1.5, repeat_penalty=1.2)
+    assert sampling_spec(s) == SamplingSpec(temperature=0.3, top_k=5, top_p=0.9, min_p=0.1, seed=8, repeat_penalty=1.2)
     assert snapshot_budget_bytes(s) == 1536 * 1024**2
 
 
@@ -262,3 +270,11 @@ def test_data_dir_prefers_the_chosen_folder(tmp_path):
     paths = UserPaths(data=tmp_path / "d", config=tmp_path / "c", cache=tmp_path / "k")
     assert data_dir(Settings(), paths) == tmp_path / "d"
     assert data_dir(Settings(data_folder=str(tmp_path / "mine")), paths) == tmp_path / "mine"
+
+
+def test_a_saved_theme_or_text_size_out_of_range_is_reset_and_named(tmp_path):
+    write_json(tmp_path, {"theme": "neon", "text_size": 500, "system_prompt": "Be kind.", "repeat_penalty": 3.0})
+    loaded = load_settings(tmp_path)
+    assert (loaded.settings.theme, loaded.settings.text_size) == ("system", 100)
+    assert loaded.settings.repeat_penalty == 1.0 and loaded.settings.system_prompt == "Be kind."
+    assert len(loaded.problems) == 3 and any("text_size" in problem for problem in loaded.problems)
