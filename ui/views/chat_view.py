@@ -5,8 +5,8 @@ wide window: :func:`ui.theme.column_width`), on the palette's text background. A
 clicked fills the composer: :attr:`ChatView.prompt_chosen`).
 
 The view follows the model's signals (reset, rows inserted, data changed, text or reasoning
-appended: a streaming answer's delta goes to its widget alone) and keeps the newest text in sight while an
-answer streams, unless the user has scrolled up to read. A long transcript
+appended: a streaming answer's delta goes to its widget alone) and keeps a new message and its answer in
+sight as they grow, unless the user has scrolled up to read (:mod:`ui.views.follow_newest`). A long transcript
 is built a few messages at a time (:data:`BUILD_SLICE_MS` per turn of the event loop), so opening
 it never freezes the window.
 """
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.theme import SPACE_L, SPACE_XL, column_width
 from ui.views.example_prompts import ExamplePrompts
+from ui.views.follow_newest import FollowNewest
 from ui.views.message_widget import MessageWidget
 from ui.views.welcome import Welcome
 
@@ -51,6 +52,7 @@ class ChatView(QScrollArea):
         self.setAcceptDrops(True)
         self.setBackgroundRole(QPalette.ColorRole.Base)
         self.setFrameShape(QScrollArea.Shape.NoFrame)  # the chat is the window's middle, not a box in it
+        self.follow = FollowNewest(self.verticalScrollBar())
         inner = QWidget()
         centre = QHBoxLayout(inner)
         centre.setContentsMargins(SPACE_XL, SPACE_L, SPACE_XL, SPACE_L)
@@ -99,6 +101,7 @@ class ChatView(QScrollArea):
         for widget in self.widgets:
             widget.deleteLater()
         self.widgets = []
+        self.follow.resume()  # another transcript: shown from its newest message
         self._build_more()
 
     def _inserted(self, parent: QModelIndex, first: int, last: int) -> None:
@@ -107,27 +110,18 @@ class ChatView(QScrollArea):
     def _changed(self, top: QModelIndex, bottom: QModelIndex, roles=()) -> None:
         if roles == APPENDED_ROLES:  # text appended: its widget has it already (_appended)
             return
-        follow = self._at_end()
         for row in range(top.row(), min(bottom.row() + 1, len(self.widgets))):
             self.widgets[row].set_row(self.model.row(row))
-        if follow:
-            self._scroll_to_end()
 
     def _appended(self, row: int, text: str, stats: dict | None) -> None:
         if row >= len(self.widgets):  # not built yet: it is built from the model's row, text and all
             return
-        follow = self._at_end()
         self.widgets[row].append_text(text, stats)
-        if follow:
-            self._scroll_to_end()
 
     def _reasoning_appended(self, row: int, text: str) -> None:
         if row >= len(self.widgets):
             return
-        follow = self._at_end()
         self.widgets[row].append_reasoning(text)
-        if follow:
-            self._scroll_to_end()
 
     def _build_more(self) -> None:
         """Add widgets for rows not shown yet, for at most one slice of time; then come back."""
@@ -138,7 +132,6 @@ class ChatView(QScrollArea):
                 QTimer.singleShot(0, self._build_more)
                 break
         self._update_empty()
-        self._scroll_to_end()
 
     @property
     def complete(self) -> bool:
@@ -162,10 +155,3 @@ class ChatView(QScrollArea):
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange and hasattr(self, "column"):  # the text size changed
             self.column.setMaximumWidth(column_width())
-
-    def _at_end(self) -> bool:
-        bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 40
-
-    def _scroll_to_end(self) -> None:
-        QTimer.singleShot(0, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum()))
