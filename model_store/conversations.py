@@ -40,6 +40,7 @@ class Conversation:
     created_at: float
     updated_at: float
     leaf_id: str | None
+    system_prompt: str = ""  # sent before its messages; "": none, the model's default (m010_conversation_system_prompt)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class ConversationStore:
         self.db = db
 
     def create(
-        self, title: str, model: str = "default", settings: dict[str, Any] | None = None
+        self, title: str, model: str = "default", settings: dict[str, Any] | None = None, system_prompt: str = ""
     ) -> Conversation:
         """Start a new, empty conversation.
 
@@ -79,18 +80,21 @@ class ConversationStore:
             title: Shown in the conversation list.
             model: The model reference it uses.
             settings: Sampling and other per-conversation settings (JSON-serialisable).
+            system_prompt: Sent before its messages ("": none).
 
         Returns:
             The new conversation.
         """
         now = time.time()
-        conv = Conversation(uuid.uuid4().hex, title, model, dict(settings or {}), now, now, None)
+        conv = Conversation(uuid.uuid4().hex, title, model, dict(settings or {}), now, now, None, system_prompt)
         with write_transaction(self.db):
             self.db.execute(
                 "INSERT INTO conversations (id, title, model, settings, created_at, updated_at,"
                 " leaf_id) VALUES (?, ?, ?, ?, ?, ?, NULL)",
                 [conv.id, title, model, to_json(conv.settings), now, now],
             )
+            if system_prompt:  # its own statement: the column's default stands for none
+                self.db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", [system_prompt, conv.id])
         return conv
 
     def get(self, conversation_id: str) -> Conversation:
@@ -157,6 +161,19 @@ class ConversationStore:
             settings = {**self.get(conversation_id).settings, **changes}
             self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?",
                             [to_json(settings), conversation_id])
+        return self.get(conversation_id)
+
+    def set_system_prompt(self, conversation_id: str, text: str) -> Conversation:
+        """Change the system prompt its next messages are sent with (earlier answers stay as they
+        are); returns it as stored.
+
+        Raises:
+            StoreError: If there is no such conversation.
+        """
+        with write_transaction(self.db):
+            cur = self.db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", [text, conversation_id])
+            if cur.rowcount == 0:
+                self.get(conversation_id)  # raises the helpful error
         return self.get(conversation_id)
 
     def delete(self, conversation_id: str) -> None:

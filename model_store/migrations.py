@@ -277,3 +277,10 @@ def m007_snapshot_references(db: sqlite_utils.Database) -> None:
 def m008_message_reasoning(db: sqlite_utils.Database) -> None:
     """An answer's reasoning (a model's <think> block), kept apart from the answer itself."""
     db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m010_conversation_system_prompt(db: sqlite_utils.Database) -> None:
+    """A conversation's own system prompt, sent before its messages ("": none, the model's default).
+    A new conversation starts with the user's default (Settings); earlier ones have none, as before."""
+    db.execute("ALTER TABLE conversations ADD COLUMN system_prompt TEXT NOT NULL DEFAULT ''")

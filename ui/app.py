@@ -24,6 +24,7 @@ from ui.model_manager import ModelManager
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel
 from ui.store_thread import StoreThread
+from ui.system_prompt_editor import SystemPromptEditor
 from ui.theme import DEFAULT_TEXT_SIZE, DEFAULT_THEME, apply_appearance
 
 
@@ -51,6 +52,7 @@ def build_window(parts: AppParts) -> MainWindow:
     window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings,
                         data_folder=parts.data_dir, engines=parts.engines)
     window.setWindowIcon(app_icon())
+    window.system_prompt_editor = SystemPromptEditor(controller, window.conversation_panel, window)
     store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:
         window.banner.show_notice("warning", " ".join(parts.startup_notes))

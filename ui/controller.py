@@ -310,7 +310,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices)
     def _options(self) -> TurnOptions:
         s = self.settings
         return TurnOptions(sampling_spec(s), s.max_tokens, self._draft_choice(), s.draft_max,
-                           enable_thinking=self.thinking_choice())
+                           enable_thinking=self.thinking_choice(), system_prompt=s.system_prompt)
 
     def _draft_choice(self) -> str:
         """The drafting setting, except that MTP on a model without an MTP head falls back to auto

@@ -207,12 +207,13 @@ class DocumentController(QObject):
             return
         tokens = measured.tokens if part == "all" else measured.kept_tokens
         conversation_id = load.shown_before.id if load.shown_before else None
-        model = self.chat.model_ref
+        model, system_prompt = self.chat.model_ref, self.chat.settings.system_prompt
         thinking = self.chat.thinking_choice() if conversation_id is None else None
 
         def store(s: ConversationStore):
             stored = store_document(s, DocumentStore(s.db), document, text, tokens, part, model=model,
-                                    source_path=str(path), conversation_id=conversation_id, writer=WINDOW)
+                                    source_path=str(path), conversation_id=conversation_id, writer=WINDOW,
+                                    system_prompt=system_prompt)
             if thinking is not None:  # a new chat keeps the "Think before answering" chosen for it (ui.thinking_choice)
                 stored.conversation = s.update_settings(stored.conversation.id, {THINKING_SETTING: thinking})
             return stored, read_command(s, stored.conversation.id, stored.message.id), \

@@ -13,7 +13,7 @@ from app.cli.commands import (
     warn_about_devices, warn_about_fallback,
 )
 from app.services.model_refs import model_display_name
-from app.services.settings import app_data_dir
+from app.services.settings import app_data_dir, current_settings
 from app.cli.conversation_ids import find_conversation, find_message
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.cli.terminal_text import visible
@@ -56,9 +56,10 @@ def conversation_model(args: argparse.Namespace) -> str:
 
 
 def turn_options(args: argparse.Namespace) -> TurnOptions:
-    """The sampling, drafting and thinking flags of ``send`` and ``chat`` (out-of-range values refused here)."""
+    """The sampling, drafting and thinking flags of ``send`` and ``chat`` (out-of-range values refused here);
+    a conversation they create starts with the default system prompt from Settings, as in the window."""
     return TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args),
-                       enable_thinking=enable_thinking(args))
+                       enable_thinking=enable_thinking(args), system_prompt=current_settings().system_prompt)
 
 
 def answer_model_name(args: argparse.Namespace, model: str, loaded: p.ModelLoaded) -> str:

@@ -19,7 +19,7 @@ from app.services.documents import (
     DocumentTooLong, LoadedBefore, StoredDocument, check_fit, fit_command, keep_if_read, loaded_before, read_command,
     reading_speed, store_document,
 )
-from app.services.settings import app_data_dir
+from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
@@ -124,7 +124,8 @@ def run_doc_load(args: argparse.Namespace) -> int:
                 return _say_loaded_before(args, before)
             tokens = measured.tokens if args.part == "all" else measured.kept_tokens
             stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
-                                    source_path=str(path.resolve()), writer=command_writer(LOAD_WHO))
+                                    source_path=str(path.resolve()), writer=command_writer(LOAD_WHO),
+                                    system_prompt=current_settings().system_prompt)
             done = _read(client, store, documents, stored, quiet=args.json)
             document = documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
     if not args.json:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.services.turn import CLOCK_SETTING, Writer, hold_conversation, prompt_turns, template_clock, template_spec
+from app.services.turn import (CLOCK_SETTING, Writer, conversation_turns, hold_conversation, template_clock,
+                               template_spec)
 from engine import protocol as p
 from engine.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
@@ -117,10 +118,12 @@ class StoredDocument:
 
 def store_document(store: ConversationStore, documents: DocumentStore, extracted: ExtractedDocument, text: str,
                    tokens: int, part: str, *, model: str, source_path: str | None, writer: Writer | None = None,
-                   conversation_id: str | None = None, after: str | None = None) -> StoredDocument:
+                   conversation_id: str | None = None, after: str | None = None,
+                   system_prompt: str = "") -> StoredDocument:
     """Add the document as a message (after ``after``, else after the newest message; in a new
-    conversation named after it when ``conversation_id`` is None), as the conversation's one writer
-    until :func:`keep_if_read`; a new conversation is created in the same transaction."""
+    conversation named after it, with ``system_prompt``, when ``conversation_id`` is None), as the
+    conversation's one writer until :func:`keep_if_read`; a new conversation is created in the same
+    transaction."""
 
     def fill(held_id: str) -> tuple[Conversation | None, Message, Document]:
         before = store.get(held_id) if conversation_id else None
@@ -136,7 +139,7 @@ def store_document(store: ConversationStore, documents: DocumentStore, extracted
 
     title = extracted.title if conversation_id else store.free_title(extracted.title)
     conversation, (before, message, document), lock = hold_conversation(
-        store, conversation_id, writer, fill, title=title, model=model)
+        store, conversation_id, writer, fill, title=title, model=model, system_prompt=system_prompt)
     return StoredDocument(conversation, message, document, before, lock)
 
 
@@ -193,9 +196,9 @@ def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
 
 
 def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
-    history = store.branch(message_id)
+    history, conversation = store.branch(message_id), store.get(conversation_id)
     return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
-                          messages=prompt_turns(history), template=template_spec(store.get(conversation_id)))
+                          messages=conversation_turns(history, conversation), template=template_spec(conversation))
 
 
 def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocument, p.ReadDocument | None]:
@@ -206,9 +209,11 @@ def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocu
     source = documents.for_message(message_id)
     message = store.message(message_id)
     original = store.get(message.conversation_id)
-    # the copy keeps the original's template clock: a date its template wrote stays the same, so its snapshot fits
+    # the copy keeps the original's template clock and system prompt: what its template wrote stays the same,
+    # so its snapshot fits
     conversation = store.create(store.free_title(source.title if source else "Document"), model=original.model,
-                                settings={CLOCK_SETTING: template_clock(original)})
+                                settings={CLOCK_SETTING: template_clock(original)},
+                                system_prompt=original.system_prompt)
     copy = store.add_message(conversation.id, "user", message.content, parent_id=None)
     record = documents.copy_to(source, conversation.id, copy.id) if source is not None else None
     copied = SnapshotStore(store.db).copy_root(message_id, conversation.id, copy.id)

@@ -13,7 +13,11 @@ over events (the GUI: store calls on its store thread, events from its engine br
    stopped it, ``interrupted`` if the engine died (``interrupted_by`` in its stats says how) or the
    app closed first, and lets the next writer in.
 
-The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`).
+The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`), after
+the conversation's system prompt (:func:`conversation_turns`). A new conversation is made with the
+user's default (:attr:`TurnOptions.system_prompt`); a change applies from the next message: the
+rendering then starts differently, so the engine finds no saved state it can stand on and reads the
+conversation once (``engine.turns``), and the turns after that stand on saved state again.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class TurnOptions:
     draft: str = p.DEFAULTS.draft
     draft_max: int = p.DEFAULTS.draft_max
     enable_thinking: bool | None = None  # None: the conversation's setting, else the model's default
+    system_prompt: str = ""  # a conversation this turn creates starts with it (Settings.system_prompt)
 
 
 @dataclass
@@ -149,6 +154,17 @@ def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
             if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
 
 
+def conversation_turns(history: list[Message], conversation: Conversation) -> list[p.ChatTurn]:
+    """What the engine reads of a branch: the conversation's system prompt as a leading system message
+    (where it has one and the branch has messages; some templates require it first), then
+    :func:`prompt_turns`. A branch that starts with a system message of its own (an API client's) is
+    sent as it is."""
+    turns = prompt_turns(history)
+    if not turns or not conversation.system_prompt or turns[0].role == "system":
+        return turns
+    return [p.ChatTurn("system", conversation.system_prompt), *turns]
+
+
 def template_spec(conversation: Conversation, enable_thinking: bool | None = None) -> p.TemplateSpec:
     """How the conversation's messages are rendered: with its own clock (a template that writes the
     date writes the day it started, so its saved state stays usable), and its thinking switch."""
@@ -168,7 +184,7 @@ def generate_command(history: list[Message], conversation: Conversation, answer_
     """The engine's request for this turn. Raises :class:`DraftRefused` for a drafting choice that is not one."""
     return p.AnswerTurn(
         request_id=new_request_id("turn"),
-        conversation_id=conversation.id, answer_id=answer_id, messages=prompt_turns(history),
+        conversation_id=conversation.id, answer_id=answer_id, messages=conversation_turns(history, conversation),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
         draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
     )
@@ -209,10 +225,10 @@ class Writer:
 
 def hold_conversation(store: ConversationStore, conversation_id: str | None, writer: Writer | None,
                       fill: Callable[[str], T], *, title: str = "", model: str = "default",
-                      ) -> tuple[Conversation, T, WriterLock | None]:
+                      system_prompt: str = "") -> tuple[Conversation, T, WriterLock | None]:
     """Become the conversation's one writer, then run ``fill(conversation_id)`` in one transaction.
 
-    With ``conversation_id`` None, a conversation titled ``title`` is created in that same
+    With ``conversation_id`` None, a conversation titled ``title`` (with ``system_prompt``) is created in that same
     transaction, so a crash leaves it with what ``fill`` stored, or leaves nothing. With ``writer``
     None no lock is taken (a caller that is the only writer, such as a test or a benchmark).
 
@@ -228,7 +244,7 @@ def hold_conversation(store: ConversationStore, conversation_id: str | None, wri
     try:
         with write_transaction(store.db):
             if conversation_id is None:
-                conversation_id = store.create(title, model=model).id
+                conversation_id = store.create(title, model=model, system_prompt=system_prompt).id
                 if writer is not None:
                     lock = take_writer_lock(store.db, conversation_id, writer.who)  # new: nobody else holds it
             elif writer is not None:  # an answer still "generating" here is a writer's that is gone
@@ -254,7 +270,8 @@ def start_turn(store: ConversationStore, conversation_id: str | None, text: str,
         history = add_user_message(store, held_id, text, reply_to=reply_to, from_start=from_start)
         return begin_answer(store, held_id, history, options)
 
-    conversation, turn, lock = hold_conversation(store, conversation_id, writer, fill, title=title, model=model)
+    conversation, turn, lock = hold_conversation(store, conversation_id, writer, fill, title=title, model=model,
+                                                 system_prompt=options.system_prompt)
     turn.writer = lock
     return conversation, turn
 
@@ -346,9 +363,9 @@ def answer_turn(
 
 
 def open_conversation_command(store: ConversationStore, conversation_id: str) -> p.OpenConversation:
-    history = store.current_branch(conversation_id)
+    history, conversation = store.current_branch(conversation_id), store.get(conversation_id)
     return p.OpenConversation(request_id=new_request_id("open"), conversation_id=conversation_id,
-                              messages=prompt_turns(history), template=template_spec(store.get(conversation_id)))
+                              messages=conversation_turns(history, conversation), template=template_spec(conversation))
 
 
 def open_conversation(store: ConversationStore, client: EngineClient, conversation_id: str) -> p.SnapshotReport:

@@ -1,4 +1,5 @@
-"""The conversation list: search, new chat, open, rename in place (F2), delete (Del, with undo).
+"""The conversation list: search, new chat, open, rename in place (F2), delete (Del, with undo), and a
+conversation's system prompt (its context menu).
 
 Listed under date headings (Today, Yesterday, Previous 7 days…) drawn by
 :class:`~ui.views.conversation_delegate.ConversationDelegate`, on the sidebar's own background.
@@ -23,6 +24,7 @@ class ConversationPanel(QWidget):
     new_requested = Signal()
     delete_requested = Signal(str)
     search_changed = Signal(str)
+    system_prompt_requested = Signal(str)  # "System prompt…" on a conversation (ui.system_prompt_editor)
 
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -94,9 +96,13 @@ class ConversationPanel(QWidget):
 
     def _menu(self, point: QPoint) -> None:
         index = self.list.indexAt(point)
-        if not index.isValid():
-            return
+        if index.isValid():
+            self.menu_for(index).popup(self.list.viewport().mapToGlobal(point))
+
+    def menu_for(self, index: QModelIndex) -> QMenu:
+        """A conversation's context menu: rename, its system prompt, delete."""
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.edit(index))
+        menu.addAction("System prompt…", lambda: self.system_prompt_requested.emit(index.data(ID_ROLE)))
         menu.addAction("Delete", lambda: self.delete_requested.emit(index.data(ID_ROLE)))
-        menu.popup(self.list.viewport().mapToGlobal(point))
+        return menu
