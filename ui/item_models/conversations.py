@@ -8,6 +8,8 @@ The headings are not rows, so a row is a conversation everywhere (selection, key
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from model_store.conversations import Conversation
@@ -103,8 +105,7 @@ class ConversationListModel(QAbstractListModel):
         old = self._rows[index.row()]
         if title == old.title:
             return False
-        self._rows[index.row()] = Conversation(old.id, title, old.model, old.settings, old.created_at,
-                                               old.updated_at, old.leaf_id)
+        self._rows[index.row()] = replace(old, title=title)  # every other field as it was (its system prompt too)
         self.dataChanged.emit(index, index)
         self.rename_requested.emit(old.id, title)
         return True

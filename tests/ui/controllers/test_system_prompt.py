@@ -4,12 +4,14 @@ from the next message."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
 from engine import protocol as p
 from tests.fakes.engine_client import answer
 from tests.helpers.gui import stored, write_settings
-from ui.item_models.conversations import ID_ROLE
+from model_store.conversations import Conversation
+from ui.item_models.conversations import ID_ROLE, ConversationListModel
 from ui.system_prompt_editor import CHANGED
 
 DEFAULT = "Be brief."
@@ -72,3 +74,10 @@ def test_system_prompt_in_the_list_changes_the_conversations_own_from_the_next_m
     dialog.reject()
     app.wait_idle_store()
     assert stored(app, lambda s: s.get(first.conversation_id)).system_prompt == PIRATE, "Cancel keeps it"
+
+
+def test_renaming_in_the_list_keeps_the_rows_system_prompt(qtbot):
+    listed = ConversationListModel()
+    listed.set_conversations([Conversation("c1", "Old", "default", {}, 1.0, 2.0, None, system_prompt=PIRATE)])
+    assert listed.setData(listed.index(0), "New", Qt.ItemDataRole.EditRole)
+    assert listed.conversation(0) == Conversation("c1", "New", "default", {}, 1.0, 2.0, None, system_prompt=PIRATE)
