@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, Q
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app.services.settings import Settings
+from ui.theme import SPACE_S
 
 ERROR_STYLE = "color: #c62828;"  # a red that stays readable on light and dark backgrounds
 
@@ -97,7 +98,7 @@ class SettingsTab(QWidget):
         super().__init__()
         self.rows = rows
         self.column = QVBoxLayout(self)
-        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.setContentsMargins(SPACE_S, SPACE_S, SPACE_S, SPACE_S)
 
     def group(self, title: str) -> QFormLayout:
         """A titled group at the end of the page; its form, for rows."""
