@@ -244,12 +244,13 @@ class EngineClient(ABC):
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
                    device_policy: str = "auto", calibration: dict | None = None, kv_type: str = "f16",
-                   memory_percent: int = DEFAULT_BUDGET_PERCENT,
+                   memory_percent: int = DEFAULT_BUDGET_PERCENT, name: str = "",
                    timeout: float | None = None) -> p.ModelLoaded:
-        """Load ``model``; ``n_ctx`` 0 is the automatic context (see p.LoadModel)."""
+        """Load ``model``; ``n_ctx`` 0 is the automatic context (see p.LoadModel); ``name``: what the app
+        calls it."""
         command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads,
                               draft_max=draft_max, device_policy=device_policy, calibration=calibration,
-                              kv_type=kv_type, memory_percent=memory_percent)
+                              kv_type=kv_type, memory_percent=memory_percent, name=name)
         for event in self.stream(command, timeout):
             if isinstance(event, p.ModelLoaded):
                 return event

@@ -83,7 +83,7 @@ def _limit_message(session: ModelSession, needed: int, longest: int) -> str:
     memory = session.memory
     trained = memory.n_ctx_train if memory is not None else 0
     if trained and longest >= trained:
-        why = f"{session.facts.name or 'this model'} was trained on {trained:,} tokens at most"
+        why = f"{session.name or 'this model'} was trained on {trained:,} tokens at most"
         helps = "start a new conversation, or load a shorter part of the document"
     else:
         why = f"the memory available now holds {longest:,} tokens of context for this model"

@@ -140,6 +140,7 @@ class EngineCore:
         self.session = open_session(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
                                     draft_max=command.draft_max, kv_type=command.kv_type,
                                     memory_percent=command.memory_percent, on_progress=on_progress)
+        self.session.display_name = command.name
         self.loaded_with = command
         self.drafting = Drafting(self.session)
         self.live.model_bytes = self.session.facts.size_bytes

@@ -71,7 +71,8 @@ def _ms_since(start: float) -> float:
 
 
 class Generation:
-    """Iterate to stream :class:`TextDelta`; afterwards read ``finish_reason``, ``token_ids``, ``timings``."""
+    """Iterate to stream :class:`TextDelta`; afterwards read ``finish_reason``, ``token_ids``, ``timings``
+    (and for a ``"length"`` finish, ``cut_by``: the request's ``max_tokens`` or the full context)."""
 
     def __init__(
         self,
@@ -116,6 +117,7 @@ class Generation:
         self.pending_token: int | None = None  # the last sampled token, not yet decoded into the state
         self.prefill_chunks: list[int] | None = None  # how the prompt was fed (a snapshot replays the same)
         self.finish_reason: str | None = None
+        self.cut_by = ""  # what ended a "length" answer: "max_tokens" or "context" (p.Finished.cut_by)
         self.timings = Timings(prompt_n=len(prompt_tokens))
         self.text = ""  # the answer, without its reasoning
         self.reasoning = ""
@@ -188,7 +190,7 @@ class Generation:
             if finish is None and self.cancelled():
                 finish = "cancelled"
             elif finish is None and self.session.n_past + 1 >= self.session.n_ctx:
-                finish = "length"
+                finish, self.cut_by = "length", "context"
             if finish:
                 self.finish_reason = finish
                 break
@@ -209,6 +211,7 @@ class Generation:
         if out.stopped:
             return "stop"
         if len(self.token_ids) >= self.settings.max_tokens:
+            self.cut_by = "max_tokens"
             return "length"
         return None
 

@@ -164,6 +164,9 @@ class LoadModel(_Message, tag="load_model"):
     draft_max: Annotated[int, msgspec.Meta(ge=0, le=MAX_DRAFT)] = 4
     device_policy: Literal["auto", "cpu", "npu"] = "auto"  # where prefill may run (see engine.devices.router)
     calibration: dict | None = None  # measured prefill speeds (engine.devices.calibration); None: never calibrated
+    # what the app calls the model (app.services.model_refs.model_display_name): the worker names it so;
+    # "": the file's own general.name
+    name: str = ""
 
 
 class UnloadModel(_Message, tag="unload_model"):
@@ -383,6 +386,9 @@ class Finished(_Message, tag="finished"):
     draft: DraftStats | None = None
     devices: DevicePlan | None = None  # the devices that actually ran this request's phases, and why
     remote: RemoteReport | None = None  # set when a remote engine answered (engine.remote)
+    # what ended a "length" answer: "max_tokens" (the request's limit) or "context" (the context is full);
+    # "" for any other finish, or where it is not known
+    cut_by: Literal["", "max_tokens", "context"] = ""
 
 
 class RemoteWaiting(_Message, tag="remote_waiting"):

@@ -30,6 +30,12 @@ class ModelSession:
         self.memory: ModelMemory | None = None
         self.plan: ContextPlan | None = None
         self.memory_percent = DEFAULT_BUDGET_PERCENT
+        self.display_name = ""  # what the app calls the model (p.LoadModel.name); "" : the file's own name
+
+    @property
+    def name(self) -> str:
+        """The model's name in what the worker says to the user: the app's name for it, else the file's."""
+        return self.display_name or self.facts.name
 
     @property
     def facts(self) -> ModelFacts:

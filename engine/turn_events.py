@@ -24,7 +24,7 @@ def closing_event(command: Turn, reason: str, timings: Timings, *, run: Generati
         return p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read, timings=timings, snapshot=snapshot)
     return p.Finished(request_id=rid, finish_reason=reason, timings=timings,
                       token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
-                      devices=devices)
+                      devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "")
 
 
 class PendingDelta:

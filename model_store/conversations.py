@@ -27,6 +27,10 @@ import sqlite_utils
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 
 MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
+# How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
+# length limit the engine did not name, the user's stop, a failure; "" while it is written, when it was cut
+# short otherwise (the status says how), or before this was kept.
+MESSAGE_FINISHES = ("", "stop", "max_tokens", "context", "length", "cancelled", "error")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,13 @@ class Message:
     created_at: float
     stats: dict[str, Any]
     reasoning: str = ""  # an answer's reasoning, apart from its text (m008_message_reasoning)
+    finish: str = ""  # how an answer ended, one of MESSAGE_FINISHES (m009_message_outcome)
+    error: str = ""  # why it failed, in words (m009_message_outcome)
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer stopped because the context was full, not because it was done."""
+        return self.finish == "context"
 
 
 # The records' fields are the tables' columns (dict fields are JSON text). Selecting them by
@@ -244,8 +255,11 @@ class ConversationStore:
         status: str | None = None,
         stats: dict[str, Any] | None = None,
         reasoning: str | None = None,
+        finish: str | None = None,
+        error: str | None = None,
     ) -> Message:
-        """Change a message's content, status, stats and/or reasoning; ``None`` leaves a field as it is.
+        """Change a message's content, status, stats, reasoning, finish and/or error; ``None`` leaves a
+        field as it is.
 
         Returns:
             The message as stored afterwards.
@@ -260,6 +274,12 @@ class ConversationStore:
             changes["stats"] = to_json(stats)
         if reasoning is not None:
             changes["reasoning"] = reasoning
+        if finish is not None:
+            if finish not in MESSAGE_FINISHES:
+                raise ValueError(f"message finish {finish!r} is not one of {', '.join(MESSAGE_FINISHES[1:])}")
+            changes["finish"] = finish
+        if error is not None:
+            changes["error"] = error
         with write_transaction(self.db):
             self.message(message_id)
             if changes:

@@ -280,6 +280,21 @@ def m008_message_reasoning(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m009_message_outcome(db: sqlite_utils.Database) -> None:
+    """How an answer ended (``finish``: stop, max_tokens, context, cancelled, error; "" before this was
+    kept) and why one failed (``error``, shown with it after a restart). A failed answer stored before
+    keeps the reason its stats recorded."""
+    db.execute("ALTER TABLE messages ADD COLUMN finish TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE messages ADD COLUMN error TEXT NOT NULL DEFAULT ''")
+    db.execute("UPDATE messages SET finish = 'error' WHERE status = 'error'")
+    db.execute(
+        """UPDATE messages SET error = COALESCE(
+               (SELECT group_concat(value, '; ') FROM json_each(messages.stats, '$.errors')), '')
+           WHERE status = 'error' AND json_valid(stats)"""
+    )
+
+
+@migration
 def m010_conversation_system_prompt(db: sqlite_utils.Database) -> None:
     """A conversation's own system prompt, sent before its messages ("": none, the model's default).
     A new conversation starts with the user's default (Settings); earlier ones have none, as before."""

@@ -19,10 +19,13 @@ never shows more than about three significant digits.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
 
+from app.services.model_refs import model_display_name
+from app.services.settings import app_data_dir
 from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 
 UNAVAILABLE_TEXT = "unavailable"
@@ -35,8 +38,14 @@ _GIB = 1024**3
 
 
 def model_name(ref: str) -> str:
-    """What a model is called on screen: the embedded model's name, or a file's name without ``.gguf``."""
-    return EMBEDDED_NAME if ref == EMBEDDED_ID else Path(ref).stem or ref
+    """What a model is called on screen: :func:`app.services.model_refs.model_display_name` (the
+    catalogue's name, else the file's own, tidied, else its file name), asked once per model."""
+    return EMBEDDED_NAME if ref == EMBEDDED_ID else _display_name(ref, app_data_dir())
+
+
+@functools.lru_cache(maxsize=64)
+def _display_name(ref: str, data_dir: Path) -> str:
+    return model_display_name(ref, data_dir)
 
 
 def _is_number(value: object) -> bool:

@@ -17,6 +17,7 @@ from app.services.model_refs import model_file
 from app.services.settings import AUTO_CONTEXT
 from engine import protocol as p
 from engine.client import EngineDead, new_request_id
+from ui.formatting import model_name
 from ui.notices import ENGINE, MODEL
 from ui.remote_text import remote_name
 
@@ -57,7 +58,8 @@ class ModelLoader:
         return p.LoadModel(request_id=self._load_request, model=ref, draft_max=s.draft_max,
                            device_policy=s.device_policy, calibration=s.device_calibration,
                            n_ctx=s.context_for(path) if path is not None else AUTO_CONTEXT, kv_type=s.kv_type,
-                           memory_percent=s.memory_budget_percent)
+                           memory_percent=s.memory_budget_percent,
+                           name="" if remote_name(ref) else model_name(ref))  # what the worker calls it
 
     def model_path(self) -> str | None:
         """The file of the current model (whose context the settings keep); None if it cannot be found."""

@@ -18,6 +18,7 @@ import msgspec
 from app.services.context_info import context_details, context_json, grown_line
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
+from app.services.turn import CUT_OFF
 from app.cli.terminal_text import visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
@@ -108,7 +109,8 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFA
         loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
                                    calibration=settings.device_calibration, kv_type=settings.kv_type,
                                    memory_percent=settings.memory_budget_percent,
-                                   n_ctx=_context(settings, path) if context is None else context)
+                                   n_ctx=_context(settings, path) if context is None else context,
+                                   name=model_display_name(path, data_dir))
     except InvalidRequest as exc:
         client.close(mode="abort")
         raise invalid_value(exc.invalid) from None
@@ -233,10 +235,17 @@ def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: i
     model thought before the answer ("" when it did not)."""
     result = {"text": text, "reasoning": reasoning.strip(), "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
               "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
-              "devices": devices_json(ran), "n_ctx": n_ctx}
+              "devices": devices_json(ran), "n_ctx": n_ctx, "cut_off": finished.cut_by == "context"}
     if finished.remote is not None:  # the engine and model that answered, and the prompt tokens it reused
         result["remote"] = msgspec.to_builtins(finished.remote)
     return result
+
+
+def say_if_cut_off(finished: p.Finished, n_ctx: int) -> None:
+    """One stderr line when the full context ended the answer (``--json``: ``"cut_off": true``)."""
+    if finished.cut_by == "context":
+        print(f"hearth: {CUT_OFF} ({n_ctx:,} tokens), so the answer ends unfinished; a new conversation, or a "
+              "model with a longer context, has room for more", file=sys.stderr)
 
 
 def draft_json(stats: p.DraftStats | None) -> dict:
@@ -285,18 +294,21 @@ def run_generate(args: argparse.Namespace) -> int:
         print(json.dumps(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning), ensure_ascii=False))
     else:
         print()
+    say_if_cut_off(finished, n_ctx)
     return 130 if reply.interrupted else 0  # the shell's code for a command stopped by Ctrl+C
 
 
 def run_info(args: argparse.Namespace) -> int:
     with engine_for(args.model, context=args.context) as (_client, loaded):
         facts = msgspec.to_builtins(loaded.facts)
-    if args.json:
-        print(json.dumps({**facts, "context": context_json(loaded.context)}, ensure_ascii=False))
+    name = model_display_name(args.model, app_data_dir(), general_name=loaded.facts.name)
+    if args.json:  # "name" stays the file's own general.name; "display_name" is what Hearth calls it
+        print(json.dumps({**facts, "display_name": name, "context": context_json(loaded.context)},
+                         ensure_ascii=False))
     else:
         width = max(len(key) for key in facts)
-        for key, value in facts.items():
-            print(f"{key:<{width}}  {value}")
+        for key, value in {**facts, "name": name}.items():
+            print(f"{key:<{width}}  {visible(str(value))}")
         print(f"{'context':<{width}}  {context_details(loaded.context)}")
     return 0
 

@@ -14,6 +14,7 @@ import json
 import msgspec
 
 from app.cli.commands import UserError, engine_for
+from app.services.model_refs import model_display_name
 from app.services.settings import SettingsError, app_data_dir, current_settings, save_settings
 from app.services.paths import user_paths
 from engine import protocol as p
@@ -45,7 +46,8 @@ def run_devices(args: argparse.Namespace) -> int:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     lengths = _lengths(args.lengths)
-    with engine_for(args.model or current_settings().model) as (client, loaded):
+    ref = args.model or current_settings().model
+    with engine_for(ref) as (client, loaded):
         command = p.Calibrate(request_id=new_request_id("cal"), lengths=lengths,
                               include_emulator=args.include_emulator)
         result = None
@@ -63,7 +65,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise UserError(f"measured, but could not store the calibration: {exc}") from exc
     if args.json:
         print(json.dumps({"calibration": result.calibration, "crossover": result.crossover, "notes": result.notes,
-                          "model": loaded.facts.name}))
+                          "model": model_display_name(ref, app_data_dir(), loaded.facts.name)}))
     else:
         print(_calibration_text(result.calibration, result.crossover))
         for note in result.notes:

@@ -18,7 +18,7 @@ import threading
 
 from app.cli.commands import UserError
 from app.services.model_listing import FIT_LABELS, context_words, listing_json
-from app.services.model_refs import app_catalogue, open_library
+from app.services.model_refs import app_catalogue, open_library, tidy_name
 from app.services.paths import user_paths
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import visible, visible_strings
@@ -92,7 +92,7 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         summary = check_gguf(args.path)
         model = open_library(app_data_dir()).add(
-            name=summary.name or summary.path.stem, path=summary.path, size_bytes=summary.size_bytes,
+            name=tidy_name(summary.name) or summary.path.stem, path=summary.path, size_bytes=summary.size_bytes,
             source="import", architecture=summary.architecture)
     except ImportRefused as exc:  # --json: {"error": {"kind": "refused", "reason": ..., "message": ...}}
         raise UserError(str(exc), kind="refused", reason=exc.reason) from exc

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from model_store.catalogue import Catalogue, CatalogueError, load_catalogue, split_ref
 from model_store.db import StoreError, database_path, open_database
+from model_store.gguf_meta import GgufUnreadable, read_metadata
 from model_store.installed import EMBEDDED_NAME, ModelLibrary, embedded_model_file, models_folder
 
 DEFAULT_MODEL = "default"
@@ -84,23 +85,74 @@ def _catalogue_ids() -> list[str]:
         return []
 
 
-def model_display_name(ref: str, data_dir: Path) -> str:
-    """What ``--model REF`` is called for the user: the embedded model's name, an installed model's
-    registered name (a download's is the catalogue's), or else the file's name without ``.gguf``.
-    Never the GGUF's own ``general.name``, which is often a training run's label."""
+def model_display_name(ref: str, data_dir: Path, general_name: str = "") -> str:
+    """What a model is called wherever the user reads its name: the CLI, the window, ``hearth info``
+    and (through ``LoadModel.name``) what the worker says. In order:
+
+    1. the catalogue's name: the embedded model's, a download's as registered ("Qwen3.5 0.8B Q8_0"),
+       or that of a catalogue file found at another path;
+    2. else the name the file gives itself (its ``general.name``: ``general_name`` when the caller has
+       it, else read from the file; for an import, the name it was registered under), tidied
+       (:func:`tidy_name`): often a training run's label, still more than a file name says;
+    3. else the file's name without ``.gguf``.
+    """
     if ref == DEFAULT_MODEL:
         return EMBEDDED_NAME
+    registered, path = _registered(ref, data_dir)
+    if registered is not None and registered.source == "download":
+        return registered.name
+    named = _catalogue_name(path.name) if path is not None else None
+    if named:
+        return named
+    given = registered.name if registered is not None and registered.source == "import" else \
+        general_name or _general_name(path)
+    return tidy_name(given) or (path.stem if path is not None else "") or tidy_name(ref) or ref
+
+
+def tidy_name(name: str) -> str:
+    """A name a file gives itself, fit to show: no control characters, one space between words, at
+    most :data:`NAME_CHARS` characters."""
+    words = "".join(c if c.isprintable() else " " for c in name).split()
+    text = " ".join(words)
+    return text if len(text) <= NAME_CHARS else text[:NAME_CHARS - 1].rstrip() + "…"
+
+
+NAME_CHARS = 64
+
+
+def _registered(ref: str, data_dir: Path):
+    """(the installed model ``ref`` names, or None; its file, or None when ``ref`` names none)."""
+    path = Path(ref).expanduser() if looks_like_path(ref) else None
     try:
         library = open_library(data_dir)
     except StoreError:
-        return Path(ref).stem or ref
+        return None, path
     try:
-        path = Path(ref).expanduser().resolve() if looks_like_path(ref) else library.resolve(ref).resolve()
-        return next((m.name for m in library.list() if m.path.resolve() == path), path.stem)
+        path = (path or library.resolve(ref)).resolve()
+        return next((m for m in library.registered() if m.path.resolve() == path), None), path
     except (StoreError, OSError):
-        return Path(ref).stem or ref
+        return None, path
     finally:
         library.db.close()
+
+
+def _general_name(path: Path | None) -> str:
+    """The ``general.name`` a GGUF file gives itself ("" when it has none or cannot be read)."""
+    try:
+        name = read_metadata(path).get("general.name", "") if path is not None else ""
+    except (GgufUnreadable, OSError):
+        return ""
+    return name if isinstance(name, str) else ""
+
+
+def _catalogue_name(filename: str) -> str | None:
+    """"Qwen3.5 0.8B Q8_0" for a file named as one of the catalogue's, else None."""
+    try:
+        catalogue = app_catalogue(None)
+    except CatalogueError:
+        return None
+    return next((f"{entry.name} {file.quant}" for entry in catalogue for file in entry.files
+                 if file.filename == filename), None)
 
 
 CATALOGUE_ENV = "HEARTH_CATALOGUE"  # another catalogue file (tests, or an organisation's own list)

@@ -120,6 +120,25 @@ class PendingTurn:
             return "interrupted"
         return "stopped" if self.finished.finish_reason == "cancelled" else "done"
 
+    @property
+    def finish(self) -> str:
+        """How the answer ended (model_store.conversations.MESSAGE_FINISHES); "" when it was cut short
+        by the engine's death or the app closing (the status says so)."""
+        if self.status == "error":
+            return "error"
+        if self.finished is None:
+            return ""
+        return finish_of(self.finished)
+
+    @property
+    def error(self) -> str:
+        """Why the answer did not finish, in words: the engine's errors, its death, or the app closing."""
+        if self.status == "error":
+            return "; ".join(self.errors)
+        if self.status == "interrupted":
+            return self.dead.message if self.dead is not None else self.abandoned
+        return ""
+
     def stats(self) -> dict:
         stats: dict = {"elapsed_s": time.time() - self.started}
         if self.model:
@@ -143,6 +162,15 @@ class PendingTurn:
         if self.finished is None and (self.dead is not None or self.abandoned):
             stats["interrupted_by"] = self.dead.message if self.dead is not None else self.abandoned
         return stats
+
+
+CUT_OFF = "cut off: the context is full"  # the mark of an answer the context ended, wherever it is shown
+
+
+def finish_of(finished: p.Finished) -> str:
+    """How a request's answer ended: its finish reason, a "length" one named by the limit that ended it
+    ("max_tokens" or "context"; "length" where the engine could not tell)."""
+    return (finished.cut_by or "length") if finished.finish_reason == "length" else finished.finish_reason
 
 
 def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
@@ -289,7 +317,8 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
     """Store what the engine wrote, with its status and statistics; then let the next writer in."""
     try:
         turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
-                                           stats=turn.stats(), reasoning=turn.reasoning.strip())
+                                           stats=turn.stats(), reasoning=turn.reasoning.strip(),
+                                           finish=turn.finish, error=turn.error)
     finally:
         release_writer(store, turn)
     return turn

@@ -56,7 +56,7 @@ def run_calibration(session: ModelSession, probed: ProbedDevices, store: WorkerS
         return _timed_read(session, prefillers[device], length)
 
     try:
-        calibration = calibrate(measure, prefillers, lengths, measured_with=session.facts.name)
+        calibration = calibrate(measure, prefillers, lengths, measured_with=session.name)
     finally:
         session.reset()
         if saved[1]:

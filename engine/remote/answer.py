@@ -112,8 +112,17 @@ class AnswerStream:
                 reason = "error"
         if self.stopped.is_set() and reason != "error":
             reason = "cancelled"
-        self.emit(p.Finished(request_id=rid, finish_reason=reason, timings=self._timings(),
-                             devices=None, remote=self._report()))
+        timings = self._timings()
+        self.emit(p.Finished(request_id=rid, finish_reason=reason, timings=timings, devices=None,
+                             remote=self._report(), cut_by=self._cut_by(reason, command.max_tokens)))
+
+    def _cut_by(self, reason: str, max_tokens: int) -> str:
+        """What ended a "length" answer, from the tokens the server counted: fewer than ``max_tokens``
+        means its context was full; "" where it did not say (no usage) or for another finish."""
+        written = self.usage.get("completion_tokens")
+        if reason != "length" or not isinstance(written, int):
+            return ""
+        return "max_tokens" if written >= max_tokens else "context"
 
     def _read(self, rid: str, path: str, body: dict) -> str:
         with ExitStack() as stack:

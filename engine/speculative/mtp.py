@@ -33,7 +33,7 @@ class MtpDrafter(Proposer):
     def __init__(self, session: ModelSession, *, sampling: SamplingParams, rng: np.random.Generator,
                  p_min: float = 0.1) -> None:
         if not session.model.has_mtp:
-            raise MtpHeadMissing(f"{session.facts.name} has no MTP head (no nextn layers); "
+            raise MtpHeadMissing(f"{session.name} has no MTP head (no nextn layers); "
                                  "draft with lookup or model:PATH instead")
         self.session = session
         self.head = MtpContext(session.context)

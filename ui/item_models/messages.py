@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
+from app.services.turn import CUT_OFF
 from model_store.conversations import ConversationStore, Message
 from model_store.documents import Document, DocumentStore
 
@@ -167,5 +168,5 @@ class MessageListModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return message.content
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"{message.role}: {message.content}"
+            return f"{message.role}: {message.content}" + (f" ({CUT_OFF})" if message.cut_off else "")
         return None

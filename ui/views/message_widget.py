@@ -34,6 +34,7 @@ from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QVBoxLayout, QWidget
 
 from app.services.documents import document_message
+from app.services.turn import CUT_OFF
 from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.remote_text import answered_by_line
@@ -123,6 +124,12 @@ class MessageWidget(QWidget):
         layout.addWidget(self.show_all, 0, Qt.AlignmentFlag.AlignLeft)
         # Lets the bubble be as wide as its text: the header's layout, empty under a question, would cap it.
         layout.addItem(QSpacerItem(0, 0, QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed))
+        self.outcome = QLabel()  # under an answer the context cut off: says so (outcome_text)
+        self.outcome.setObjectName("message_outcome")
+        self.outcome.setWordWrap(True)
+        self.outcome.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.outcome.hide()
+        layout.addWidget(self.outcome)
         outer.addWidget(self._actions())
 
     def _actions(self) -> MessageActions:
@@ -180,6 +187,8 @@ class MessageWidget(QWidget):
         self.new_chat.setVisible(document is not None)
         self.state.setText(status_text(message))
         self.state.setVisible(message.status in STATUS_TEXT)
+        self.outcome.setText(outcome_text(message))
+        self.outcome.setVisible(bool(self.outcome.text()))
         self.version.setText(f"{row.version}/{row.versions}")
         for widget in (self.previous, self.version, self.next):
             widget.setVisible(row.versions > 1)
@@ -340,4 +349,11 @@ def status_text(message) -> str:
     answer cut short otherwise says by what (the engine's crash, the app closing), as recorded."""
     text = STATUS_TEXT.get(message.status, "")
     reason = (message.stats or {}).get("interrupted_by") if message.status == "interrupted" else None
+    if message.status == "error":
+        reason = getattr(message, "error", "")  # kept with the answer, so it is there after a restart too
     return f"{text}: {reason}" if reason else text
+
+
+def outcome_text(message) -> str:
+    """The line under an answer the context cut off (its status says "done": it was not stopped)."""
+    return CUT_OFF.capitalize() + "." if getattr(message, "cut_off", False) else ""
