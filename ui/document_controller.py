@@ -4,13 +4,14 @@
 Nothing here waits: each step continues in the callback of the one before. Every step belongs to
 one :class:`_Load`; a callback whose load is no longer the current one is ignored. The fit is
 measured against what the open conversation leaves (its messages are counted first). A document
-that does not fit is never cut silently: a dialog says by how much and offers its first or its
-last part (or a model with a longer context). One that fits only once the context grows (the
-memory holds a longer one now, :func:`app.services.documents.fits_whole`) is read whole only when
-the user chooses so in the same dialog, whose first choice it is; the engine then grows the
-context as it reads. Cancel stops the load at any step (extraction included); a read that is
-cancelled or fails takes the document back out (:func:`app.services.documents.keep_if_read`), and
-the window shows the conversation it showed before.
+that does not fit is never cut silently: a dialog says by how much and what limits it, and offers
+its first or its last part, or a catalogue model that reads it whole (:mod:`ui.document_offers`).
+One that fits only once the context grows (the memory holds a longer one now,
+:func:`app.services.documents.fits_whole`) is read whole only when the user chooses so in the same
+dialog, whose first choice it is; the engine then grows the context as it reads. Cancel stops the
+load at any step (extraction included); a read that is cancelled or fails takes the document back
+out (:func:`app.services.documents.keep_if_read`), and the window shows the conversation it showed
+before.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, ExtractedDocument, extract_text
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
+from ui.document_offers import DocumentOffers
 from ui.item_models.messages import MessageRow, load_transcript
-from ui.views.document_progress import LoadedBeforeChoice, PartChoice
+from ui.views.document_progress import LoadedBeforeChoice
 
 
 @dataclass
@@ -54,9 +56,10 @@ class _Load:
     may_grow: bool = False  # the user chose to read all of it in a longer context
 
 
-class DocumentController(QObject):
+class DocumentController(DocumentOffers, QObject):
     progress = Signal(int, int, float, float)  # (tokens read, of total, tok/s, seconds left)
     reading_changed = Signal(bool)  # a document is being loaded
+    model_suggested = Signal(str, bool)  # (the Models page's "id:QUANT", start its download): a model reads it whole
 
     def __init__(self, chat: ChatController) -> None:
         super().__init__()
@@ -320,45 +323,11 @@ class DocumentController(QObject):
         self.chat.store.submit(take_back, taken_back, lambda message: self.chat.notice.emit(
             "error", f"{load.title} could not be taken back out of the conversation: {message}"))
 
-    def _offer_parts(self, document: ExtractedDocument, path: Path, too_long: DocumentTooLong, *,
-                     in_conversation: bool) -> None:
-        new_chat = " start a new chat with it," if in_conversation else ""
-        self.chat.status.emit(f"{document.title} does not fit the model's context.")
-        self._open_part_choice(PartChoice(
-            f"{too_long.summary}.\n\nTo read all of it,{new_chat} {self._what_would_hold_more()}. Or read only its "
-            f"first or its last {too_long.budget_tokens:,} tokens.", QApplication.activeWindow()),
-            document, path)
-
     def _remote_engine(self) -> str:
         """The remote engine the loaded model runs on, "" for this computer."""
         loaded = self.chat.loaded
         path = loaded.facts.path if loaded is not None else ""
         return path.removeprefix(REMOTE_PREFIX) if path.startswith(REMOTE_PREFIX) else ""
-
-    def _what_would_hold_more(self) -> str:
-        """A model trained on a longer context; and more memory, when memory is what limits this one's."""
-        loaded = self.chat.loaded
-        report = loaded.context if loaded is not None else None
-        if report is not None and report.max_n_ctx < report.n_ctx_train:
-            return ("free some memory (or turn on the 8-bit KV cache in Settings), or choose a model with a longer "
-                    "context or a smaller file")
-        return "choose a model with a longer context"
-
-    def _offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
-        """All of the document fits in a context the memory holds now, not in the one the model has."""
-        self.chat.status.emit(f"{document.title} needs a longer context.")
-        self._open_part_choice(PartChoice(
-            f"{document.title} has {measured.tokens:,} tokens but this model's context leaves room for "
-            f"{measured.budget_tokens:,}. The memory available now holds a context long enough for all of it: "
-            f"the model's context grows as the document is read, taking more memory.\n\nOr read only its first or "
-            f"its last {measured.budget_tokens:,} tokens.", QApplication.activeWindow(),
-            whole_tokens=measured.tokens), document, path)
-
-    def _open_part_choice(self, choice: PartChoice, document: ExtractedDocument, path: Path) -> None:
-        choice.part_chosen.connect(lambda part: self._read_part(document, path, part))
-        choice.finished.connect(lambda _: setattr(self, "part_choice", None))
-        self.part_choice = choice
-        choice.open()
 
     def _failed(self, problem) -> None:
         message = str(problem)

@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
         self.document_progress.cancel_requested.connect(self.documents.cancel)
         self.documents.progress.connect(self.document_progress.show_progress)
         self.documents.reading_changed.connect(self._reading_changed)
+        self.documents.model_suggested.connect(self.open_models_on)
         c.notice_with_action.connect(self.banner.show_notice)
         c.generating_changed.connect(self.composer.set_generating)
         c.model_progress.connect(self.model_picker.show_progress)
@@ -372,6 +373,11 @@ class MainWindow(QMainWindow):
             self.models.refresh()
         self.models_dialog.show()
         self.models_dialog.raise_()
+
+    def open_models_on(self, ref: str, download: bool) -> None:
+        """The Models page on one file ("id:QUANT", a model suggested for a document), downloading it if asked."""
+        self.open_models()
+        self.models_dialog.show_model(ref, download=download)
 
     # -- settings --------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from app.cli.commands import UserError, engine_for
+from app.cli.document_too_long import too_long_error
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.services.documents import (
     DocumentTooLong, LoadedBefore, StoredDocument, check_fit, fit_command, keep_if_read, loaded_before, read_command,
@@ -48,19 +49,26 @@ def _one(client: EngineClient, command: p.Command, kind: type, on_event=None):
 
 
 def _read(client: EngineClient, store: ConversationStore, documents: DocumentStore, stored: StoredDocument,
-          *, quiet: bool) -> p.DocumentRead:
-    """Read the stored document; Ctrl+C cancels the reading. A document not read to the end is
-    taken back out of the store (see :func:`app.services.documents.keep_if_read`)."""
+          *, quiet: bool) -> p.DocumentRead | None:
+    """Read the stored document; Ctrl+C cancels the reading (then None, once one line said so). A
+    document not read to the end is taken back out of the store (see
+    :func:`app.services.documents.keep_if_read`)."""
     command = read_command(store, stored.conversation.id, stored.message.id)
     done: p.DocumentRead | None = None
+    progress = None if quiet else ReadingProgress()
     try:
         with _ctrl_c_cancels(client, command.request_id):
-            done = _one(client, command, p.DocumentRead, on_event=None if quiet else ReadingProgress())
+            done = _one(client, command, p.DocumentRead, on_event=progress)
     finally:
+        if progress is not None:
+            progress.end_line()
         kept = keep_if_read(store, documents, stored, done.finish_reason if done else None)
+    if done is not None and done.finish_reason == "cancelled":
+        print(f"hearth: stopped reading {visible(stored.document.title)}; nothing was added", file=sys.stderr)
+        return None
     if not kept:
-        what = "was cancelled" if done and done.finish_reason == "cancelled" else "did not finish"
-        raise UserError(f"reading {stored.document.title} {what}, so it was not added; load it again to read it")
+        raise UserError(f"reading {stored.document.title} did not finish, so it was not added; load it again to "
+                        "read it")
     return done
 
 
@@ -86,6 +94,13 @@ class ReadingProgress:
         self.stream = stream or sys.stderr
         self.in_place = self.stream.isatty()
         self._last = -self.LOG_EVERY_S
+        self._open_line = False  # a line rewritten in place is on screen, not yet ended
+
+    def end_line(self) -> None:
+        """End the line rewritten in place (if one is shown), so what is printed next starts a line of its own."""
+        if self._open_line:
+            print(file=self.stream, flush=True)
+            self._open_line = False
 
     def __call__(self, event) -> None:
         if not isinstance(event, p.PromptProgress) or not event.total:
@@ -94,6 +109,7 @@ class ReadingProgress:
         line = f"reading {event.processed:,}/{event.total:,} tokens, {rate:,.0f} tok/s, {eta:,.0f} s left"
         if self.in_place:
             print(f"\r{line}  ", end="", file=self.stream, flush=True)
+            self._open_line = True
             return
         now = time.monotonic()
         if now - self._last >= self.LOG_EVERY_S or event.processed == event.total:
@@ -114,12 +130,12 @@ def run_doc_load(args: argparse.Namespace) -> int:
             if (before := loaded_before(store, documents, extracted.text, "all", args.model)) is not None:
                 return _say_loaded_before(args, before)
         with engine_for(args.model, data_dir=app_data_dir(), context=args.context,
-                        engine=args.engine) as (client, _loaded):
+                        engine=args.engine) as (client, loaded):
             measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
             try:
                 text = check_fit(extracted, measured, args.part, engine=args.engine or "")
             except DocumentTooLong as exc:
-                raise UserError(str(exc)) from exc
+                raise too_long_error(exc, args, loaded) from exc
             if not args.again and (before := loaded_before(store, documents, text, args.part, args.model)) is not None:
                 return _say_loaded_before(args, before)
             tokens = measured.tokens if args.part == "all" else measured.kept_tokens
@@ -127,10 +143,11 @@ def run_doc_load(args: argparse.Namespace) -> int:
                                     source_path=str(path.resolve()), writer=command_writer(LOAD_WHO),
                                     system_prompt=current_settings().system_prompt)
             done = _read(client, store, documents, stored, quiet=args.json)
+            if done is None:  # stopped by Ctrl+C: the shell's code for a command stopped so
+                return 130
             document = documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
     if not args.json:
-        end_of_progress = "\n" if sys.stderr.isatty() else ""  # the progress line is rewritten in place
-        print(f"{end_of_progress}read {visible(document.title)}: {document.tokens:,} tokens into conversation "
+        print(f"read {visible(document.title)}: {document.tokens:,} tokens into conversation "
               f"{stored.conversation.id} (\"{visible(stored.conversation.title)}\"); ask with: "
               f"hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)
         return 0

@@ -38,12 +38,16 @@ MESSAGE_TEMPLATE_TOKENS = 8  # what a chat template adds around one message (rol
 class DocumentTooLong(ValueError):
     """The document does not fit the model's context; the message says by how much and what to do.
 
-    ``summary`` is the first half (the numbers), for a caller that offers the choices its own way.
+    ``summary`` is the first half (the numbers), for a caller that offers the choices its own way;
+    ``tokens`` and ``held_tokens`` (the document's, the conversation's before it) say what a context
+    must hold (app.services.model_suggestion).
     """
 
-    def __init__(self, summary: str, budget_tokens: int, *, remote: bool = False) -> None:
+    def __init__(self, summary: str, budget_tokens: int, *, remote: bool = False, tokens: int = 0,
+                 held_tokens: int = 0) -> None:
         self.summary = summary
         self.budget_tokens = budget_tokens
+        self.tokens, self.held_tokens, self.remote = tokens, held_tokens, remote
         bigger = ("use a model with a longer context on the engine" if remote else
                   "free some memory or use a model with a longer context")
         super().__init__(f"{summary}; {bigger}, or read only the first or the last {budget_tokens:,} tokens "
@@ -99,7 +103,7 @@ def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, 
              f"this model's context leaves room for {room_tokens:,}{after} ({over:,} too many), even in the longest "
              "context it can have now")
     raise DocumentTooLong(f"{document.title} has {counted} tokens but {where}", measured.budget_tokens,
-                          remote=bool(engine))
+                          remote=bool(engine), tokens=measured.tokens, held_tokens=room.held_tokens)
 
 
 def fits_whole(measured: p.TextMeasured) -> bool:

@@ -1,7 +1,10 @@
 """The installed ``hearth`` entry point and ``python -m app`` work as separate processes."""
 
 import json
+import os
+import pty
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -22,7 +25,7 @@ def test_hearth_entry_point_generates_json(hybrid_tiny, hearth_home):
     assert len(generated["token_ids"]) == 6
 
 
-GENERATE_KEYS = {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx"}
+GENERATE_KEYS = {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx", "cut_off"}
 SNAPSHOT_KEYS = {"restored", "restored_tokens", "prefilled_tokens", "saved_bytes"}
 
 
@@ -126,22 +129,48 @@ def wait_for_output(stream, marker: bytes, timeout: float) -> bytes:
     return seen
 
 
-def test_ctrl_c_while_a_document_is_read_adds_nothing(hybrid_tiny, hearth_home, tmp_path):
+def test_ctrl_c_while_a_document_is_read_adds_nothing_says_so_on_a_line_of_its_own_and_exits_130(
+        hybrid_tiny, hearth_home, tmp_path):
     env = {"HEARTH_HOME": str(hearth_home), "PATH": "/usr/bin:/bin"}
     words = "river stone light house garden winter market letter window music paper forest bridge".split()
     rng = random.Random(2)
     document = tmp_path / "long.txt"
     document.write_text("\n".join(" ".join(rng.choice(words) for _ in range(10)) + "." for _ in range(120)))
+    terminal, stderr = pty.openpty()  # a terminal's stderr: the progress is one line rewritten in place
     loading = subprocess.Popen([str(HEARTH), "doc", "load", "--model", str(hybrid_tiny), str(document)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                               stdout=subprocess.PIPE, stderr=stderr, env=env)
+    os.close(stderr)
     try:
-        wait_for_output(loading.stderr, b"reading ", timeout=120)
+        seen = read_terminal_until(terminal, b"reading ", timeout=120)
         loading.send_signal(signal.SIGINT)
-        _, rest = loading.communicate(timeout=120)
+        loading.wait(timeout=120)
+        seen += read_terminal_until(terminal, None, timeout=10)
     finally:
         loading.kill()
-    assert loading.returncode == 1
-    assert b"reading long.txt was cancelled, so it was not added" in rest.splitlines()[-1]
+        os.close(terminal)
+    assert loading.returncode == 130, seen
+    lines = seen.decode().replace("\r\n", "\n").split("\n")
+    said = [line for line in lines if "long.txt" in line]
+    assert said == ["hearth: stopped reading long.txt; nothing was added"], lines
+    assert lines[lines.index(said[0]) - 1].lstrip("\r").startswith("reading "), "the progress line was ended first"
     listed = subprocess.run([str(HEARTH), "conversations", "--json"], capture_output=True, text=True, timeout=60,
                             env=env)
     assert listed.returncode == 0 and json.loads(listed.stdout) == [], "no conversation was left behind"
+
+
+def read_terminal_until(terminal: int, marker: bytes | None, timeout: float) -> bytes:
+    """Read a pty's master side until ``marker`` appears (None: until the other side is closed)."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while marker is None or marker not in seen:
+        assert time.monotonic() < deadline, f"no {marker!r} within {timeout} s: {seen!r}"
+        if not select.select([terminal], [], [], 0.2)[0]:
+            continue
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # EIO: the command and its worker closed the terminal
+            chunk = b""
+        if not chunk:
+            assert marker is None, f"the output ended before {marker!r}: {seen!r}"
+            return seen
+        seen += chunk
+    return seen

@@ -47,18 +47,27 @@ class PartChoice(QMessageBox):
     when the context can grow to hold it (``whole_tokens`` given), first of all: read all of it.
 
     The text says by how much it is too long and what would read all of it; nothing is cut unless
-    one of the parts is chosen.
+    one of the parts is chosen. With ``model_button`` (a catalogue model that reads it whole), a
+    button of that text comes first and emits ``model_chosen``.
     """
 
     part_chosen = Signal(str)  # "all" | "first" | "last"
+    model_chosen = Signal()  # the suggested model's button
 
-    def __init__(self, text: str, parent: QWidget | None = None, *, whole_tokens: int | None = None) -> None:
+    def __init__(self, text: str, parent: QWidget | None = None, *, whole_tokens: int | None = None,
+                 model_button: str = "") -> None:
         grows = whole_tokens is not None
         super().__init__(QMessageBox.Icon.Question if grows else QMessageBox.Icon.Warning,
                          "The document needs a longer context" if grows else "The document does not fit", text,
                          QMessageBox.StandardButton.Cancel, parent)
         self.setObjectName("document_part_choice")
         self.all: QPushButton | None = None
+        self.get_model: QPushButton | None = None
+        if model_button:
+            self.get_model = self.addButton(model_button, QMessageBox.ButtonRole.AcceptRole)
+            self.get_model.setObjectName("document_get_model")
+            self.get_model.clicked.connect(self.model_chosen)
+            self.setDefaultButton(self.get_model)
         if grows:
             self.all = self.addButton(f"Read all of it (needs {whole_tokens:,} tokens, fits in memory)",
                                       QMessageBox.ButtonRole.AcceptRole)

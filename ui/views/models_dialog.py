@@ -94,6 +94,7 @@ class ModelsDialog(QDialog):
         self.manager = manager
         self.rows: dict[str, DownloadRow] = {}
         self.listing: dict | None = None
+        self._wanted: tuple[str, bool] | None = None  # (ref, download it) to show once the listing has it
         self._build()
         manager.listing_changed.connect(self.show_listing)
         manager.download_progress.connect(self._progress)
@@ -160,6 +161,22 @@ class ModelsDialog(QDialog):
             self._add_installed(model, model["source"] + (" (file missing)" if model["missing"] else ""))
         self._selection_changed()
         self._installed_selection_changed()
+        self._show_wanted()
+
+    def show_model(self, ref: str, *, download: bool = False) -> None:
+        """Select the file ``ref`` ("id:QUANT") as soon as the listing has it, and start its download if
+        asked (a model another window suggested: one click there, no search here)."""
+        self._wanted = (ref, download)
+        self._show_wanted()
+
+    def _show_wanted(self) -> None:
+        if self._wanted is None or not self.select_ref(self._wanted[0]):
+            return
+        ref, download = self._wanted
+        self._wanted = None
+        self.catalogue.scrollToItem(self.variant_item(ref))
+        if download:
+            self._download_selected()
 
     def _add_installed(self, model: dict, note: str) -> None:
         item = QListWidgetItem(f"{model['name']} — {fmt_bytes(model['size_bytes'])}, {note}")
