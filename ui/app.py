@@ -25,7 +25,7 @@ from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel
 from ui.store_thread import StoreThread
 from ui.system_prompt_editor import SystemPromptEditor
-from ui.theme import DEFAULT_TEXT_SIZE, DEFAULT_THEME, apply_appearance
+from ui.theme import apply_appearance
 
 
 @dataclass
@@ -66,8 +66,7 @@ def run(parts: AppParts) -> int:
     app.setApplicationDisplayName("Hearth")
     app.setDesktopFileName("hearth")  # the installers' hearth.desktop: Wayland matches the window to its entry
     app.setWindowIcon(app_icon())  # dialogs and the task bar too
-    apply_appearance(app, theme=getattr(parts.settings, "theme", DEFAULT_THEME),
-                     text_size=getattr(parts.settings, "text_size", DEFAULT_TEXT_SIZE))
+    apply_appearance(app, theme=parts.settings.theme, text_size=parts.settings.text_size)
     instance = SingleInstance(parts.data_dir)  # one app per user and data folder
     if (launch := instance.claim()) is not Launch.FIRST:
         message, code = launch_message(launch)

@@ -22,10 +22,10 @@ from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
 
-THEMES = ("system", "light", "dark")
+from app.services.settings import TEXT_SIZE_RANGE, THEMES, Settings
+
 TEXT_SIZES = (85, 100, 115, 130, 150)  # percent of the platform's default font; Settings offers these
-DEFAULT_THEME = "system"
-DEFAULT_TEXT_SIZE = 100
+DEFAULT_THEME, DEFAULT_TEXT_SIZE = Settings().theme, Settings().text_size  # the settings' rules are theirs
 
 # Spacing (px) and shapes, used by the views' layouts.
 SPACE_XS, SPACE_S, SPACE_M, SPACE_L, SPACE_XL = 4, 8, 12, 16, 24
@@ -92,7 +92,7 @@ def apply_appearance(app: QApplication, *, theme: str, text_size: int) -> None:
     if _state is None:
         _state = _State(base_font=QFont(app.font()))
         app.setStyle(QStyleFactory.create("Fusion"))
-    _state.theme, _state.text_size = theme, max(50, min(int(text_size), 300))
+    _state.theme, _state.text_size = theme, max(TEXT_SIZE_RANGE[0], min(int(text_size), TEXT_SIZE_RANGE[1]))
     _follow_system(app, theme == "system")
     _apply(app)
 

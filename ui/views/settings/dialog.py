@@ -29,15 +29,14 @@ from PySide6.QtWidgets import QApplication, QDialog, QDialogButtonBox, QTabWidge
 
 from app.services.settings import Settings, validate_settings
 from engine.protocol import ContextReport
-from ui.theme import apply_appearance
+from ui.theme import apply_appearance, colour
 from ui.views.settings.advanced_tab import AdvancedTab
 from ui.views.settings.chat_tab import ChatTab
-from ui.views.settings.form import ERROR_STYLE, FieldRows, SettingsTab, scrolling
+from ui.views.settings.form import FieldRows, SettingsTab, scrolling
 from ui.views.settings.model_tab import ModelTab
 from ui.views.settings.performance_tab import PerformanceTab
 from ui.views.settings.privacy_tab import PrivacyTab
 
-ERROR_TAB_COLOUR = QColor(ERROR_STYLE.removeprefix("color: ").rstrip(";"))
 TAB_HAS_ERRORS = "A setting on this tab needs to be changed."
 
 
@@ -117,7 +116,7 @@ class SettingsDialog(QDialog):
         self.rows.show(errors)
         for index, tab in enumerate(self.tab_list):
             wrong = any(field in errors for field in tab.fields)
-            self.tabs.tabBar().setTabTextColor(index, ERROR_TAB_COLOUR if wrong else QColor())
+            self.tabs.tabBar().setTabTextColor(index, colour("bad") if wrong else QColor())  # red in the theme
             self.tabs.setTabToolTip(index, TAB_HAS_ERRORS if wrong else "")
 
     def _tab_of(self, field: str) -> SettingsTab:

@@ -18,9 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, Q
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app.services.settings import Settings
-from ui.theme import SPACE_S
-
-ERROR_STYLE = "color: #c62828;"  # a red that stays readable on light and dark backgrounds
+from ui.theme import SPACE_S, set_tone
 
 
 def spin(name: str, low: int, high: int) -> QSpinBox:
@@ -68,7 +66,8 @@ class FieldRows:
 
     def row(self, form: QFormLayout, label: str, field: str, *widgets: QWidget) -> None:
         """One labelled row: the widgets side by side, with the field's error label underneath."""
-        error = QLabel(objectName=f"error_{field}", wordWrap=True, styleSheet=ERROR_STYLE, visible=False)
+        error = QLabel(objectName=f"error_{field}", wordWrap=True, visible=False)
+        set_tone(error, "bad")  # red in light and dark (ui.theme)
         self.errors[field] = error
         cell = QWidget()
         column = QVBoxLayout(cell)
