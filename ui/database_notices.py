@@ -7,6 +7,7 @@ from __future__ import annotations
 from app.services.db_recovery import recovery_text
 from model_store.recovery import Recovery
 from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
+from ui.notices import STORE
 
 
 class DatabaseFileNotices:
@@ -20,10 +21,10 @@ class DatabaseFileNotices:
                      "into a new database and keeps the damaged file aside.", "Recover", self.recover_database)
 
     def _on_read_only(self, problem: DatabaseReadOnly) -> None:
-        self.notice.emit("warning", f"The conversation database {problem.path} is read-only ({problem.detail}): "
+        self.passing_notice.emit("warning", f"The conversation database {problem.path} is read-only ({problem.detail}): "
                                     "your conversations can be read, but new messages cannot be saved until your "
                                     "user may write to it and its folder, or another data folder is chosen in "
-                                    "Settings.")
+                                    "Settings.", STORE)
 
     def recover_database(self) -> None:
         """Copy what the damaged file still holds into a new one (see :mod:`model_store.recovery`)."""

@@ -40,6 +40,7 @@ from model_store.extract import DocumentError, ExtractedDocument, extract_text
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
 from ui.document_offers import DocumentOffers
+from ui.notices import MODEL
 from ui.item_models.messages import MessageRow, load_transcript
 from ui.views.document_progress import LoadedBeforeChoice
 
@@ -117,7 +118,8 @@ class DocumentController(DocumentOffers, QObject):
             self.chat.notice.emit("warning", "Wait for the current answer or document to finish, then attach again.")
             return False
         if self.chat.loaded is None:
-            self.chat.notice.emit("warning", "No model is loaded yet; wait for it, then attach the document.")
+            self.chat.passing_notice.emit("warning", "No model is loaded yet; wait for it, then attach the document.",
+                                          MODEL)
             return False
         return True
 

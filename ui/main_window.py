@@ -226,8 +226,8 @@ class MainWindow(QMainWindow):
     # -- actions ---------------------------------------------------------------------------------
 
     def new_chat(self) -> None:
+        self.composer.edit.clear()  # first: a question still waiting for the model comes back into it
         self.controller.new_conversation()
-        self.composer.edit.clear()
         self.composer.edit.setFocus()
 
     def _send(self, text: str) -> None:

@@ -86,15 +86,17 @@ def test_a_question_asked_while_loading_waits_in_the_chat_and_is_answered_once_t
     assert turn.status == "done" and not app.controller.generating
 
 
-@pytest.mark.parametrize("how", ["stopped", "load-failed"])
+@pytest.mark.parametrize("how", ["stopped", "load-failed", "new-chat"])
 def test_a_waiting_question_goes_back_to_the_message_box_when_it_cannot_be_sent(start_scripted, engine, how):
-    engine.script(p.LoadModel, hold() if how == "stopped" else fail("model_load_failed", NOT_A_GGUF))
+    engine.script(p.LoadModel, fail("model_load_failed", NOT_A_GGUF) if how == "load-failed" else hold())
     app = start_scripted(wait_loaded=False)
     app.type_and_send("Hello?")  # before the worker is up: the load has not even been asked for
     assert transcript(app) == [("user", "Hello?", WAITING)]
 
     if how == "stopped":
         app.qtbot.mouseClick(app.window.composer.send_button, Qt.MouseButton.LeftButton)  # "Stop"
+    elif how == "new-chat":
+        app.window.new_chat()  # leaving it for a new chat gives it back too, not into a cleared box
     else:
         app.wait(lambda: NOT_A_GGUF in app.window.banner.text())
     app.wait(lambda: app.window.composer.text() == "Hello?")
@@ -204,3 +206,16 @@ def test_a_long_status_narrows_neither_the_conversation_list_nor_the_model_picke
     assert window.status_line.text() == LONG_STATUS, "the whole text is kept (and in the tooltip when cut)"
     if window.status_line.shown_text() != LONG_STATUS:
         assert window.status_line.shown_text().endswith("…") and window.status_line.toolTip() == LONG_STATUS
+
+
+def test_a_document_refused_while_loading_takes_its_notice_down_once_the_model_is_in(start_scripted, engine, tmp_path):
+    from tests.helpers.documents import write_document
+
+    engine.script(p.LoadModel, hold())
+    app = start_scripted(wait_loaded=False)
+    assert not app.documents.attach(write_document(tmp_path / "notes.txt", 200))
+    assert "No model is loaded yet" in app.window.banner.text()
+    app.wait(lambda: engine.holding is not None)
+    engine.release()
+    app.wait_loaded()
+    app.wait(lambda: "No model is loaded yet" not in app.window.banner.text())
