@@ -130,7 +130,7 @@ def _registered(ref: str, data_dir: Path):
     try:
         path = (path or library.resolve(ref)).resolve()
         return next((m for m in library.registered() if m.path.resolve() == path), None), path
-    except (StoreError, OSError):
+    except (StoreError, OSError, RuntimeError):  # RuntimeError: a loop of links (Python 3.11's resolve)
         return None, path
     finally:
         library.db.close()
