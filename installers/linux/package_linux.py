@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bundle"))
@@ -176,9 +177,11 @@ def main() -> int:
     if shutil.which("dpkg-deb") is None:
         sys.exit("[package] dpkg-deb is not installed: apt-get install dpkg-dev")
     args.dist.mkdir(parents=True, exist_ok=True)
-    tarball = make_tarball(args.bundle, args.dist)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each compresses the whole bundle on one core
+        tarball_job = pool.submit(make_tarball, args.bundle, args.dist)
+        deb_job = pool.submit(make_deb, args.bundle, args.dist)
+        tarball, deb = tarball_job.result(), deb_job.result()
     say(f"tarball: {tarball}")
-    deb = make_deb(args.bundle, args.dist)
     say(f"deb: {deb}")
     print(tarball)
     print(deb)
