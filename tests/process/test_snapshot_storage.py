@@ -41,7 +41,7 @@ def test_stored_bytes_grow_with_tokens_not_turns_times_tokens(request, tmp_path,
         assert len({r.part_bytes["recurrent"] for r in chain}) == 1
 
 
-KILL_ROUNDS = 20
+KILL_ROUNDS = 12
 
 
 def wait_for_a_snapshot(data_dir, timeout: float) -> None:
