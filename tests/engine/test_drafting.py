@@ -93,6 +93,13 @@ def test_greedy_with_a_repeat_penalty_is_identical_for_model_drafters(tiny, test
 
 def test_greedy_with_a_repeat_penalty_on_smollm2_is_identical_with_lookup_drafting(smollm2):
     """SmolLM2 quoting: lookup drafts the quote again and again, the penalty rejects many of them."""
+    accepted, rollbacks = lookup_quoting_is_identical(smollm2, PENALISED, n_prompts=6)
+    assert accepted > 5 and rollbacks > 0
+
+
+def lookup_quoting_is_identical(smollm2, sampling, n_prompts: int) -> tuple[int, int]:
+    """SmolLM2 asked to repeat prompts, with and without lookup drafting: the same tokens each time
+    (asserted); returns the drafts accepted and the rollbacks, over all prompts."""
     from engine.chat_template import ChatMessage
     from engine.prompts import chat_prompt_tokens
 
@@ -100,18 +107,18 @@ def test_greedy_with_a_repeat_penalty_on_smollm2_is_identical_with_lookup_drafti
     make = drafter(session, "lookup")
     accepted = rollbacks = 0
     try:
-        for prompt in prompts(6):
+        for prompt in prompts(n_prompts):
             tokens = chat_prompt_tokens(session.model, [ChatMessage("user", f"Repeat exactly: {prompt}")])
-            plain = Generation(session, tokens, GenerationSettings(PENALISED, max_tokens=48))
+            plain = Generation(session, tokens, GenerationSettings(sampling, max_tokens=48))
             list(plain)
-            drafted = Generation(session, tokens, GenerationSettings(PENALISED, max_tokens=48), make_source=make)
+            drafted = Generation(session, tokens, GenerationSettings(sampling, max_tokens=48), make_source=make)
             list(drafted)
             assert drafted.token_ids == plain.token_ids
             accepted += drafted.source.stats.accepted
             rollbacks += drafted.source.stats.rollbacks
     finally:
         session.close()
-    assert accepted > 5 and rollbacks > 0
+    return accepted, rollbacks
 
 
 @pytest.mark.parametrize("model", ["hybrid-draft", "smollm2"])
@@ -125,24 +132,7 @@ def test_mtp_on_a_model_without_an_mtp_head_is_refused(test_models, smollm2, mod
 
 
 def test_greedy_lookup_on_smollm2_quoting_is_identical(smollm2):
-    from engine.chat_template import ChatMessage
-    from engine.prompts import chat_prompt_tokens
-
-    session = open_session(str(smollm2), n_ctx=2048)
-    make = drafter(session, "lookup")
-    accepted = rollbacks = 0
-    try:
-        for prompt in prompts(10):
-            tokens = chat_prompt_tokens(session.model, [ChatMessage("user", f"Repeat exactly: {prompt}")])
-            plain = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=48))
-            list(plain)
-            drafted = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=48), make_source=make)
-            list(drafted)
-            assert drafted.token_ids == plain.token_ids
-            accepted += drafted.source.stats.accepted
-            rollbacks += drafted.source.stats.rollbacks
-    finally:
-        session.close()
+    accepted, rollbacks = lookup_quoting_is_identical(smollm2, GREEDY, n_prompts=10)
     assert accepted > 20 and rollbacks > 0
 
 

@@ -50,3 +50,22 @@ def start_app(qtbot):
 def tiny_settings(hybrid_tiny) -> Settings:
     """Greedy answers from the tiny hybrid model, short by default."""
     return write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=24, draft="off")
+
+
+@pytest.fixture
+def appearance(qapp, monkeypatch):
+    """The test app, put back as it was afterwards: palette, font, style sheet and style (and no
+    theme state), for tests that apply a theme or a text size."""
+    from PySide6.QtGui import QPalette
+
+    from ui import theme
+
+    palette, font, style = QPalette(qapp.palette()), qapp.font(), qapp.style().name()
+    monkeypatch.setattr(theme, "_state", None)
+    yield qapp
+    theme.apply_appearance(qapp, theme="light", text_size=100)  # stops following the system
+    theme._state = None
+    qapp.setStyleSheet("")
+    qapp.setStyle(style)
+    qapp.setPalette(palette)
+    qapp.setFont(font)

@@ -358,20 +358,6 @@ def test_a_text_size_not_offered_is_shown_and_kept(open_dialog):
     assert dialog.result_settings == Settings(text_size=120)
 
 
-@pytest.fixture
-def appearance(qapp, monkeypatch):
-    """The app as it was afterwards: palette, font, style sheet, style, and no theme state."""
-    palette, font, style = QPalette(qapp.palette()), qapp.font(), qapp.style().name()
-    monkeypatch.setattr(theme, "_state", None)
-    yield qapp
-    theme.apply_appearance(qapp, theme="light", text_size=100)  # stops following the system
-    theme._state = None
-    qapp.setStyleSheet("")
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setFont(font)
-
-
 def test_ok_applies_a_new_theme_and_text_size_to_the_app(open_dialog, appearance):
     platform = appearance.font().pointSizeF()
     dialog = open_dialog()

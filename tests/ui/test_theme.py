@@ -12,17 +12,8 @@ from ui import theme
 
 
 @pytest.fixture
-def app(qapp, monkeypatch):
-    """The test app, put back as it was: palette, font, style sheet and style (and no theme state)."""
-    palette, font, style = QPalette(qapp.palette()), qapp.font(), qapp.style().name()
-    monkeypatch.setattr(theme, "_state", None)
-    yield qapp
-    theme.apply_appearance(qapp, theme="light", text_size=100)  # stops following the system
-    theme._state = None
-    qapp.setStyleSheet("")
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setFont(font)
+def app(appearance):
+    return appearance
 
 
 def lightness(app: QApplication, role: QPalette.ColorRole) -> int:
