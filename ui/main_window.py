@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QSplitter, QVBoxLayout, 
 
 from app.services.context_info import context_state
 from app.services.engines import EngineRegistry
-from app.services.settings import Settings, SettingsError
+from app.services.settings import Settings
 from ui.api_server import ApiServerProcess
 from ui.controller import ChatController
 from ui.document_controller import DocumentController
@@ -28,7 +28,6 @@ from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
 from ui.thinking_choice import ThinkingChoice
-from ui.views.about_dialog import AboutDialog, third_party_licences
 from ui.views.api_status import ApiStatus
 from ui.views.banner import Banner
 from ui.views.chat_view import ChatView
@@ -44,15 +43,13 @@ from ui.views.settings_dialog import SettingsDialog
 from ui.views.system_check_dialog import SystemCheckDialog
 from ui.views.telemetry_dock import TelemetryDock
 from ui.views.telemetry_panel import TelemetryPanel
+from ui.window_dialogs import WindowDialogs
 
 UNDO_DELETE_MS = 10_000
-# Settings the worker takes only when it loads a model (they travel in LoadModel): changing one reloads it.
-LOAD_TIME_SETTINGS = ("model", "draft_max", "device_policy", "device_calibration", "contexts", "kv_cache_8bit",
-                      "memory_budget_percent")
 SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowDialogs, QMainWindow):
     def __init__(self, controller: ChatController, documents: DocumentController, models: ModelManager, *,
                  save_settings: SaveSettings, data_folder: Path, engines: EngineRegistry | None = None) -> None:
         super().__init__()
@@ -333,29 +330,6 @@ class MainWindow(QMainWindow):
     def _engine_started(self, _ready) -> None:
         self.banner.withdraw(self._retry_with_safe_build)
 
-    def open_system_check(self) -> SystemCheckDialog:
-        """Show the system check; one at a time (it starts a worker of its own), raised if open."""
-        if self.system_check is not None:
-            self.system_check.raise_()
-            self.system_check.activateWindow()
-            return self.system_check
-        dialog = SystemCheckDialog(self, cpu_variant=self.controller.bridge.client.cpu_variant)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.finished.connect(self._system_check_closed)  # every close goes through done()
-        dialog.start()
-        dialog.show()
-        self.system_check = dialog
-        return dialog
-
-    def _system_check_closed(self, _result: int = 0) -> None:
-        self.system_check = None
-
-    def open_about(self) -> AboutDialog:
-        dialog = AboutDialog(self.data_folder, self, licences=third_party_licences())
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.open()
-        return dialog
-
     def show_error(self, message: str) -> None:
         """A store job failed: said until a later write succeeds (ui.notices.STORE)."""
         self.banner.show_passing("error", message, STORE)
@@ -365,80 +339,6 @@ class MainWindow(QMainWindow):
 
     def refresh_models(self) -> None:
         self.models.refresh()
-
-    def open_models(self) -> None:
-        if self.models_dialog is None:
-            self.models_dialog = ModelsDialog(self.models, self)
-        else:
-            self.models.refresh()
-        self.models_dialog.show()
-        self.models_dialog.raise_()
-
-    def open_models_on(self, ref: str, download: bool) -> None:
-        """The Models page on one file ("id:QUANT", a model suggested for a document), downloading it if asked."""
-        self.open_models()
-        self.models_dialog.show_model(ref, download=download)
-
-    # -- settings --------------------------------------------------------------------------------
-
-    def open_settings(self) -> None:
-        npu, loaded = self.controller.npu_kind(), self.controller.loaded
-        dialog = SettingsDialog(self.controller.settings, self, npu_available=npu is not None,
-                                npu_label="NPU (emulator only: slow)" if npu == "npu-emulator" else "NPU",
-                                model_path=self.controller.model_path(),
-                                context=loaded.context if loaded is not None else None)
-        dialog.setObjectName("settings_dialog")
-        dialog.engines_requested.connect(self.open_engines)
-        dialog.finished.connect(lambda _: self._settings_closed(dialog))
-        dialog.open()
-        self.settings_dialog = dialog
-
-    def open_engines(self) -> EnginesDialog:
-        """Settings → Engines: one at a time, raised if open; a change is listed in the model picker at once."""
-        if self.engines_dialog is None:
-            settings = self.settings_dialog
-            parent = settings if settings is not None and settings.isVisible() else self  # above a modal Settings
-            dialog = EnginesDialog(self.engine_choice.registry, parent)
-            dialog.setObjectName("engines_dialog")
-            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-            dialog.engines_changed.connect(lambda: self.model_picker.set_engines(self.engine_choice.picker_entries()))
-            dialog.destroyed.connect(lambda *_: setattr(self, "engines_dialog", None))
-            self.engines_dialog = dialog
-        self.engines_dialog.show()
-        self.engines_dialog.raise_()
-        return self.engines_dialog
-
-    def _settings_closed(self, dialog: SettingsDialog) -> None:
-        new = dialog.result_settings
-        if new is None:
-            return
-        old = self.controller.settings
-        self._store_settings(new)
-        self.chat_view.set_highlight_drafts(new.highlight_drafts)
-        self.highlight_action.setChecked(new.highlight_drafts)
-        remote = remote_name(self.controller.model_ref) is not None  # they apply when a local model is next loaded
-        if not remote and any(getattr(new, name) != getattr(old, name) for name in LOAD_TIME_SETTINGS):
-            self.model_picker.set_current(new.model)
-            self.controller.load_model(new.model)
-        if (new.data_folder, new.snapshot_budget_gib) != (old.data_folder, old.snapshot_budget_gib):
-            self.banner.show_notice("info", "The new data folder and snapshot budget take effect the next time "
-                                            "Hearth starts.")
-
-    def _store_settings(self, settings: Settings) -> None:
-        self.controller.settings = settings
-        self.models.memory_percent = settings.memory_budget_percent
-        try:
-            self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
-        except SettingsError as exc:
-            self.banner.show_notice("error", f"{exc} The change applies until Hearth closes.")
-        self.api_server.apply(settings)  # after saving: the server reads the saved settings when it starts
-
-    def _api_server_failed(self, text: str) -> None:
-        """Said where the user looks: the settings dialog while it is open, else the banner."""
-        if self.settings_dialog is not None and self.settings_dialog.isVisible():
-            self.settings_dialog.show_api_server_problem(text)
-        else:
-            self.banner.show_notice("error", text, "Settings…", self.open_settings)
 
     # -- deleting with undo ----------------------------------------------------------------------
 
