@@ -24,7 +24,7 @@ import msgspec
 from app.services.engine_keys import KeyKind, KeyProblem, KeyVault, key_problem, secret_store
 from app.services.paths import user_paths
 from app.services.settings import move_aside, write_atomically
-from engine.remote.spec import RemoteEngine, UrlProblem, check_url, engine_name_problem
+from engine.remote.spec import RemoteEngine, UrlProblem, check_url, control_problem, engine_name_problem
 
 SCHEMA_VERSION = 1
 ENGINES_FILE = "engines.json"
@@ -62,7 +62,7 @@ class _EnginesFile(msgspec.Struct):
 def _entries_problem(entries: list[EngineEntry]) -> str | None:
     names = [entry.name.lower() for entry in entries]
     for entry in entries:
-        if (problem := engine_name_problem(entry.name)) is not None:
+        if (problem := engine_name_problem(entry.name) or control_problem("model id", entry.model)) is not None:
             return problem
         if entry.context < 0:
             return f"engine {entry.name} has a negative context ({entry.context})"
@@ -156,7 +156,7 @@ class EngineRegistry:
         return entry
 
     def _checked(self, entry: EngineEntry, key: str | None) -> EngineEntry:
-        problem = engine_name_problem(entry.name)
+        problem = engine_name_problem(entry.name) or control_problem("model id", entry.model)
         if problem is None and entry.context < 0:
             problem = f"a context is 0 (what the server says) or more tokens, got {entry.context}"
         if problem is None and key is not None:

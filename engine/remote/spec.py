@@ -35,8 +35,32 @@ class UrlProblem(ValueError):
     """An address Hearth will not use; the message says why and what to write instead."""
 
 
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def is_control(char: str) -> bool:
+    """C0 (CR and LF included), DEL, C1, or a bidi override/isolate/mark."""
+    code = ord(char)
+    return code < 0x20 or 0x7F <= code <= 0x9F or char in BIDI_CONTROLS
+
+
+def control_problem(what: str, text: str) -> str | None:
+    """Why ``text`` (an engine's ``what``: "address", "name", "model id") cannot be used, or None.
+
+    A control character in an address could add a header to every request (CR/LF), and in a name
+    or model id it reaches terminals and logs; none has a use in them, so they are refused.
+    """
+    bad = next((char for char in text if is_control(char)), None)
+    if bad is None:
+        return None
+    return (f"an engine's {what} cannot contain control characters or text-direction overrides "
+            f"(found U+{ord(bad):04X}); write it on one line as plain text")
+
+
 def engine_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name an engine, or None."""
+    if (problem := control_problem("name", name)) is not None:
+        return problem
     ok = (0 < len(name) <= MAX_NAME and name[0].isascii() and name[0].isalnum()
           and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
     if not ok:
@@ -49,6 +73,8 @@ def engine_name_problem(name: str) -> str | None:
 def normalized_url(url: str) -> str:
     """The base URL as the client uses it: no trailing slash, ``/v1`` added when no path was given."""
     url = url.strip().rstrip("/")
+    if (problem := control_problem("address", url)) is not None:
+        raise UrlProblem(problem)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UrlProblem(f"{url!r} is not a web address; write it as https://HOST[:PORT]/v1")
