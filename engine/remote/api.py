@@ -155,7 +155,7 @@ class OpenAIApi:
                 if not isinstance(chunk, dict):
                     raise self._bad_stream("a piece of its stream is not an object")
                 if chunk.get("error"):  # an error reported inside the stream (vLLM, llama.cpp do this)
-                    raise from_status(self.engine.name, 500, chunk)
+                    raise from_status(self.engine.name, 500, chunk, key=self.engine.api_key)
                 yield chunk
         except httpx2.SSEError:
             raise self._bad_stream("it did not answer with a stream of events") from None
@@ -171,4 +171,4 @@ class OpenAIApi:
             body = json.loads(content)
         except ValueError:
             body = None
-        return from_status(self.engine.name, status, body, headers.get("retry-after"))
+        return from_status(self.engine.name, status, body, headers.get("retry-after"), key=self.engine.api_key)

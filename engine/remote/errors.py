@@ -12,6 +12,8 @@ import ssl
 
 import httpx2
 
+from engine.remote.redact import redact
+
 
 class RemoteError(Exception):
     def __init__(self, code: str, message: str, *, retry_after: float | None = None, status: int = 0) -> None:
@@ -25,15 +27,16 @@ class RemoteError(Exception):
         return self.retry_after is not None
 
 
-def _server_words(body: object) -> str:
-    """The server's own explanation from an OpenAI-shaped (or any JSON) error body, shortened."""
+def _server_words(body: object, key: str) -> str:
+    """The server's own explanation from an OpenAI-shaped (or any JSON) error body, without the
+    engine's ``key`` or any Bearer token (:func:`~engine.remote.redact.redact`), shortened."""
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
         if message is None and isinstance(body.get("detail"), str):  # FastAPI's shape
             message = body["detail"]
         if isinstance(message, str) and message.strip():
-            text = " ".join(message.split())
+            text = redact(" ".join(message.split()), key)
             return text if len(text) <= 300 else text[:297] + "..."
     return ""
 
@@ -45,9 +48,10 @@ def _retry_after(value: str | None) -> float:
         return 1.0  # an HTTP date or garbage: wait the shortest step
 
 
-def from_status(name: str, status: int, body: object, retry_after: str | None = None) -> RemoteError:
-    """The error for an HTTP answer that is not 200."""
-    said = _server_words(body)
+def from_status(name: str, status: int, body: object, retry_after: str | None = None, *,
+                key: str = "") -> RemoteError:
+    """The error for an HTTP answer that is not 200; ``key`` (the engine's) is never repeated."""
+    said = _server_words(body, key)
     says = f" (it said: {said})" if said else ""
     if status in (401, 403):
         return RemoteError("remote_auth", f"the engine {name} refused the API key (HTTP {status}){says}; check the "

@@ -12,6 +12,7 @@ from engine import protocol as p
 from engine.backends.base import ModelFacts
 from engine.remote.api import ServerModel
 from engine.remote.errors import RemoteError
+from engine.remote.redact import redact
 from engine.remote.spec import DEFAULT_CONTEXT, REMOTE_PREFIX, RemoteEngine
 
 
@@ -23,7 +24,7 @@ def pick_model(engine: RemoteEngine, listed: list[ServerModel], asked: str = "")
         raise RemoteError("remote_model", f"the engine {engine.name} lists no models; load one on the server first")
     found = next((m for m in listed if m.id == wanted), None) if wanted else listed[0]
     if found is None:
-        names = ", ".join(m.id for m in listed[:10])
+        names = redact(", ".join(m.id for m in listed[:10]), engine.api_key)
         raise RemoteError("remote_model", f"the engine {engine.name} has no model {wanted!r}; it has: {names}")
     return found.id, engine.context or found.context or DEFAULT_CONTEXT
 
