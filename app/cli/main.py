@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from app.cli import flag_types
 from app.cli.arg_parser import HearthParser
 from app.cli.store_parsers import add_db_commands, add_models_commands
 from app.cli.thinking import add_thinking_flag
@@ -54,21 +55,23 @@ def _add_engine_flag(parser: argparse.ArgumentParser) -> None:
 
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     sampling = DEFAULTS.sampling
-    parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens,
+    parser.add_argument("--max-tokens", type=flag_types.max_tokens, default=DEFAULTS.max_tokens,
                         help=f"stop after this many tokens (default {DEFAULTS.max_tokens})")
     parser.add_argument("--temperature", type=float, default=sampling.temperature,
                         help=f"0 = greedy (default {sampling.temperature})")
-    parser.add_argument("--top-k", type=int, default=sampling.top_k, help=f"0 = off (default {sampling.top_k})")
+    parser.add_argument("--top-k", type=flag_types.top_k, default=sampling.top_k,
+                        help=f"0 = off (default {sampling.top_k})")
     parser.add_argument("--top-p", type=float, default=sampling.top_p, help=f"1 = off (default {sampling.top_p})")
     parser.add_argument("--min-p", type=float, default=sampling.min_p, help=f"0 = off (default {sampling.min_p})")
-    parser.add_argument("--seed", type=int, default=sampling.seed, help="fixed seed for reproducible sampling")
+    parser.add_argument("--seed", type=flag_types.seed, default=sampling.seed,
+                        help="fixed seed for reproducible sampling")
     parser.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty, metavar="X",
                         help="make words of the answer's last 64 tokens less likely: 1 = off (default), "
                              "1.1 stops most loops, at most 2")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                         help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft}); "
                              "never changes the output")
-    parser.add_argument("--draft-max", type=int, default=DEFAULTS.draft_max, metavar="N",
+    parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",
                         help=f"longest draft (default {DEFAULTS.draft_max})")
     parser.add_argument("--prefill-device", choices=("auto", "cpu", "npu"), default="auto",
                         help="where the input is read: auto (the NPU for long inputs when one is present), "
@@ -88,7 +91,7 @@ def _add_serve_command(sub) -> None:
                                          "(http://127.0.0.1:8089/v1)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1: this computer only; another needs a key)")
-    serve.add_argument("--port", type=int, default=8089, help="port (default 8089; 0 picks a free one)")
+    serve.add_argument("--port", type=flag_types.port, default=8089, help="port (default 8089; 0 picks a free one)")
     _add_model_flag(serve)
     _add_context_flag(serve)
     serve.add_argument("--api-key", default=None, metavar="KEY",

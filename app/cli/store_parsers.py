@@ -3,6 +3,8 @@ imports) and ``db`` (the conversation database)."""
 
 from __future__ import annotations
 
+from app.cli import flag_types
+
 
 def add_db_commands(sub) -> None:
     db = sub.add_parser("db", help="the conversation database")
@@ -17,7 +19,7 @@ def add_models_commands(sub) -> None:
     models = sub.add_parser("models", help="the model catalogue, downloads and imports")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     listing = models_sub.add_parser("list", help="the catalogue with memory-fit advice, and the installed models")
-    listing.add_argument("--context", type=int, default=None, metavar="TOKENS",
+    listing.add_argument("--context", type=flag_types.context_length, default=None, metavar="TOKENS",
                          help="context length the memory advice assumes (default 8192, capped per model)")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(run="app.cli.model_commands:run_list")

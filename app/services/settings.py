@@ -276,6 +276,8 @@ def _read_object(path: Path) -> dict[str, Any]:
         document = msgspec.json.decode(path.read_bytes())
     except msgspec.DecodeError as error:
         raise ValueError(f"it is not valid JSON: {error}") from error
+    except RecursionError:  # e.g. 100,000 nested brackets: msgspec's decoder gives up
+        raise ValueError("it is nested too deeply to read") from None
     if not isinstance(document, dict):
         raise ValueError("it does not contain a JSON object")
     return document
