@@ -210,9 +210,9 @@ class Server:
         except EngineError as exc:
             listening.close()
             raise ServeRefused(f"the model did not load: {exc}") from None
-        api = Api(ServeConfig(list(self.models), self.api_key, self.args.cors), self.runner, self.chat_job,
-                  self.completion_job)
         host, port = listening.getsockname()[:2]
+        api = Api(ServeConfig(list(self.models), self.api_key, self.args.cors, bound_host=host), self.runner,
+                  self.chat_job, self.completion_job)
         shown = f"[{host}]" if ":" in host else host
         n_ctx = loaded.context.n_ctx if loaded.context else None
         # Made before the line that tells the app and scripts it is up, and from then on a SIGTERM only

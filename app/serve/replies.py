@@ -9,7 +9,8 @@ from starlette.responses import JSONResponse
 
 from engine import protocol as p
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
+               404: "invalid_request_error", 415: "invalid_request_error",
                408: "timeout_error", 504: "timeout_error", 413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error",
                503: "server_error"}
 

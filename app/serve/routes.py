@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.serve import schema
+from app.serve.guard import WebPageGuard, cors_origins
 from app.serve.replies import ApiError, Reply, usage
 from app.serve.runner import EngineRunner, Job, QueueFull, SwitchFailed, WaitedTooLong
 from app.services.serve_contract import REQUEST_PREFIX
@@ -43,9 +44,10 @@ DISCONNECT_POLL_S = 0.25
 class ServeConfig:
     model_ids: list[str]  # what requests may name: the served model, and installed ones with --allow-switch
     api_key: str | None = None
-    cors_origin: str | None = None
+    cors_origin: str | None = None  # one origin, or several separated by commas
     max_body_bytes: int = MAX_BODY_BYTES
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+    bound_host: str | None = None  # the address it listens on (the Host check: guard.py)
 
 
 @dataclass
@@ -70,14 +72,16 @@ class Api:
         self.requests = 0  # answered so far (the app's state bar shows it)
 
     def app(self) -> Starlette:
-        middleware = []
-        if self.config.cors_origin:
-            middleware.append(Middleware(CORSMiddleware, allow_origins=[self.config.cors_origin],
-                                         allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]))
         routes = [Route("/health", self.health, methods=["GET"]),
                   Route("/v1/models", self.models, methods=["GET"]),
                   Route("/v1/chat/completions", self.chat, methods=["POST"]),
                   Route("/v1/completions", self.completions, methods=["POST"])]
+        middleware = [Middleware(WebPageGuard, bound_host=self.config.bound_host, cors=self.config.cors_origin,
+                                 json_paths=[route.path for route in routes if "POST" in (route.methods or ())],
+                                 on_refused=lambda status: self._log(None, status, time.monotonic(), None))]
+        if self.config.cors_origin:
+            middleware.append(Middleware(CORSMiddleware, allow_origins=cors_origins(self.config.cors_origin),
+                                         allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]))
         return Starlette(routes=routes, middleware=middleware, exception_handlers={
             404: lambda request, exc: ApiError(404, f"no route {request.url.path}", code="not_found").response(),
             405: lambda request, exc: ApiError(405, f"{request.method} is not allowed on {request.url.path}").response(),
