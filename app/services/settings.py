@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,7 @@ class SettingsError(Exception):
 class LoadedSettings:
     settings: Settings
     problems: list[str] = field(default_factory=list)
+    unreadable: bool = False  # the file could not be read at all (and was set aside when it could be)
 
 
 def settings_path(config_dir: Path) -> Path:
@@ -322,7 +324,7 @@ def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSet
         kept = f"your file was kept as {moved}" if moved else "saving settings will replace the file"
         reason = getattr(error, "strerror", None) or str(error)
         message = f"Could not read settings from {path}: {reason}. Default settings are in use and {kept}."
-        return LoadedSettings(Settings(), [message])
+        return LoadedSettings(Settings(), [message], unreadable=True)
     problems: list[str] = []
     loaded = msgspec.convert(_typed_fields(document, problems), Settings)
     if loaded.schema_version > SCHEMA_VERSION:
@@ -387,8 +389,12 @@ def data_dir(s: Settings, paths: UserPaths) -> Path:
 
 
 def current_settings() -> Settings:
-    """The saved settings as every command uses them (repaired where needed, never raises)."""
-    return load_settings(user_paths().ensure().config, npu_available=True).settings
+    """The saved settings as every command uses them (repaired where needed, never raises). A file
+    that could not be read is said in one stderr line, once: it is set aside as it is said."""
+    loaded = load_settings(user_paths().ensure().config, npu_available=True)
+    if loaded.unreadable:
+        print(f"hearth: {loaded.problems[0]}", file=sys.stderr, flush=True)
+    return loaded.settings
 
 
 def app_data_dir() -> Path:

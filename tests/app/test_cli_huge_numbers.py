@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from app.cli.main import main
+from app.services.paths import user_paths
 from app.services.settings import BROKEN_SUFFIX, Settings, load_settings, settings_path
 
 HUGE = str(2**70)
@@ -67,3 +68,16 @@ def test_a_settings_file_nested_too_deep_is_set_aside(tmp_path):
     assert loaded.problems == [f"Could not read settings from {path}: it is nested too deeply to read. "
                                f"Default settings are in use and your file was kept as {kept}."]
     assert load_settings(tmp_path).problems == []  # the next command starts clean
+
+
+def test_a_command_with_a_settings_file_too_deep_says_so_once_and_works(capsys):
+    """Before, every command failed with a RecursionError until the file was removed by hand."""
+    path = settings_path(user_paths().ensure().config)
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    assert main(["models", "list", "--json"]) == 0
+    kept = path.with_name(path.name + BROKEN_SUFFIX)
+    assert capsys.readouterr().err.splitlines() == [
+        f"hearth: Could not read settings from {path}: it is nested too deeply to read. "
+        f"Default settings are in use and your file was kept as {kept}."]
+    assert main(["models", "list", "--json"]) == 0
+    assert capsys.readouterr().err == ""  # said once: the file is aside now
