@@ -14,12 +14,18 @@ digest of the exporter's own source (a changed exporter builds a different graph
 file). A folder per key is written under a temporary name and renamed into place, so a crash
 mid-compile or two workers compiling at once never leave a half-written entry; an entry that
 fails to load is removed and compiled again.
+
+The cache is private like the rest of Hearth's data (:mod:`model_store.private_files`): folders
+0700, files 0600 (what QNN writes is tightened before the entry is renamed into place, and an
+older Hearth's looser entries when they are used). A cache folder that is a symlink is not used
+(the graph is compiled in memory), and an entry that is, or holds, a symlink is removed, never read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -28,6 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.backends import qnn
+from model_store.private_files import make_private_folder, repair, repair_folder, write_private
+
+log = logging.getLogger(__name__)
 
 CONTEXT_FILE = "prefill.onnx"  # QNN writes the binary beside it as prefill_qnn.bin
 KEY_FILE = "key.json"
@@ -82,7 +91,7 @@ def prepare(key: GraphKey | None, cache_root: Path | None, export: Callable[[], 
     (and written there). Without a cache (``key`` or ``cache_root`` None) it is compiled in memory.
     Raises :class:`~engine.backends.qnn.QnnUnavailable` when the HTP refuses the graph."""
     started = time.perf_counter()
-    if key is None or cache_root is None:
+    if key is None or cache_root is None or not _private_root(cache_root):
         return CompiledGraph(qnn.htp_session(export()), False, time.perf_counter() - started, None)
     folder = cache_root / key.folder_name()
     session = _load(folder, key)
@@ -92,35 +101,65 @@ def prepare(key: GraphKey | None, cache_root: Path | None, export: Callable[[], 
     return CompiledGraph(session, False, time.perf_counter() - started, folder)
 
 
-def _load(folder: Path, key: GraphKey):
-    """The cached session, or None (absent, another key, or unloadable: then the entry is removed)."""
+def _private_root(cache_root: Path) -> bool:
+    """Whether ``cache_root`` can hold the cache: made (0700) if missing, tightened if looser; a
+    symlink, or a folder that cannot be made (a read-only data folder), is not used."""
     try:
+        make_private_folder(cache_root)
+    except OSError:
+        return False
+    if cache_root.is_symlink():
+        log.warning("hearth: %s is a symlink, so the NPU graph is not cached there (compiled at each load); "
+                    "remove the link to cache it", cache_root)
+        return False
+    repair([cache_root])
+    return True
+
+
+def _load(folder: Path, key: GraphKey):
+    """The cached session, or None (absent, another key, a symlink, or unloadable: then the entry is
+    removed)."""
+    try:
+        if folder.is_symlink() or any(entry.is_symlink() for entry in os.scandir(folder)):
+            raise ValueError("the entry is or holds a symlink")
         if json.loads((folder / KEY_FILE).read_text()) != asdict(key):
             raise ValueError("the entry was written for another key")
-        return qnn.htp_session(str(folder / CONTEXT_FILE))
+        session = qnn.htp_session(str(folder / CONTEXT_FILE))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, qnn.QnnUnavailable):
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
         return None
+    repair_folder(folder)  # an entry an older Hearth wrote 0755/0644
+    return session
+
+
+def _remove(path: Path) -> None:
+    """Remove a cache entry: a symlink itself (never what it points to), or a folder."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _compile_into(folder: Path, key: GraphKey, model: bytes):
     """Compile ``model``, writing the EP context to a temporary folder renamed to ``folder`` at the end."""
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    _remove(tmp)
     try:
-        tmp.mkdir(parents=True)
+        os.mkdir(tmp, 0o700)
+        repair([tmp])
     except OSError:  # a read-only data folder: the graph still works, it is just compiled every load
         return qnn.htp_session(model)
     try:
         session = qnn.htp_session(model, context_file=str(tmp / CONTEXT_FILE))
-        (tmp / KEY_FILE).write_text(json.dumps(asdict(key), indent=1))
+        write_private(tmp / KEY_FILE, json.dumps(asdict(key), indent=1))
+        repair_folder(tmp)  # QNN wrote its files with the umask's mode (0644)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         raise
     try:
         os.replace(tmp, folder)
     except OSError:  # another worker put the same entry in place first; ours is not needed
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
     return session

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,16 @@ def test_a_new_worker_loads_the_compiled_graph_from_the_cache(data_dir, hybrid_t
     assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == written  # reused, not rewritten
     assert again.prepare_ms < compiled.prepare_ms / 3
     assert end.devices.prefill.device == "npu-emulator"
+
+
+def test_the_compile_cache_is_private_folders_0700_files_0600(twenty):
+    entry = Path(twenty["npu_loaded"].npu_graph.cache_dir)
+    assert entry.parent.name == "npu-cache"
+    modes = {path: stat.S_IMODE(path.lstat().st_mode) for path in [entry.parent, entry, *entry.iterdir()]}
+    assert {path: mode for path, mode in modes.items() if path.is_dir()} == {entry.parent: 0o700, entry: 0o700}
+    files = {path.name: mode for path, mode in modes.items() if not path.is_dir()}
+    assert {"prefill.onnx", "prefill_qnn.bin", "key.json"} <= set(files)
+    assert set(files.values()) == {0o600}, files
 
 
 def converse(client, data_dir: Path, model: Path, policy: str, messages: list[str]) -> list[p.Finished]:
