@@ -64,7 +64,18 @@ class ProcessClient(EngineClient):
         self._reader.start()
 
     def _read(self, process: subprocess.Popen, events: queue.Queue) -> None:
-        for item in read_frames(process.stdout):
+        try:
+            self._read_events(process.stdout, events)
+        except (OSError, ValueError):
+            pass  # the pipe was closed under the read (close() gave up waiting): the stream has ended
+        code = process.wait()
+        if not self._closing:
+            ready = self.ready
+            events.put(engine_dead(code, ready.cpu.variant if ready is not None and ready.cpu is not None else ""))
+
+    @staticmethod
+    def _read_events(stream, events: queue.Queue) -> None:
+        for item in read_frames(stream):
             if isinstance(item, FrameError):
                 events.put(p.Error(code="bad_frame", message=f"the engine sent a bad frame: {item}"))
                 continue
@@ -72,10 +83,6 @@ class ProcessClient(EngineClient):
                 events.put(p.decode_event(item))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 events.put(p.Error(code="bad_message", message=f"the engine sent an unreadable event: {exc}"))
-        code = process.wait()
-        if not self._closing:
-            ready = self.ready
-            events.put(engine_dead(code, ready.cpu.variant if ready is not None and ready.cpu is not None else ""))
 
     def send(self, command: p.Command) -> None:
         process = self.process
@@ -112,11 +119,18 @@ class ProcessClient(EngineClient):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for pipe in (process.stdin, process.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+        # The reader reads stdout to its end (the worker has exited) before the pipe is closed: closed
+        # under a read, it failed with "Bad file descriptor" in the reader thread, about 1 load in 20.
+        self._close_pipe(process.stdin)
         if self._reader is not None:
             self._reader.join(2.0)
+        self._close_pipe(process.stdout)
         self.process = None
+
+    @staticmethod
+    def _close_pipe(pipe: IO | None) -> None:
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
