@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import ipaddress
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ import uvicorn
 
 from app.serve import schema
 from app.serve.conversations import ApiConversations
+from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.serve.models import ModelRefused, model_table
@@ -43,7 +43,6 @@ from model_store.after_crash import open_conversation_store
 from model_store.db import database_path
 from model_store.private_files import make_private_folder
 
-LOOPBACK_NAMES = {"localhost"}
 FOLDER_PREFIX = "serve-"
 FOLDER_NAME = re.compile(rf"{FOLDER_PREFIX}(\d+)-")
 PARENT_POLL_S = 1.0
@@ -63,17 +62,8 @@ class ServeRefused(Exception):
     """The server cannot start as asked: one line saying what to do."""
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(host: str, api_key: str | None) -> None:
-    if not is_loopback(host) and not api_key:
+    if not is_loopback_name(host) and not api_key:
         raise ServeRefused(f"binding to {host} lets other computers connect: set a key with --api-key KEY "
                            f"(or {KEY_ENV}), or bind 127.0.0.1")
 
