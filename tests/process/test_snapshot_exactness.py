@@ -13,13 +13,28 @@ def model(request):
     return str(request.getfixturevalue(request.param))
 
 
-@pytest.mark.parametrize("turns_before_restart", [1, 3])
-@pytest.mark.parametrize("open_first", [False, True], ids=["restore-on-send", "restore-on-open"])
-def test_new_worker_continues_token_identically(tmp_path, model, turns_before_restart, open_first):
-    reference = Chat(tmp_path / "uninterrupted", model)
-    reference.start_worker()
-    expected = [reference.say(text).finished.token_ids for text in USER_MESSAGES[: turns_before_restart + 2]]
-    reference.stop_worker()
+@pytest.fixture(scope="module")
+def uninterrupted_answers(tmp_path_factory):
+    """Each model's greedy answers to all of USER_MESSAGES in one worker, computed once per module."""
+    answers: dict[str, list] = {}
+
+    def answers_for(model: str) -> list:
+        if model not in answers:
+            reference = Chat(tmp_path_factory.mktemp("uninterrupted"), model)
+            reference.start_worker()
+            answers[model] = [reference.say(text).finished.token_ids for text in USER_MESSAGES]
+            reference.stop_worker()
+        return answers[model]
+    return answers_for
+
+
+# Restarting after 1 turn (restored on send) and after 3 (restored on open) covers both
+# dimensions; the other two corners repeat the same code paths at twice the cost.
+@pytest.mark.parametrize(("turns_before_restart", "open_first"), [(1, False), (3, True)],
+                         ids=["restore-on-send-after-1", "restore-on-open-after-3"])
+def test_new_worker_continues_token_identically(tmp_path, model, turns_before_restart, open_first,
+                                                uninterrupted_answers):
+    expected = uninterrupted_answers(model)[: turns_before_restart + 2]
 
     chat = Chat(tmp_path / "restarted", model)
     chat.start_worker()
