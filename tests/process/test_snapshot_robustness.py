@@ -57,6 +57,7 @@ def run_with(tmp_path, model, damage, name):
 
 
 def uninterrupted(tmp_path, model):
+    """The third answer of a conversation one worker ran from start to end."""
     chat = Chat(tmp_path / "uninterrupted", model)
     chat.start_worker()
     ids = [chat.say(text).finished.token_ids for text in USER_MESSAGES[:3]]
@@ -80,6 +81,18 @@ def read_from_scratch(tmp_path, model):
     return finished.token_ids
 
 
+@pytest.fixture(scope="module")
+def expected_answer(tmp_path_factory):
+    """What a damaged run must write, computed once per model and kind for the whole module."""
+    computed: dict[tuple, list] = {}
+
+    def expected(kind, model: str) -> list:
+        if (kind, model) not in computed:
+            computed[kind, model] = kind(tmp_path_factory.mktemp(kind.__name__), model)
+        return computed[kind, model]
+    return expected
+
+
 @pytest.fixture(params=["hybrid_tiny", "smollm2"])
 def model(request):
     return str(request.getfixturevalue(request.param))
@@ -89,17 +102,17 @@ def model(request):
     ("hybrid_tiny", "corrupt recurrent bytes"), ("hybrid_tiny", "corrupt kv bytes"), ("hybrid_tiny", "truncated kv chunk"),
     ("smollm2", "corrupt kv bytes"), ("smollm2", "truncated kv chunk"),  # a transformer has no recurrent part
 ])
-def test_damaged_state_is_refused_and_rebuilt_exactly(request, tmp_path, model_fixture, name):
+def test_damaged_state_is_refused_and_rebuilt_exactly(request, tmp_path, model_fixture, name, expected_answer):
     model = str(request.getfixturevalue(model_fixture))
     finished = run_with(tmp_path, model, DAMAGE[name], name.replace(" ", "-"))
     assert finished.snapshot.restored
     assert any("refused" in note for note in finished.snapshot.notes), finished.snapshot.notes
-    assert finished.token_ids == uninterrupted(tmp_path, model)
+    assert finished.token_ids == expected_answer(uninterrupted, model)
 
 
 @pytest.mark.parametrize("name", list(FOREIGN))
-def test_unusable_snapshot_falls_back_to_reading_the_conversation(tmp_path, model, name):
+def test_unusable_snapshot_falls_back_to_reading_the_conversation(tmp_path, model, name, expected_answer):
     finished = run_with(tmp_path, model, FOREIGN[name], name.replace(" ", "-"))
     assert not finished.snapshot.restored
     assert finished.snapshot.notes and "read again" in finished.snapshot.notes[-1]
-    assert finished.token_ids == read_from_scratch(tmp_path, model)
+    assert finished.token_ids == expected_answer(read_from_scratch, model)
