@@ -12,9 +12,18 @@ A row names its holder: the process id, the host, the process's start time (so t
 the system has since given to another program is not mistaken for the holder) and, for messages,
 what it is ("a `hearth send` command"). Each hold has its own random token; a heartbeat thread
 refreshes the row every :data:`HEARTBEAT_S` seconds on a connection of its own. A row is *stale*,
-and the next writer takes it over, when its process is gone (same host) or its heartbeat is older
-than :data:`STALE_AFTER_S` (a process on another computer sharing the folder, or one stopped).
-Taking and releasing are write transactions, so two writers can never both succeed.
+and the next writer takes it over, only when its holder is known to have ended:
+
+* on this computer, when no process with its id and start time is running. A holder that is
+  alive is never taken over, however old its heartbeat: a process stopped with SIGSTOP or Ctrl+Z,
+  or a laptop that slept, writes no heartbeat, yet resumes where it was and goes on writing;
+* on another computer sharing the folder (its processes cannot be seen from here), when its
+  heartbeat is older than :data:`STALE_AFTER_S`.
+
+Taking and releasing are write transactions, so two writers can never both succeed. Since a row
+can still be taken (a holder on another computer that was only slow, a row removed by hand), a
+writer confirms it still holds the conversation (:meth:`WriterLock.confirm`, its token still in
+the row) inside the transaction of each write of its turn, and writes nothing if it does not.
 """
 
 from __future__ import annotations
@@ -64,6 +73,18 @@ class Holder:
 _COLUMNS = ", ".join(f.name for f in fields(Holder))
 
 
+class WriterLockLost(StoreError):
+    """This writer no longer holds its conversation (``holder``: who does now, if anyone), so the
+    write it was about to make was not made."""
+
+    def __init__(self, conversation_id: str, holder: Holder | None) -> None:
+        self.conversation_id, self.holder = conversation_id, holder
+        taken = (f"{holder.describe()} took over conversation {conversation_id}" if holder is not None
+                 else f"this writer's hold on conversation {conversation_id} was removed")
+        super().__init__(f"{taken} while this one was paused, so this answer was not saved (the conversation is "
+                         "not mixed up with another writer's); send the message again")
+
+
 class ConversationBusy(StoreError):
     """Another writer holds the conversation; ``holder`` says who."""
 
@@ -88,12 +109,11 @@ def process_started(pid: int) -> float | None:
 
 
 def is_stale(holder: Holder, now: float | None = None) -> bool:
-    """Whether ``holder`` no longer writes: its process is gone, or its heartbeat stopped."""
-    now = time.time() if now is None else now
-    if now - holder.heartbeat_at > STALE_AFTER_S:
-        return True
+    """Whether ``holder`` no longer writes. On this computer: its process is gone (a live one, even
+    stopped or asleep for hours, still holds). On another: its heartbeat stopped."""
     if holder.host != socket.gethostname():
-        return False
+        now = time.time() if now is None else now
+        return now - holder.heartbeat_at > STALE_AFTER_S
     started = process_started(holder.pid)
     return started is None or (started != 0.0 and abs(started - holder.process_started) > 1.0)
 
@@ -138,6 +158,20 @@ class WriterLock:
                            [self.conversation_id, self.token])
         except (StoreError, sqlite3.Error) as exc:
             log.info("could not release the writer lock of conversation %s: %s", self.conversation_id, exc)
+
+    def confirm(self, db: sqlite_utils.Database) -> None:
+        """Check that this hold's token is still in the conversation's row, before a write of the turn.
+
+        Call it inside the write's transaction (``write_transaction``), so that nobody can take the
+        row between the check and the write.
+
+        Raises:
+            WriterLockLost: If the row is gone or another writer's; nothing should be written then.
+        """
+        holder = holder_of(db, self.conversation_id)
+        if holder is None or holder.token != self.token:
+            self._stop.set()
+            raise WriterLockLost(self.conversation_id, holder)
 
     def _beat(self) -> None:
         db = None

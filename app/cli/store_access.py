@@ -22,12 +22,13 @@ from model_store.db import database_path, problem_of
 from model_store.storage_problems import (
     DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, DiskFull, StoreError,
 )
-from model_store.writer_lock import ConversationBusy, Holder
+from model_store.writer_lock import ConversationBusy, Holder, WriterLockLost
 
 WAIT_ENV = "HEARTH_WRITER_WAIT_S"  # how long a command waits for another writer of its conversation
 DEFAULT_WAIT_S = 300.0
 KINDS = ((DatabaseDamaged, "database_damaged"), (DatabaseReadOnly, "database_read_only"), (DiskFull, "disk_full"),
-         (DatabaseUnreachable, "database_unreachable"), (ConversationBusy, "conversation_busy"))
+         (DatabaseUnreachable, "database_unreachable"), (ConversationBusy, "conversation_busy"),
+         (WriterLockLost, "conversation_taken"))
 
 
 def open_conversations(*, read_only_ok: bool = False) -> ConversationStore:

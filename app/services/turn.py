@@ -314,11 +314,19 @@ def start_regeneration(store: ConversationStore, conversation_id: str, user_mess
 
 
 def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
-    """Store what the engine wrote, with its status and statistics; then let the next writer in."""
+    """Store what the engine wrote, with its status and statistics; then let the next writer in.
+
+    Raises:
+        WriterLockLost: If the turn's writer no longer holds the conversation (it was taken over
+            while this process was stopped): nothing is stored, so two writers never interleave.
+    """
     try:
-        turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
-                                           stats=turn.stats(), reasoning=turn.reasoning.strip(),
-                                           finish=turn.finish, error=turn.error)
+        with write_transaction(store.db):
+            if turn.writer is not None:
+                turn.writer.confirm(store.db)
+            turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
+                                               stats=turn.stats(), reasoning=turn.reasoning.strip(),
+                                               finish=turn.finish, error=turn.error)
     finally:
         release_writer(store, turn)
     return turn

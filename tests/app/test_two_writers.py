@@ -11,6 +11,7 @@ computed on a transcript without the first.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -104,4 +105,87 @@ def test_a_lock_left_by_a_killed_command_is_taken_over(hearth_home, first_turn):
     assert sent.returncode == 0, sent.stderr
     assert "waiting" not in sent.stderr
     assert db.execute("SELECT count(*) FROM writer_locks").fetchone()[0] == 0, "released at the end of the turn"
+    db.close()
+
+
+# -- a writer that is stopped (SIGSTOP, Ctrl+Z, a laptop asleep) -------------------------------------------------
+
+PACED = {"HEARTH_TEST_DECODE_PACE_MS": "40"}  # slow enough to be caught while writing
+ASLEEP_S = 3600  # how long ago the stopped writer's last heartbeat was made to look
+
+
+def writing(db, conversation: str, pid: int, timeout: float = 120):
+    """Wait until the command ``pid`` holds the conversation and has stored its empty answer; the lock row."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = db.execute("SELECT token, heartbeat_at FROM writer_locks WHERE conversation_id = ? AND pid = ?",
+                         [conversation, pid]).fetchone()
+        last = ConversationStore(db).current_branch(conversation)[-1]
+        if row and last.role == "assistant" and last.status == "generating":
+            return row
+        time.sleep(0.05)
+    raise AssertionError("the first command never started writing")
+
+
+def test_a_stopped_writer_keeps_its_conversation_the_second_waits_for_it_and_nothing_interleaves(hearth_home,
+                                                                                                  first_turn):
+    conversation = first_turn
+    db = open_database(database_path(hearth_home / "data"))
+    first = start_hearth("send", "--conversation", conversation, *ANSWER, "--json", "A asks.", **PACED)
+    try:
+        writing(db, conversation, first.pid)
+        first.send_signal(signal.SIGSTOP)  # as Ctrl+Z or a laptop's sleep would
+        time.sleep(0.5)  # a heartbeat already under way has landed
+        # Stopped for an hour, as far as the row can tell: far older than STALE_AFTER_S.
+        db.execute("UPDATE writer_locks SET heartbeat_at = ? WHERE conversation_id = ?",
+                   [time.time() - ASLEEP_S, conversation])
+        db.conn.commit()
+        before = [(m.id, m.content, m.status) for m in ConversationStore(db).current_branch(conversation)]
+
+        second = hearth("send", "--conversation", conversation, *ANSWER, "B asks.", HEARTH_WRITER_WAIT_S="3")
+        waiting, line = second.stderr.splitlines()
+        assert waiting.startswith(f"hearth: waiting for a `hearth send` command (process {first.pid})"), waiting
+        refused = subprocess.CompletedProcess(second.args, second.returncode, second.stdout, line + "\n")
+        assert f"a `hearth send` command (process {first.pid}) is still answering" in error_line(refused)
+        after = [(m.id, m.content, m.status) for m in ConversationStore(db).current_branch(conversation)]
+        assert after == before, "the second writer stored nothing"
+        assert "B asks." not in [m[0] for m in db.execute("SELECT content FROM messages")]
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+
+    branch = ConversationStore(db).current_branch(conversation)
+    question, answer = branch[-2:]
+    printed = json.loads(out)
+    assert question.content == "A asks." and answer.parent_id == question.id
+    assert (answer.id, answer.role, answer.status) == (printed["message_id"], "assistant", "done")
+    assert answer.content == printed["text"] and len(printed["token_ids"]) > 20, "A's whole answer, under A's question"
+    assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == len(branch) == 4, "no message off the branch"
+    db.close()
+
+
+@pytest.mark.parametrize("how", ["removed", "taken"])
+def test_a_writer_that_lost_its_conversation_stores_nothing_and_says_so(hearth_home, first_turn, how):
+    conversation = first_turn
+    db = open_database(database_path(hearth_home / "data"))
+    first = start_hearth("send", "--conversation", conversation, *ANSWER, "A asks.", **PACED)
+    try:
+        writing(db, conversation, first.pid)
+        first.send_signal(signal.SIGSTOP)
+        if how == "removed":
+            db.execute("DELETE FROM writer_locks WHERE conversation_id = ?", [conversation])
+        else:  # another writer (here: a row as one on another computer would leave) holds it now
+            db.execute("UPDATE writer_locks SET token = ?, who = 'a Hearth window', pid = 1, host = 'elsewhere' "
+                       "WHERE conversation_id = ?", ["f" * 32, conversation])
+        db.conn.commit()
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _out, err = first.communicate(timeout=300)
+    line = error_line(subprocess.CompletedProcess(first.args, first.returncode, "", err))
+    assert "so this answer was not saved" in line and "send the message again" in line, line
+    if how == "taken":
+        assert "a Hearth window (process 1 on elsewhere) took over" in line, line
+    answer = ConversationStore(db).current_branch(conversation)[-1]
+    assert answer.role == "assistant" and answer.status != "done" and answer.content == "", answer
     db.close()

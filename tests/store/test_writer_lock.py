@@ -3,6 +3,7 @@ marked, empty conversations removed, dead writers' locks taken over, and live wr
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -13,7 +14,7 @@ import pytest
 from model_store.after_crash import EMPTY_GRACE_S, open_conversation_store, tidy_after_crash
 from model_store.db import database_path, open_database
 from model_store.writer_lock import (
-    ConversationBusy, holder_of, holders, process_started, take_writer_lock,
+    STALE_AFTER_S, ConversationBusy, WriterLockLost, holder_of, holders, process_started, take_writer_lock,
 )
 
 WHO = "a test writer"
@@ -90,6 +91,39 @@ def test_a_stale_lock_is_taken_over(path, how):
     lock = take_writer_lock(db, conversation.id, WHO)
     assert holder_of(db, conversation.id).who == WHO
     lock.release(db)
+
+
+def test_a_live_holder_on_this_host_is_never_taken_over_however_old_its_heartbeat(path):
+    """A stopped process (SIGSTOP, Ctrl+Z, a laptop asleep) writes no heartbeat, but resumes writing."""
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stopped.send_signal(signal.SIGSTOP)
+        store = open_conversation_store(path)
+        conversation = store.create("c")
+        user = store.add_message(conversation.id, "user", "q", parent_id=None)
+        answer = store.add_message(conversation.id, "assistant", "half", parent_id=user.id, status="generating")
+        fake_holder(store.db, conversation.id, pid=stopped.pid, heartbeat_age=STALE_AFTER_S * 1000)
+        with pytest.raises(ConversationBusy, match=f"process {stopped.pid}\\)"):
+            take_writer_lock(store.db, conversation.id, WHO)
+        assert tidy_after_crash(store).locks == 0
+        assert store.message(answer.id).status == "generating", "its answer is still being written"
+    finally:
+        stopped.kill()
+        stopped.wait()
+
+
+def test_a_writer_confirms_it_still_holds_the_conversation(path):
+    db = open_database(path)
+    conversation = open_conversation_store(path).create("c")
+    lock = take_writer_lock(db, conversation.id, WHO)
+    lock.confirm(db)
+    fake_holder(db, conversation.id, pid=1, host="elsewhere")  # its row was taken
+    with pytest.raises(WriterLockLost, match="took over conversation .* so this answer was not saved"):
+        lock.confirm(db)
+    db.execute("DELETE FROM writer_locks")
+    db.conn.commit()
+    with pytest.raises(WriterLockLost, match="was removed"):
+        lock.confirm(db)
 
 
 def test_a_live_holder_on_another_host_is_respected(path):
