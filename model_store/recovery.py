@@ -1,14 +1,16 @@
-"""Copying what can still be read out of a damaged database into a new one (``hearth db recover``).
+"""Copying every row that can still be read out of a damaged database into a new one (``hearth db recover``).
 
-SQLite's own ``.recover`` lives in the ``sqlite3`` shell, which is not always installed, so this
-copies row by row with Python's ``sqlite3`` module, which always is:
+SQLite itself gives up on a table, or the whole file, at the first bad page: a truncated file
+fails even ``SELECT ... FROM sqlite_master``. So, like the ``sqlite3`` shell's ``.recover`` (which
+is not always installed, and needs a ``sqlite_dbpage`` that Python's SQLite may lack), this reads
+the file's pages itself (:mod:`model_store.page_reader`, :mod:`model_store.btree_cells`) and
+keeps every row whose cell can be read in full, wherever it lies:
 
 1. A new database is created beside the damaged file (``hearth.db.recovering-<time>``), with the
    current schema.
-2. Every table is walked in rowid order. When a page cannot be read, the walk jumps past it: it
-   probes ever further rowids until a seek works, then bisects back to the first rowid after the
-   damaged stretch, so every row on a readable page is copied and only the unreadable pages' rows
-   are lost.
+2. Every table's b-tree is walked from the root page the file's schema gives; leaves no tree
+   reaches any more (a lost interior page, a lost page 1) are placed by the shape of their rows
+   (:mod:`model_store.recovered_rows`). Each row goes in under the columns both schemas share.
 3. What the lost rows leave dangling is patched so the copy holds together: messages whose
    conversation was lost get a "Recovered conversation"; a message whose parent was lost starts
    its branch; a conversation whose shown message was lost shows its newest one; documents and
@@ -25,16 +27,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlite_utils
 
 from model_store.db import open_database, write_transaction
+from model_store.page_reader import PageFile
+from model_store.recovered_rows import RowFinder, table_shape
 
 NOT_COPIED = ("_migrations", "writer_locks")  # the new file has its own; locks belong to running processes
-LOWEST_ROWID, HIGHEST_ROWID = -(1 << 63), (1 << 63) - 1
 BATCH_ROWS = 64  # rows per transaction (snapshot chunks are a megabyte each)
 
 
@@ -45,7 +47,8 @@ class Recovery:
     database: Path  # the new file, under the old name
     damaged_copy: Path  # where the damaged file is kept
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows copied
-    unreadable: dict[str, int] = field(default_factory=dict)  # table -> damaged stretches skipped
+    unreadable: dict[str, int] = field(default_factory=dict)  # table -> its pages that could not be read
+    pages: dict[str, int] = field(default_factory=dict)  # what reading the file's pages met, by name
     repairs: list[str] = field(default_factory=list)  # what was patched, in words
 
 
@@ -114,58 +117,63 @@ def _open_source(path: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError:  # not damage: the WAL index
         conn.close()
-    except sqlite3.DatabaseError:  # damage: met again, table by table, by the caller
+    except sqlite3.DatabaseError:  # damage: the quick check says what
         return conn
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
 
 
 def _copy_readable(path: Path, target: sqlite_utils.Database, recovery: Recovery) -> None:
-    source = _open_source(path)
-    try:
-        try:
-            tables = {name for (name,) in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
-            recovery.repairs.append(f"the file's list of tables cannot be read ({exc}), so nothing could be copied")
-            return
-        for table in target.table_names():
-            if table in NOT_COPIED or table not in tables:
+    """Every row the page reader finds, into the table of ``target`` it belongs to."""
+    known = {table: table_shape(target.conn, table) for table in target.table_names()}
+    with PageFile(path) as pages:
+        finder = RowFinder(pages, known)
+        batch: list[dict[str, object]] = []
+        table = None
+        for found_in, row in finder.rows():
+            if found_in in NOT_COPIED:
                 continue
-            columns = _shared_columns(source, target, table)
-            recovery.rows[table], recovery.unreadable[table] = _copy_table(source, target, table, columns)
-    finally:
-        source.close()
+            if found_in != table or len(batch) >= BATCH_ROWS:
+                _flush(target, table, batch, recovery)
+                table, batch = found_in, []
+            batch.append(row)
+        _flush(target, table, batch, recovery)
+    reading = finder.reading
+    recovery.unreadable = {t: n for t, n in reading.unreadable.items() if t not in NOT_COPIED}
+    recovery.pages = {"in_file": reading.pages, "missing": reading.pages_missing,
+                      "cells_unreadable": reading.cells_unreadable, "rows_placed_by_shape": reading.placed_by_shape,
+                      "leaves_not_placed": reading.pages_not_placed}
+    if not reading.schema_readable:
+        recovery.repairs.append("the file's list of tables could not be read, so rows were placed by their shape")
 
 
-def _shared_columns(source: sqlite3.Connection, target: sqlite_utils.Database, table: str) -> list[str]:
-    theirs = [row[1] for row in source.execute(f"PRAGMA table_info({_quoted(table)})")]
-    ours = {row[1] for row in target.execute(f"PRAGMA table_info({_quoted(table)})")}
-    return [column for column in theirs if column in ours]
-
-
-def _copy_table(source: sqlite3.Connection, target: sqlite_utils.Database, table: str,
-                columns: list[str]) -> tuple[int, int]:
-    names = ", ".join(_quoted(c) for c in columns)
-    insert = f"INSERT OR IGNORE INTO {_quoted(table)} ({names}) VALUES ({', '.join('?' * len(columns))})"
-    walk = _RowWalk(source, table, names)
-    copied, batch = 0, []
-    for row in walk.rows():
-        batch.append(row)
-        if len(batch) >= BATCH_ROWS:
-            copied += _insert(target, insert, batch)
-            batch = []
-    copied += _insert(target, insert, batch)
-    return copied, walk.skipped
+def _flush(target: sqlite_utils.Database, table: str | None, rows: list[dict[str, object]],
+           recovery: Recovery) -> None:
+    """Insert ``rows`` of ``table`` in one transaction, under the columns ``target`` has."""
+    if table is None:
+        return
+    recovery.rows.setdefault(table, 0)
+    columns = {column for row in rows for column in row} & set(table_shape(target.conn, table).columns)
+    by_columns: dict[tuple[str, ...], list[tuple]] = {}
+    for row in rows:  # a shorter record (written before a column was added) leaves that column's default
+        names = tuple(c for c in row if c in columns)
+        by_columns.setdefault(names, []).append(tuple(row[c] for c in names))
+    for names, values in by_columns.items():
+        insert = (f"INSERT OR IGNORE INTO {_quoted(table)} ({', '.join(_quoted(c) for c in names)})"
+                  f" VALUES ({', '.join('?' * len(names))})")
+        recovery.rows[table] += _insert(target, insert, values)
 
 
 def _insert(target: sqlite_utils.Database, insert: str, rows: list[tuple]) -> int:
     """Insert ``rows``; the count inserted. A row the schema refuses (a snapshot whose message was
-    lost, refused by m007's trigger) is left out, and the others still go in."""
+    lost, refused by m007's trigger) is left out, and the others still go in; a row whose key is
+    already in (the same row found twice) is ignored."""
     if not rows:
         return 0
+    before = target.conn.total_changes
     try:
         with write_transaction(target):
             target.conn.executemany(insert, rows)
-        return len(rows)
+        return target.conn.total_changes - before
     except sqlite3.IntegrityError:
         return sum(_insert_one(target, insert, row) for row in rows)
 
@@ -173,69 +181,9 @@ def _insert(target: sqlite_utils.Database, insert: str, rows: list[tuple]) -> in
 def _insert_one(target: sqlite_utils.Database, insert: str, row: tuple) -> int:
     try:
         with write_transaction(target):
-            target.execute(insert, row)
-        return 1
+            return target.execute(insert, row).rowcount
     except sqlite3.IntegrityError:
         return 0
-
-
-class _RowWalk:
-    """A table's rows in rowid order, stepping over the rowids of pages that cannot be read."""
-
-    def __init__(self, source: sqlite3.Connection, table: str, columns: str) -> None:
-        self.source, self.table, self.columns = source, _quoted(table), columns
-        self.skipped = 0
-
-    def rows(self) -> Iterator[tuple]:
-        low: int | None = LOWEST_ROWID
-        select = f"SELECT rowid, {self.columns} FROM {self.table} WHERE rowid >= ? ORDER BY rowid"
-        while low is not None:
-            try:
-                for row in self.source.execute(select, [low]):
-                    low = row[0] + 1
-                    yield row[1:]
-                return
-            except sqlite3.DatabaseError:
-                pass
-            # Python's cursor reads one row ahead, so the last rows before the damage may not have
-            # come out: go on one row per query (LIMIT 1 reads no further) up to the damage.
-            while True:
-                try:
-                    row = self.source.execute(select + " LIMIT 1", [low]).fetchone()
-                except sqlite3.DatabaseError:
-                    break
-                if row is None:
-                    return
-                low = row[0] + 1
-                yield row[1:]
-            self.skipped += 1
-            low = self._first_readable_after(low)
-
-    def _seeks(self, rowid: int) -> bool:
-        try:
-            self.source.execute(f"SELECT rowid FROM {self.table} WHERE rowid >= ? ORDER BY rowid LIMIT 1",
-                                [rowid]).fetchone()
-            return True
-        except sqlite3.DatabaseError:
-            return False
-
-    def _first_readable_after(self, bad: int) -> int | None:
-        """The lowest rowid above ``bad`` from which a seek works (None: none does)."""
-        step = 1
-        while True:
-            good = min(bad + step, HIGHEST_ROWID)
-            if self._seeks(good):
-                break
-            if good == HIGHEST_ROWID:
-                return None
-            bad, step = good, step * 2
-        while good - bad > 1:
-            middle = (bad + good) // 2
-            if self._seeks(middle):
-                good = middle
-            else:
-                bad = middle
-        return good
 
 
 def _patch_references(db: sqlite_utils.Database, recovery: Recovery) -> None:
@@ -254,6 +202,10 @@ def _patch_references(db: sqlite_utils.Database, recovery: Recovery) -> None:
             " WHERE leaf_id IS NOT NULL AND leaf_id NOT IN (SELECT id FROM messages)"
             " OR leaf_id IS NULL AND EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = conversations.id)"
         ).rowcount)
+        _note(recovery, "snapshot(s) missing some of their chunks were dropped", db.execute(
+            "DELETE FROM snapshots WHERE EXISTS (SELECT 1 FROM json_each(snapshots.part_bytes) AS p"
+            " WHERE p.value != (SELECT coalesce(sum(length(c.data)), 0) FROM snapshot_parts AS c"
+            " WHERE c.snapshot_id = snapshots.id AND c.part = p.key))").rowcount)
         dropped = 0
         while rows := db.execute("PRAGMA foreign_key_check").fetchall():  # documents, snapshots, their chunks
             before = dropped

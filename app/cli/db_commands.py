@@ -41,4 +41,4 @@ def run_recover(args: argparse.Namespace) -> int:
 def recovery_json(recovery: Recovery, damage: str) -> dict:
     return {"damaged": True, "damage": damage, "database": str(recovery.database),
             "damaged_copy": str(recovery.damaged_copy), "rows": recovery.rows,
-            "read_errors_skipped": recovery.unreadable, "repairs": recovery.repairs}
+            "read_errors_skipped": recovery.unreadable, "repairs": recovery.repairs, "pages": recovery.pages}

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from model_store.conversations import ConversationStore
-from model_store.db import database_path, open_database
+from model_store.db import PAGE_SIZE, database_path, open_database
 from tests.helpers.cli import error_line, hearth
-from tests.store.damaged import make_damaged_database
+from tests.store.damaged import last_page_of, make_damaged_database, truncate, write_messages_then_snapshots
 
 
 @pytest.fixture
@@ -70,3 +70,28 @@ def test_recover_keeps_every_readable_row_and_the_app_works_again(damaged, hybri
 
 def test_recover_without_a_database_says_so(hearth_home):
     assert "no conversation database" in error_line(hearth("db", "recover"))
+
+
+def test_a_truncated_file_gives_back_every_message_it_kept_and_the_conversation_goes_on(hearth_home, hybrid_tiny):
+    """Issue 32, point 5: the file cut short inside the snapshot chunks at its end, its 16 messages
+    all in the part that was kept. Before, recovery found 0 of them and the next send failed."""
+    path = database_path(hearth_home / "data")
+    leaves = write_messages_then_snapshots(path, conversations=2, messages=8)
+    kept = last_page_of(path, ("conversations", "messages"))
+    assert kept * PAGE_SIZE < path.stat().st_size - PAGE_SIZE, "the cut must fall in the snapshots"
+    truncate(path, kept * PAGE_SIZE + PAGE_SIZE // 3)
+
+    recovered = hearth("db", "recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    report = json.loads(recovered.stdout)
+    assert report["damaged"] and report["rows"]["messages"] == 16 and report["rows"]["conversations"] == 2
+
+    conversation, last = next(iter(leaves.items()))
+    sent = hearth("send", "--conversation", conversation, "--model", str(hybrid_tiny), "--max-tokens", "4",
+                  "--temperature", "0", "--json", "Still there?")
+    assert sent.returncode == 0, sent.stderr
+    db = open_database(path)
+    branch = ConversationStore(db).current_branch(conversation)
+    db.close()
+    assert len(branch) == 10 and branch[-3].id == last, "the new turn follows the last recovered message"
+    assert [m.content for m in branch[-2:]] == ["Still there?", json.loads(sent.stdout)["text"]]
