@@ -40,6 +40,7 @@ from model_store.db_health import (  # the health functions are part of this mod
     as_read_only, check_for_damage, damage_of, database_file, problem_of, read_only_problem, remember, write_refused,
 )
 from model_store.migrations import migrate, pending_migrations
+from model_store.own_files import NotOwnFile, check_own_file, check_own_files, same_file
 from model_store.private_files import make_private_folder, repair, touch_private
 from model_store.storage_problems import (  # StoreError and its kinds: store modules import them from here
     DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, StoreError, storage_problem,
@@ -58,6 +59,7 @@ PAGE_SIZE = 65536
 # Test-only: no connection may grow the file past this many pages, so a write that needs one more
 # fails the way a full disk does ("database or disk is full"). Set in tests, never by users.
 MAX_PAGES_ENV = "HEARTH_TEST_DB_MAX_PAGES"
+SIDECARS = ("-wal", "-shm", "-journal")  # the files SQLite opens by name beside the database
 
 
 def database_path(data_dir: Path) -> Path:
@@ -90,12 +92,15 @@ def open_database(path: Path, *, read_only_ok: bool = False, migrate: bool = Tru
         An open ``sqlite_utils.Database``; the caller closes it.
 
     Raises:
+        NotOwnFile: If the file or one of its ``-wal``/``-shm``/``-journal`` files is a symbolic link
+            or belongs to another user (:mod:`model_store.own_files`); nothing was opened.
         DatabaseDamaged: If the file is not an SQLite database or is damaged; nothing was written.
         DatabaseReadOnly: If it cannot be written and ``read_only_ok`` is false (or it does not exist).
         StoreError: If the file cannot be opened or created at all.
     """
     path = Path(path)
     try:
+        check_own_files([path, *sidecars(path)])
         return _open_for_writing(path, migrate)
     except (DatabaseReadOnly, DatabaseUnreachable) as problem:
         read_only = as_read_only(path, problem)
@@ -115,14 +120,17 @@ def _open_for_writing(path: Path, migrate_schema: bool) -> sqlite_utils.Database
         raise DatabaseReadOnly(path, why_not)
     make_private_folder(path.parent)
     touch_private(path)  # 0600 before SQLite opens it: SQLite gives the -wal and -shm files its mode
-    repair([path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")])
+    repair(sidecars(path))
+    checked = check_own_file(path)  # the file SQLite is about to open, as it is now (created just above)
     try:
         db = sqlite_utils.Database(path, execute_plugins=False)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the database {path}: {exc}") from exc
     remember(db, path)
     try:
+        _still_own(path, checked)
         _configure(db)
+        check_own_files(sidecars(path))  # SQLite opens the -wal and -shm by name
         check_for_damage(db)  # before migrate: a damaged file is never written to
         if migrate_schema:
             migrate(db, write_transaction)
@@ -141,15 +149,29 @@ def _open_for_writing(path: Path, migrate_schema: bool) -> sqlite_utils.Database
     return db
 
 
+def sidecars(path: Path) -> list[Path]:
+    """The ``-wal``, ``-shm`` and ``-journal`` files of the database ``path``."""
+    return [path.with_name(path.name + suffix) for suffix in SIDECARS]
+
+
+def _still_own(path: Path, checked: os.stat_result | None) -> None:
+    """Refuse a file swapped for a link or another file between the check and SQLite's open."""
+    if checked is None or not same_file(checked, path):
+        raise NotOwnFile(path, "it was replaced by another file while Hearth opened it",
+                         "Check who else can write to its folder, and start again.")
+
+
 def _open_for_reading(path: Path, why: DatabaseReadOnly) -> sqlite_utils.Database:
     """The file opened read-only. Without write access SQLite cannot create the WAL's ``-shm`` file;
     ``immutable=1`` then reads the file as it is (nobody can be writing it: it is read-only)."""
     last: sqlite3.Error | None = None
     for options in ("mode=ro", "mode=ro&immutable=1"):
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, check_same_thread=False)
+        checked = check_own_file(path)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?{options}", uri=True, check_same_thread=False)
         db = sqlite_utils.Database(conn, execute_plugins=False)
         remember(db, path, read_only=why)
         try:
+            _still_own(path, checked)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             check_for_damage(db)
             return db
@@ -158,6 +180,9 @@ def _open_for_reading(path: Path, why: DatabaseReadOnly) -> sqlite_utils.Databas
             last = exc
             if isinstance(storage_problem(exc, path), DatabaseDamaged):
                 break
+        except BaseException:
+            db.close()
+            raise
     problem = storage_problem(last, path) or DatabaseUnreachable(path, str(last))
     raise problem from last
 

@@ -246,12 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     run = _command(args.run)
     from app.cli.commands import UserError, invalid_value
     from engine.client import InvalidRequest
+    from model_store.storage_problems import StoreError
     try:
         return run(args)
     except InvalidRequest as exc:  # a value out of range, refused as the command sent it
         return _report(args, invalid_value(exc.invalid))
     except UserError as exc:
         return _report(args, exc)
+    except StoreError as exc:  # e.g. a settings or engines file that is not the user's own (model_store.own_files)
+        from app.cli.store_access import user_error
+        return _report(args, user_error(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `hearth models list | head`: the reader has gone, which is no error of ours

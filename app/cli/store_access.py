@@ -19,6 +19,7 @@ from app.services.turn import Writer
 from model_store.after_crash import open_conversation_store
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, problem_of
+from model_store.own_files import NotOwnFile
 from model_store.storage_problems import (
     DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, DiskFull, StoreError,
 )
@@ -28,7 +29,7 @@ WAIT_ENV = "HEARTH_WRITER_WAIT_S"  # how long a command waits for another writer
 DEFAULT_WAIT_S = 300.0
 KINDS = ((DatabaseDamaged, "database_damaged"), (DatabaseReadOnly, "database_read_only"), (DiskFull, "disk_full"),
          (DatabaseUnreachable, "database_unreachable"), (ConversationBusy, "conversation_busy"),
-         (WriterLockLost, "conversation_taken"))
+         (WriterLockLost, "conversation_taken"), (NotOwnFile, "not_own_file"))
 
 
 def open_conversations(*, read_only_ok: bool = False) -> ConversationStore:

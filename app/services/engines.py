@@ -25,6 +25,7 @@ from app.services.engine_keys import KeyKind, KeyProblem, KeyVault, key_problem,
 from app.services.paths import user_paths
 from app.services.settings import move_aside, write_atomically
 from engine.remote.spec import RemoteEngine, UrlProblem, check_url, control_problem, engine_name_problem
+from model_store.own_files import read_own_bytes
 
 SCHEMA_VERSION = 1
 ENGINES_FILE = "engines.json"
@@ -85,7 +86,7 @@ class EngineRegistry:
     def entries(self) -> list[EngineEntry]:
         """The engines in the order they were added."""
         try:
-            document = msgspec.json.decode(self.path.read_bytes(), type=_EnginesFile)
+            document = msgspec.json.decode(read_own_bytes(self.path), type=_EnginesFile)  # NotOwnFile: raised
             problem = _entries_problem(document.engines)
         except FileNotFoundError:
             return []

@@ -34,6 +34,7 @@ from engine.devices.calibration import Calibration, CalibrationError
 from engine.protocol import DEFAULTS, MAX_DRAFT, MAX_TOKENS, SamplingSpec, sampling_problem
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
 from model_store.fit import BUDGET_PERCENT_RANGE, CONTEXT_STEP, DEFAULT_BUDGET_PERCENT
+from model_store.own_files import check_own_file, read_own_bytes
 from model_store.private_files import make_private_folder
 
 SCHEMA_VERSION = 1
@@ -275,7 +276,7 @@ def move_aside(path: Path) -> Path | None:
 def _read_object(path: Path) -> dict[str, Any]:
     """The file's top-level JSON object; raises ``OSError`` or ``ValueError`` when there is none."""
     try:
-        document = msgspec.json.decode(path.read_bytes())
+        document = msgspec.json.decode(read_own_bytes(path))
     except msgspec.DecodeError as error:
         raise ValueError(f"it is not valid JSON: {error}") from error
     except RecursionError:  # e.g. 100,000 nested brackets: msgspec's decoder gives up
@@ -313,9 +314,14 @@ def _reset_invalid(s: Settings, npu_available: bool, problems: list[str]) -> Set
 
 
 def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSettings:
-    """The saved settings, repaired where needed; never raises for a bad or missing file."""
+    """The saved settings, repaired where needed; never raises for a bad or missing file.
+
+    Raises:
+        NotOwnFile: If ``settings.json`` is a symbolic link or another user's file: it is not read
+            (it could point the data folder or the API server anywhere), nor set aside.
+    """
     path = settings_path(config_dir)
-    if not path.exists():
+    if check_own_file(path) is None:
         return LoadedSettings(Settings())
     try:
         document = _read_object(path)

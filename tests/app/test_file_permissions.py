@@ -198,3 +198,67 @@ def test_model_file_names_and_paths_are_printed_escaped_and_kept_raw_in_json(hea
 
     installed = json.loads(hearth("models", "list", "--json").stdout)["installed"]
     assert [(m["name"], m["path"]) for m in installed] == [(HOSTILE, str(loose))]
+
+
+# -- issue 32, point 7: a link planted at a file Hearth opens, or a file of another user --------------------------
+
+PLANTED = {"data/hearth.db": ("conversations",), "config/settings.json": ("conversations",),
+           "config/engines.json": ("engines", "list")}
+NOBODY = 65534
+
+
+def refusal(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1 and "Traceback" not in result.stderr, (result.returncode, result.stderr)
+    (line,) = result.stderr.splitlines()
+    return line
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, stdin=subprocess.DEVNULL)
+
+
+def loot(path: Path, name: str) -> Path:
+    """A file someone else wants Hearth to write into, or to read as its own: a database, or JSON."""
+    if name.endswith(".db"):
+        with sqlite3.connect(path) as other:
+            other.execute("CREATE TABLE secrets (x)")
+    else:
+        path.write_text(json.dumps({"data_folder": str(path.parent), "engines": []}))
+    os.chmod(path, 0o666)
+    return path
+
+
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_symlink_at_a_hearth_file_is_refused_in_one_line_and_its_target_is_untouched(hearth_home, tmp_path,
+                                                                                        planted):
+    hearth("conversations")  # Hearth's folders exist
+    target = loot(tmp_path / ("loot.db" if planted.endswith(".db") else "elsewhere.json"), planted)
+    before = os.stat(target)
+    link = hearth_home / planted
+    for stale in link.parent.glob(link.name + "*"):  # Hearth's own, replaced by whoever can write the folder
+        stale.unlink()
+    link.symlink_to(target)
+
+    line = refusal(run(*PLANTED[planted]))
+    assert line == (f"hearth: error: Refused to open {link}: it is a symbolic link to {target}; Hearth only opens "
+                    "its own files. Remove the link and start again.")
+    after = os.stat(target)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns), "the target is untouched"
+    assert link.is_symlink() and not list(tmp_path.glob("loot.db-*")), "no -wal or -shm beside the target either"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_hearth_file_owned_by_another_user_is_refused_in_one_line(hearth_home, planted):
+    hearth("conversations")
+    path = hearth_home / planted
+    if planted.endswith(".db"):
+        open_database(path).close()
+    else:
+        path.write_text(json.dumps({"engines": []}) if "engines" in planted else "{}")
+    os.chown(path, NOBODY, NOBODY)
+
+    line = refusal(run(*PLANTED[planted]))
+    assert line.startswith(f"hearth: error: Refused to open {path}: it belongs to another user (nobody, uid 65534); "
+                           "Hearth only opens its own files. Move it out of the way"), line

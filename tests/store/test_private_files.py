@@ -157,3 +157,75 @@ def test_repairing_a_database_sqlite_has_open_keeps_its_locks(tmp_path):
     finally:
         db.conn.execute("ROLLBACK")
         db.close()
+
+
+# -- issue 32, point 7: Hearth opens only its own files (model_store.own_files) ------------------------------------
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_size, info.st_mtime_ns
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+def test_the_database_is_not_opened_through_a_symlink_at_it_or_at_its_sidecars(tmp_path, suffix):
+    from model_store.db import open_database
+    from model_store.own_files import NotOwnFile
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    target = tmp_path / "loot"
+    target.write_bytes(b"")
+    stamp = _stamp(target)
+    if suffix:
+        open_database(folder / "hearth.db").close()
+    (folder / f"hearth.db{suffix}").symlink_to(target)
+    for read_only_ok in (False, True):
+        with pytest.raises(NotOwnFile, match=f"Refused to open .*hearth.db{suffix}: it is a symbolic link to "
+                                             f"{target}; Hearth only opens its own files"):
+            open_database(folder / "hearth.db", read_only_ok=read_only_ok)
+    assert _stamp(target) == stamp
+
+
+def test_settings_and_engines_files_are_not_read_through_a_symlink(tmp_path):
+    from app.services.engines import EngineRegistry
+    from app.services.settings import load_settings
+    from model_store.own_files import NotOwnFile
+
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"engines": [], "data_folder": "/tmp"}')
+    config = tmp_path / "config"
+    config.mkdir()
+    for name in ("settings.json", "engines.json"):
+        (config / name).symlink_to(elsewhere)
+    with pytest.raises(NotOwnFile, match="settings.json: it is a symbolic link"):
+        load_settings(config)
+    with pytest.raises(NotOwnFile, match="engines.json: it is a symbolic link"):
+        EngineRegistry(config)
+    assert (config / "settings.json").is_symlink() and (config / "engines.json").is_symlink(), "not set aside"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+def test_a_file_of_another_user_is_refused(tmp_path):
+    from model_store.db import open_database
+    from model_store.own_files import NotOwnFile, read_own_bytes
+
+    db = tmp_path / "hearth.db"
+    open_database(db).close()
+    settings = tmp_path / "settings.json"
+    settings.write_text("{}")
+    for path in (db, settings):
+        os.chown(path, 65534, 65534)
+    with pytest.raises(NotOwnFile, match="belongs to another user"):
+        open_database(db)
+    with pytest.raises(NotOwnFile, match="belongs to another user"):
+        read_own_bytes(settings)
+
+
+def test_a_pipe_in_place_of_a_file_is_refused_at_once(tmp_path):
+    from model_store.own_files import read_own_bytes
+
+    fifo = tmp_path / "settings.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        read_own_bytes(fifo)
