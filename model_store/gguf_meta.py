@@ -22,10 +22,14 @@ import mmap
 import struct
 from pathlib import Path
 
+from model_store.regular_file import open_regular
+
 HEADER_BYTES = 24  # magic, version (u32), tensor count (u64), entry count (u64)
 MAX_KEY_BYTES = 65535  # the GGUF specification's limit for a key
 MAX_ARRAY_DEPTH = 2  # arrays of arrays are allowed; deeper nesting is no file's metadata
 KEPT_ARRAY_ITEMS = 4096  # numeric arrays up to this long (per-layer values) are returned; longer are skipped
+MAX_DIMS = 4  # a tensor has 1 to 4 dimensions (GGML_MAX_DIMS)
+MAX_DIM = 1 << 31  # and no dimension of a real model comes near 2^31
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 
@@ -51,12 +55,15 @@ class _End(Exception):
 def read_metadata(path: Path) -> dict[str, Value]:
     """Every metadata entry of a GGUF file except long arrays (the vocabulary): numbers, strings, and
     numeric arrays of at most :data:`KEPT_ARRAY_ITEMS` items. The header's magic must be ``GGUF``.
+    The list of tensors after the metadata is walked too: each has 1 to :data:`MAX_DIMS` dimensions
+    of 1 to :data:`MAX_DIM`.
 
     Raises:
         GgufTruncated, GgufDamaged: Saying what is wrong and what to do.
+        model_store.regular_file.NotRegularFile: If the path is a FIFO, device, socket or folder.
         OSError: If the file cannot be read at all.
     """
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = f.seek(0, 2)
         if size < HEADER_BYTES:
             raise GgufTruncated(_truncated(size, size))
@@ -74,6 +81,10 @@ def _damaged(detail: str) -> str:
             "or is not a model, so get it again")
 
 
+def _bad_tensor(detail: str) -> str:
+    return f"its list of tensors is damaged ({detail}); the file is damaged or is not a model, so get it again"
+
+
 class _Walk:
     def __init__(self, data: mmap.mmap, size: int) -> None:
         self.data, self.size, self.at = data, size, 0
@@ -82,7 +93,7 @@ class _Walk:
         self._layouts: dict[str, struct.Struct] = {}
 
     def entries(self) -> dict[str, Value]:
-        _magic, _version, _tensors, count = self._take("4sIQQ")  # each entry takes bytes: a huge count ends at EOF
+        _magic, _version, tensors, count = self._take("4sIQQ")  # each entry takes bytes: a huge count ends at EOF
         found: dict[str, Value] = {}
         try:
             for number in range(1, count + 1):
@@ -91,9 +102,26 @@ class _Walk:
                 value = self._value(kind, f"entry {number} ({key})", depth=0)
                 if value is not None:
                     found[key] = value
+            for number in range(1, tensors + 1):
+                self._tensor(number)
         except _End:
             raise GgufTruncated(_truncated(self.at, self.size)) from None
         return found
+
+    def _tensor(self, number: int) -> None:
+        """Walk one entry of the list of tensors (name, dimensions, type, offset), checking its shape."""
+        n = self._take("Q")[0]
+        if not 0 < n <= MAX_KEY_BYTES:
+            raise GgufDamaged(_bad_tensor(f"tensor {number} has a name of {n} bytes"))
+        name = "".join(c if c.isprintable() else "?" for c in self._bytes(n, f"tensor {number}'s name")
+                       .decode("utf-8", errors="replace"))[:64]
+        n_dims = self._take("I")[0]
+        if not 0 < n_dims <= MAX_DIMS:
+            raise GgufDamaged(_bad_tensor(f"tensor '{name}' has {n_dims} dimensions; tensors have 1 to {MAX_DIMS}"))
+        for dim in self._take("Q" * n_dims):
+            if not 0 < dim <= MAX_DIM:
+                raise GgufDamaged(_bad_tensor(f"tensor '{name}' has an impossible dimension {dim}"))
+        self._take("IQ")  # its type and offset: llama.cpp checks them against the data
 
     def _take(self, fmt: str) -> tuple:
         layout = self._layout(fmt)

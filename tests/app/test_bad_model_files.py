@@ -1,5 +1,12 @@
 """Every way a model file can be wrong gives one clear line naming the file and the reason."""
 
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -146,3 +153,75 @@ def test_a_link_to_nothing_says_where_it_points(capsys, tmp_path):
     link.symlink_to(tmp_path / "moved-away.gguf")
     line = one_error_line(capsys, MODEL_PATH_COMMANDS["info"](link))
     assert "moved-away.gguf, which does not exist" in line
+
+
+# --- the real CLI on hostile files and a FIFO (issue 32, point 15) --------------------------------
+# Each bad file gives one stderr line naming the problem, in `info`, `generate` and `serve` alike,
+# within seconds: no traceback, and a named pipe is refused, never waited on (it hung for ever).
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE_FILES = {  # the file's name -> words its line must have
+    "magic": "not a GGUF model file",
+    "kv-count": "damaged",
+    "dimension": "impossible dimension 1152921504606846976",
+    "garbage": "what follows is not GGUF metadata",
+    "fifo": "named pipe (FIFO)",
+}
+CLI_COMMANDS = {
+    "info": ["info", "--model"],
+    "generate": ["generate", "--max-tokens", "2", "--model"],
+    "serve": ["serve", "--port", "0", "--model"],
+}
+CLI_SECONDS = 30  # each fails in about a second; the machine is shared
+
+
+def write_hostile_files(model: Path, folder: Path) -> dict[str, Path]:
+    """A real model with its magic changed, with a metadata count of 2^62, with a tensor dimension of
+    2^60; a GGUF header followed by random bytes; and a named pipe."""
+    import gguf
+
+    data = model.read_bytes()
+    paths = {name: folder / f"{name}.gguf" for name in HOSTILE_FILES}
+    paths["magic"].write_bytes(b"GGUX" + data[4:])
+    paths["kv-count"].write_bytes(data[:16] + struct.pack("<Q", 1 << 62) + data[24:])
+    tensor = gguf.GGUFReader(model).tensors[0]
+    dims_at = tensor.field.offset + 8 + len(tensor.name.encode()) + 4  # after the name and n_dims
+    paths["dimension"].write_bytes(data[:dims_at] + struct.pack("<Q", 1 << 60) + data[dims_at + 8:])
+    header_then_garbage(model, paths["garbage"])
+    os.mkfifo(paths["fifo"])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def cli_runs(hybrid_tiny, tmp_path_factory) -> dict[tuple[str, str], tuple[int, str, float]]:
+    """Every (file, command) run through the real CLI, all at once: (exit code, stderr, seconds)."""
+    folder = tmp_path_factory.mktemp("hostile-files")
+    paths = write_hostile_files(hybrid_tiny, folder)
+    env = {**os.environ, "HEARTH_HOME": str(folder / "home")}
+    started = time.monotonic()
+    runs = {(name, command): subprocess.Popen([sys.executable, "-m", "app", *argv, str(paths[name]),
+                                               *(["hi"] if command == "generate" else [])],
+                                              cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.PIPE, text=True)
+            for name in HOSTILE_FILES for command, argv in CLI_COMMANDS.items()}
+    results = {}
+    for key, process in runs.items():
+        try:
+            _out, err = process.communicate(timeout=max(1.0, started + CLI_SECONDS * 2 - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _out, err = process.communicate()
+            err += "\n(still running: killed)"
+        results[key] = (process.returncode, err, time.monotonic() - started)
+    return results
+
+
+@pytest.mark.parametrize("command", CLI_COMMANDS)
+@pytest.mark.parametrize("name", HOSTILE_FILES)
+def test_a_hostile_model_file_is_one_line_in_every_command(cli_runs, name, command):
+    code, err, seconds = cli_runs[(name, command)]
+    lines = err.strip().splitlines()
+    assert code != 0 and seconds < CLI_SECONDS * 2, (code, seconds, err)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("hearth: error: ") and f"{name}.gguf" in lines[0], lines[0]
+    assert HOSTILE_FILES[name] in lines[0], lines[0]

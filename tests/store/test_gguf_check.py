@@ -3,6 +3,7 @@ unsupported and absurd ones are refused with a reason a user can act on."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 import gguf
@@ -12,6 +13,8 @@ import pytest
 
 from model_store.db import StoreError
 from model_store.gguf_check import SUPPORTED_ARCHITECTURES, GgufSummary, ImportRefused, check_gguf
+from model_store.gguf_meta import read_metadata
+from model_store.regular_file import NotRegularFile
 from tests.fixtures.make_models import make_models
 
 
@@ -104,7 +107,16 @@ def test_large_file_is_checked_without_reading_its_weights(tmp_path):
 
 def test_missing_file_and_folder(tmp_path):
     assert refused(tmp_path / "nope.gguf") == "there is no such file"
-    assert "not a regular file" in refused(tmp_path)
+    assert refused(tmp_path).startswith("it is a folder, not a model file")
+
+
+def test_a_named_pipe_is_refused_not_waited_on(tmp_path):
+    """Opening a FIFO for reading waits for a writer: the check must never open one (issue 32)."""
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    assert refused(fifo).startswith("it is a named pipe (FIFO), not a model file")
+    with pytest.raises(NotRegularFile, match="named pipe"):
+        read_metadata(fifo)
 
 
 def test_tiny_file(tmp_path):
