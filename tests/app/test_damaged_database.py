@@ -48,6 +48,7 @@ def test_recover_keeps_every_readable_row_and_the_app_works_again(damaged, hybri
     aside = [p for p in damaged.path.parent.iterdir() if re.fullmatch(r"hearth\.db\.damaged-\d{8}-\d{6}", p.name)]
     assert len(aside) == 1 and aside[0].read_bytes() == before, "the damaged file is kept as it was"
     assert str(aside[0]) in recovered.stdout and "Recovered 40 conversations" in recovered.stdout
+    assert "Lost: 1 of " in recovered.stdout, recovered.stdout  # the damaged page is named as lost
 
     db = open_database(damaged.path)
     assert {row[0] for row in db.execute("SELECT id FROM messages")} == damaged.readable_ids
