@@ -19,6 +19,9 @@ tables' pages first (``PRAGMA quick_check`` on each table but the snapshot chunk
 damaged file before writing anything to it; a write that meets damage later marks the connection,
 and every later write on it is refused. A read-only file or folder can still be opened for reading
 (``read_only_ok``), and a full disk fails the one transaction, with a message that says so.
+Opening writes nothing to an existing file (migrations run only when some are pending), and when
+the disk has no room even for the WAL's index, ``read_only_ok`` opens the file for reading, so
+conversations can still be listed and read on a full disk.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from model_store.migrations import migrate, pending_migrations
 from model_store.own_files import NotOwnFile, check_own_file, check_own_files, same_file
 from model_store.private_files import make_private_folder, repair, touch_private
 from model_store.storage_problems import (  # StoreError and its kinds: store modules import them from here
-    DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, StoreError, storage_problem,
+    DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, DiskFull, StoreError, disk_full, storage_problem,
 )
 
 log = logging.getLogger(__name__)
@@ -102,6 +105,10 @@ def open_database(path: Path, *, read_only_ok: bool = False, migrate: bool = Tru
     try:
         check_own_files([path, *sidecars(path)])
         return _open_for_writing(path, migrate)
+    except DiskFull as problem:  # no room for the WAL's -shm file: read the file as it is
+        if not read_only_ok or not path.is_file():
+            raise
+        return _open_for_reading(path, problem)
     except (DatabaseReadOnly, DatabaseUnreachable) as problem:
         read_only = as_read_only(path, problem)
         if read_only is None:
@@ -110,7 +117,8 @@ def open_database(path: Path, *, read_only_ok: bool = False, migrate: bool = Tru
             raise read_only from problem
         return _open_for_reading(path, read_only)
     except OSError as exc:  # the folder cannot be created
-        raise DatabaseUnreachable(path, exc.strerror or str(exc)) from exc
+        detail = exc.strerror or str(exc)
+        raise (disk_full(path, detail) or DatabaseUnreachable(path, detail)) from exc
 
 
 def _open_for_writing(path: Path, migrate_schema: bool) -> sqlite_utils.Database:
@@ -161,9 +169,10 @@ def _still_own(path: Path, checked: os.stat_result | None) -> None:
                          "Check who else can write to its folder, and start again.")
 
 
-def _open_for_reading(path: Path, why: DatabaseReadOnly) -> sqlite_utils.Database:
-    """The file opened read-only. Without write access SQLite cannot create the WAL's ``-shm`` file;
-    ``immutable=1`` then reads the file as it is (nobody can be writing it: it is read-only)."""
+def _open_for_reading(path: Path, why: DatabaseReadOnly | DiskFull) -> sqlite_utils.Database:
+    """The file opened read-only. Without write access, or without room on the disk, SQLite cannot
+    create the WAL's ``-shm`` file; ``immutable=1`` then reads the file as it is (nobody can be
+    writing it: it cannot be written). Every write on the connection is refused with ``why``."""
     last: sqlite3.Error | None = None
     for options in ("mode=ro", "mode=ro&immutable=1"):
         checked = check_own_file(path)

@@ -12,6 +12,7 @@ which caps the file's size in pages on every connection, so SQLite itself fails 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -103,7 +104,7 @@ def test_a_full_disk_fails_the_send_in_one_line_loses_nothing_and_the_next_send_
     for args in (["--conversation", conversation], ["--new", "Another chat"]):
         sent = hearth("send", *args, "--model", str(hybrid_tiny), "--max-tokens", "4", long_message, **full)
         line = error_line(sent)
-        assert line.startswith(f"hearth: error: cannot save to {path}: the disk is full"), line
+        assert line.startswith(f"hearth: error: cannot save to {path}: the disk holding {path.parent} is full ("), line
         assert "free some space" in line
     listed = hearth("conversations", "--json", **full)
     assert listed.returncode == 0, listed.stderr
@@ -122,4 +123,79 @@ def test_a_full_disk_fails_the_send_in_one_line_loses_nothing_and_the_next_send_
     branch = ConversationStore(db).current_branch(conversation)
     assert [m.content for m in branch[2:]] == ["And the tallest one?", json.loads(again.stdout)["text"]]
     assert branch[-1].status == "done"
+    db.close()
+
+
+# -- issue 32, point 9: a disk that is really full (a small tmpfs filled to the last byte) ----------------------------
+
+DISK = "8m"
+
+
+@pytest.fixture
+def full_disk(hearth_home):
+    """Hearth's data folder on its own 8 MB disk (a tmpfs), and a function that fills it up."""
+    data = hearth_home / "data"
+    data.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0700", "tmpfs", str(data)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a small disk of its own cannot be mounted here ({mounted.stderr.strip()}); "
+                    "test_a_full_disk_fails_the_send... covers a full file through HEARTH_TEST_DB_MAX_PAGES")
+
+    def fill() -> int:
+        with open(data / "filler", "wb") as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+        for size in (4096, 512, 1):  # the last bytes, down to a partly used block
+            with open(data / f"filler-{size}", "wb", buffering=0) as filler:
+                try:
+                    while filler.write(b"\0" * size):
+                        pass
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+        return os.statvfs(data).f_bavail
+
+    yield fill
+    subprocess.run(["umount", "-l", str(data)], check=True)
+
+
+def test_on_a_full_disk_reading_works_and_writing_says_the_disk_is_full_and_how_much_to_free(
+        hearth_home, hybrid_tiny, full_disk, tmp_path):
+    path = database_path(hearth_home / "data")
+    conversation = conversation_with_a_message(path)
+    assert full_disk() == 0, "the disk is full to the last block"
+    before = path.read_bytes()
+    full = f"cannot save to {path}: the disk holding {path.parent} is full (0 bytes free); free at least 2 MB on it"
+
+    listed = hearth("conversations")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert listed.stdout.split()[:1] == [conversation] and "Lighthouses" in listed.stdout
+    (warning,) = listed.stderr.splitlines()
+    assert warning.startswith(f"hearth: warning: {full}"), warning
+    assert "can still be listed and read" in warning
+    found = hearth("conversations", "--search", "guide ships", "--json")  # reads the messages too
+    assert found.returncode == 0, found.stderr
+    assert [c["id"] for c in json.loads(found.stdout)] == [conversation]
+
+    document = tmp_path / "notes.txt"
+    document.write_text("Lighthouses guide ships.\n")
+    for refused in (hearth("send", "--conversation", conversation, "--model", str(hybrid_tiny), "--max-tokens", "4",
+                           "Hi"),
+                    hearth("doc", "load", str(document), "--model", str(hybrid_tiny))):
+        line = error_line(refused)
+        assert line.startswith(f"hearth: error: {full}"), line
+        assert "permission" not in line and "check that the folder" not in line
+    assert path.read_bytes() == before, "nothing was written, nothing lost"
+
+    for filler in path.parent.glob("filler*"):  # room again: the next send works
+        filler.unlink()
+    again = hearth("send", "--conversation", conversation, "--model", str(hybrid_tiny), "--max-tokens", "4",
+                   "--temperature", "0", "--json", "And the tallest one?")
+    assert again.returncode == 0, again.stderr
+    db = open_database(path)
+    assert [m.content for m in ConversationStore(db).current_branch(conversation)][2] == "And the tallest one?"
     db.close()
