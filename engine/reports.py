@@ -94,9 +94,11 @@ class RemoteReport(msgspec.Struct):
     model that answered, and the prompt tokens it counted (None: it did not report usage, as
     llama-cpp-python's server does not in a stream). Local snapshots, drafting and devices do not
     apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
-    another Hearth), else None."""
+    another Hearth), else None. ``closed_by_hearth``: the limit the engine went past, so that Hearth
+    closed its stream ("max_tokens", "max_bytes": engine.remote.limits); "" when it kept within them."""
 
     engine: str
     model: str
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    closed_by_hearth: Literal["", "max_tokens", "max_bytes"] = ""

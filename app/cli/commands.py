@@ -27,6 +27,7 @@ from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest,
 from engine.command_check import shown
 from engine.deaths import engine_dead
 from engine.process_client import ProcessClient
+from engine.remote.limits import OVERRUN_WORDS
 from engine.speculative.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
 from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 
@@ -242,7 +243,12 @@ def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: i
 
 
 def say_if_cut_off(finished: p.Finished, n_ctx: int) -> None:
-    """One stderr line when the full context ended the answer (``--json``: ``"cut_off": true``)."""
+    """One stderr line when the full context ended the answer (``--json``: ``"cut_off": true``), or
+    Hearth closed a remote engine's answer that went past its limit (``remote.closed_by_hearth``)."""
+    remote = finished.remote
+    if remote is not None and remote.closed_by_hearth:
+        print(f"hearth: the engine {visible(remote.engine)} {OVERRUN_WORDS[remote.closed_by_hearth]}, so Hearth "
+              "closed its answer there: the answer is cut off", file=sys.stderr)
     if finished.cut_by == "context":
         print(f"hearth: {CUT_OFF} ({n_ctx:,} tokens), so the answer ends unfinished; a new conversation, or a "
               "model with a longer context, has room for more", file=sys.stderr)

@@ -3,9 +3,11 @@ read into ``TokenDelta`` events and one ``Finished`` with timings measured here 
 request to the first text, decode speed between the first and the last piece).
 
 A stop closes the connection (the server stops generating); a failure after text has arrived
-keeps that text (it was already sent as deltas) and ends the answer with ``error``. Only the
-standard sampling fields are sent (temperature, top_p, seed); top_k and min_p are Hearth's own and
-not every server takes them, so the engine's defaults apply to those.
+keeps that text (it was already sent as deltas) and ends the answer with ``error``. An engine that
+goes on past ``max_tokens`` (or sends more text than that many tokens hold) has its stream closed
+here (:mod:`engine.remote.limits`). Only the standard sampling fields are sent (temperature,
+top_p, seed); top_k and min_p are Hearth's own and not every server takes them, so the engine's
+defaults apply to those.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from engine import protocol as p
 from engine.records import Timings
 from engine.remote.api import OpenAIApi, OpenStream
 from engine.remote.errors import RemoteError
+from engine.remote.limits import AnswerBudget
 from engine.remote.retry import RetryPolicy, with_retries
 
 Emit = Callable[[p.Event], None]
@@ -77,6 +80,7 @@ class AnswerStream:
         self.started = self.first_at = self.last_at = 0.0
         self.n_pieces = 0
         self.usage: dict = {}
+        self.budget = AnswerBudget(1)  # the request's, once it runs
 
     def stop(self) -> None:
         self.stopped.set()
@@ -100,6 +104,7 @@ class AnswerStream:
         """Stream ``command``'s answer as events, ending with ``Finished`` whatever happens."""
         rid = command.request_id
         path, body = request_body(command, self.model)
+        self.budget = AnswerBudget(command.max_tokens)
         self.started = time.perf_counter()
         reason = "length"
         try:
@@ -120,6 +125,8 @@ class AnswerStream:
         """What ended a "length" answer, from the tokens the server counted: fewer than ``max_tokens``
         means its context was full; "" where it did not say (no usage) or for another finish."""
         written = self.usage.get("completion_tokens")
+        if reason == "length" and self.budget.exceeded:
+            return "max_tokens"
         if reason != "length" or not isinstance(written, int):
             return ""
         return "max_tokens" if written >= max_tokens else "context"
@@ -139,8 +146,13 @@ class AnswerStream:
                     reason = finish or reason
                     if isinstance(chunk.get("usage"), dict):
                         self.usage = chunk["usage"]
+                        self.budget.saw_usage(self.usage)
                     if text or reasoning:
-                        self._took(rid, text, reasoning)
+                        text, reasoning = self.budget.take(text, reasoning)
+                        if text or reasoning:
+                            self._took(rid, text, reasoning)
+                    if self.budget.exceeded:  # leaving the block closes the connection
+                        return "length"
             except RemoteError:
                 raise
             except Exception:  # noqa: BLE001 - the read ended because stop() closed the connection
@@ -178,4 +190,5 @@ class AnswerStream:
         prompt = self.usage.get("prompt_tokens")
         return p.RemoteReport(engine=self.api.engine.name, model=self.model,
                               prompt_tokens=prompt if isinstance(prompt, int) else None,
-                              cached_tokens=cached if isinstance(cached, int) else None)
+                              cached_tokens=cached if isinstance(cached, int) else None,
+                              closed_by_hearth=self.budget.exceeded)
