@@ -49,7 +49,7 @@ class ChatSession:
         echo.close_reasoning()
         print(" [stopped]" if result.status == "stopped" else "")
         for error in result.errors:
-            print(f"hearth: {error}", file=sys.stderr)
+            print(f"hearth: {visible(error)}", file=sys.stderr)
         if result.finished is None:  # the engine has gone: no later line could be answered
             raise crash_error(result.dead, "writing the answer") if result.dead else \
                 UserError("the engine stopped before answering")

@@ -6,7 +6,6 @@ command says what happened and what to do instead of dying with a bare signal.""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from app.services.context_info import context_details, context_json, grown_line
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.services.turn import CUT_OFF
-from app.cli.terminal_text import visible
+from app.cli.terminal_text import json_text, visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
 from engine import protocol as p
@@ -178,7 +177,7 @@ def run_request(client: EngineClient, command: p.Answer, *, echo: ThinkingEcho |
 
 def say_waiting(waiting: p.RemoteWaiting) -> None:
     """A busy remote engine, told on stderr while the request waits to be sent again."""
-    print(f"hearth: {waiting.message}", file=sys.stderr, flush=True)
+    print(f"hearth: {visible(waiting.message)}", file=sys.stderr, flush=True)
 
 
 def take_event(reply: Reply, event, request_id: str, echo: ThinkingEcho | None) -> None:
@@ -297,7 +296,7 @@ def run_generate(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning), ensure_ascii=False))
+        print(json_text(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning)))
     else:
         print()
     say_if_cut_off(finished, n_ctx)
@@ -309,8 +308,7 @@ def run_info(args: argparse.Namespace) -> int:
         facts = msgspec.to_builtins(loaded.facts)
     name = model_display_name(args.model, app_data_dir(), general_name=loaded.facts.name)
     if args.json:  # "name" stays the file's own general.name; "display_name" is what Hearth calls it
-        print(json.dumps({**facts, "display_name": name, "context": context_json(loaded.context)},
-                         ensure_ascii=False))
+        print(json_text({**facts, "display_name": name, "context": context_json(loaded.context)}))
     else:
         width = max(len(key) for key in facts)
         for key, value in {**facts, "name": name}.items():

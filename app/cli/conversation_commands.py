@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -16,7 +15,7 @@ from app.services.model_refs import model_display_name
 from app.services.settings import app_data_dir, current_settings
 from app.cli.conversation_ids import find_conversation, find_message
 from app.cli.store_access import command_writer, open_conversations, store_errors
-from app.cli.terminal_text import visible
+from app.cli.terminal_text import json_text, visible
 from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
 from engine import protocol as p
 from model_store.conversations import Conversation
@@ -105,7 +104,7 @@ def run_send(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json.dumps(send_json(result, conversation, ran, n_ctx), ensure_ascii=False))
+        print(json_text(send_json(result, conversation, ran, n_ctx)))
     else:
         print()
         if args.conversation is None:  # (--json has it as conversation_id)
@@ -144,7 +143,7 @@ def run_conversations(args: argparse.Namespace) -> int:
     with store_errors(store):
         conversations = store.list(args.search)
     if args.json:
-        print(json.dumps([_as_dict(c) for c in conversations], ensure_ascii=False))
+        print(json_text([_as_dict(c) for c in conversations]))
         return 0
     if not conversations:
         print(_none_saved(args.search), file=sys.stderr)

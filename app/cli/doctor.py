@@ -12,7 +12,6 @@ the exit status is 1 when there is any. The GUI's Help → System check runs thi
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import sqlite3
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import msgspec
 
+from app.cli.terminal_text import json_text, visible_strings
 from app.services.doctor_report import report_lines
 from app.services.engine_keys import secret_store
 from app.services.engines import EngineRegistry, entry_json
@@ -170,7 +170,7 @@ def collect() -> dict:
 def run_doctor(args: argparse.Namespace) -> int:
     report = collect()
     if args.json:
-        print(json.dumps(report, ensure_ascii=False))
-    else:
-        print("\n".join(report_lines(report)))
+        print(json_text(report))
+    else:  # model names and paths, engine names and addresses, errors' words: shown, never acted on
+        print("\n".join(report_lines(visible_strings(report))))
     return 1 if report["problems"] else 0

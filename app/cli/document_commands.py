@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import time
@@ -21,7 +20,7 @@ from app.services.documents import (
     reading_speed, store_document,
 )
 from app.services.settings import app_data_dir, current_settings
-from app.cli.terminal_text import visible
+from app.cli.terminal_text import json_text, visible
 from engine import protocol as p
 from engine.client import EngineClient, EngineDead
 from model_store.conversations import ConversationStore
@@ -151,9 +150,8 @@ def run_doc_load(args: argparse.Namespace) -> int:
               f"{stored.conversation.id} (\"{visible(stored.conversation.title)}\"); ask with: "
               f"hearth send --conversation {stored.conversation.id} \"...\"", file=sys.stderr)
         return 0
-    print(json.dumps(_load_json(document, stored.conversation, stored.message.id, done.timings,
-                                done.snapshot.saved_bytes if done.snapshot else 0, loaded_before=False),
-                     ensure_ascii=False))
+    print(json_text(_load_json(document, stored.conversation, stored.message.id, done.timings,
+                               done.snapshot.saved_bytes if done.snapshot else 0, loaded_before=False)))
     return 0
 
 
@@ -161,8 +159,7 @@ def _say_loaded_before(args: argparse.Namespace, before: LoadedBefore) -> int:
     """The same text is already in a conversation: point to it instead of reading a copy."""
     document, conversation = before.document, before.conversation
     if args.json:
-        print(json.dumps(_load_json(document, conversation, document.message_id, p.Timings(), 0, loaded_before=True),
-                         ensure_ascii=False))
+        print(json_text(_load_json(document, conversation, document.message_id, p.Timings(), 0, loaded_before=True)))
         return 0
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(document.created_at))
     print(f"{visible(document.title)} is already loaded ({document.tokens:,} tokens, {when}) in conversation "

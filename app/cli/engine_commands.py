@@ -9,13 +9,13 @@ process list), and is never printed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 import msgspec
 
 from app.cli.remote_engine import engine_error, open_registry, remote_engine
+from app.cli.terminal_text import json_text, visible
 from app.cli.user_error import UserError
 from app.services.engines import EngineEntry, EngineProblem, entry_json
 from engine.remote.probe import ProbeResult, probe
@@ -49,8 +49,9 @@ def run_add(args: argparse.Namespace) -> int:
     except EngineProblem as exc:
         raise engine_error(exc) from exc
     if warning:
-        print(f"hearth: warning: {warning}", file=sys.stderr)
-    print(f"added the engine {added.name} at {added.url}; check it with `hearth engines test {added.name}`")
+        print(f"hearth: warning: {visible(warning)}", file=sys.stderr)
+    name = visible(added.name)
+    print(f"added the engine {name} at {visible(added.url)}; check it with `hearth engines test {name}`")
     if key is not None:
         print(said)
     return 0
@@ -64,12 +65,12 @@ def _key_words(entry: EngineEntry) -> str:
 def run_list(args: argparse.Namespace) -> int:
     entries = open_registry().entries()
     if args.json:
-        print(json.dumps([entry_json(entry) for entry in entries], ensure_ascii=False))
+        print(json_text([entry_json(entry) for entry in entries]))
         return 0
     for entry in entries:
-        model = entry.model or "the server's first model"
+        model = visible(entry.model) or "the server's first model"
         context = f", {entry.context:,} tokens" if entry.context else ""
-        print(f"{entry.name:<16} {entry.url}  ({model}{context}; {_key_words(entry)})")
+        print(f"{visible(entry.name):<16} {visible(entry.url)}  ({model}{context}; {visible(_key_words(entry))})")
     if not entries:
         print("no remote engines yet; add one with `hearth engines add NAME --url URL`")
     return 0
@@ -81,7 +82,7 @@ def run_rm(args: argparse.Namespace) -> int:
     except EngineProblem as exc:
         raise engine_error(exc) from exc
     key = "" if removed.key_kind in ("none", "env") else " and its API key"
-    print(f"removed the engine {removed.name}{key}")
+    print(f"removed the engine {visible(removed.name)}{key}")
     return 0
 
 
@@ -89,7 +90,7 @@ def run_test(args: argparse.Namespace) -> int:
     """Reach the engine, list its models, time one short answer; exit status 1 when it does not work."""
     result = probe(remote_engine(args.name))
     if args.json:
-        print(json.dumps(msgspec.to_builtins(result), ensure_ascii=False))
+        print(json_text(msgspec.to_builtins(result)))
     else:
         _print_probe(args.name, result)
     if not result.ok:
@@ -98,10 +99,11 @@ def run_test(args: argparse.Namespace) -> int:
 
 
 def _print_probe(name: str, result: ProbeResult) -> None:
-    print(f"{name}: {'works' if result.ok else 'does not work'}")
+    """The probe's findings; the server's model ids and words are shown, never acted on by the terminal."""
+    print(f"{visible(name)}: {'works' if result.ok else 'does not work'}")
     if result.latency_ms is not None:
-        print(f"  reached in {result.latency_ms:,.0f} ms; models: {', '.join(result.models) or 'none'}")
+        print(f"  reached in {result.latency_ms:,.0f} ms; models: {visible(', '.join(result.models)) or 'none'}")
     if result.tok_s is not None:
-        print(f"  a short answer from {result.model}: {result.tok_s:,.1f} tokens/s")
+        print(f"  a short answer from {visible(result.model)}: {result.tok_s:,.1f} tokens/s")
     if result.warning:
-        print(f"  note: {result.warning}")
+        print(f"  note: {visible(result.warning)}")

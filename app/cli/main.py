@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -284,10 +283,12 @@ def _command(where: str) -> Callable[[argparse.Namespace], int]:
 
 
 def _report(args: argparse.Namespace, error) -> int:
-    """One line on stderr (and the ``error`` object with ``--json``); exit status 1."""
-    print(f"hearth: error: {error}", file=sys.stderr)
+    """One line on stderr (and the ``error`` object with ``--json``); exit status 1. The ids, paths and
+    engine's words an error echoes are made visible, never acted on by the terminal."""
+    from app.cli.terminal_text import json_text, visible
+    print(f"hearth: error: {visible(str(error))}", file=sys.stderr)
     if getattr(args, "json", False) and error.details:
-        print(json.dumps({"error": {**error.details, "message": str(error)}}, ensure_ascii=False))
+        print(json_text({"error": {**error.details, "message": str(error)}}))
     return 1
 
 

@@ -21,7 +21,7 @@ from app.services.model_listing import FIT_LABELS, context_words, listing_json
 from app.services.model_refs import app_catalogue, open_library, tidy_name
 from app.services.paths import user_paths
 from app.services.settings import app_data_dir, current_settings
-from app.cli.terminal_text import visible, visible_strings
+from app.cli.terminal_text import json_text, visible, visible_strings
 from model_store.catalogue import CatalogueError, save_cached_metadata
 from model_store.catalogue_schema import CatalogueFile
 from model_store.db import StoreError
@@ -46,7 +46,7 @@ def run_list(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     listing = listing_json(catalogue, library.list(), args.context, percent=current_settings().memory_budget_percent)
     if args.json:
-        print(json.dumps(listing, ensure_ascii=False))
+        print(json_text(listing))
     else:
         print_listing(visible_strings(listing))  # names and paths come from files and the catalogue
     return 0
@@ -84,7 +84,8 @@ def run_pull(args: argparse.Namespace) -> int:
     if args.json:
         _emit(done)
     else:
-        print(f"installed {model.id} ({format_bytes(result.size_bytes)}); use it with --model {model.id}")
+        print(f"installed {visible(model.id)} ({format_bytes(result.size_bytes)}); use it with --model "
+              f"{visible(model.id)}")
     return 0
 
 
@@ -103,8 +104,8 @@ def run_import(args: argparse.Namespace) -> int:
                           "architecture": summary.architecture, "size_bytes": summary.size_bytes,
                           "parameter_count": summary.parameter_count, "context_length": summary.context_length}))
     else:
-        print(f"imported {model.id} ({summary.architecture}, {format_bytes(summary.size_bytes)}); "
-              f"use it with --model {model.id}")
+        print(f"imported {visible(model.id)} ({visible(summary.architecture)}, {format_bytes(summary.size_bytes)}); "
+              f"use it with --model {visible(model.id)}")
     return 0
 
 
@@ -121,9 +122,9 @@ def run_rm(args: argparse.Namespace) -> int:
     except (CatalogueError, StoreError) as exc:
         raise UserError(str(exc)) from exc
     if model.source == "download" and not args.keep_file:
-        print(f"removed {model.id}; {format_bytes(freed)} freed")
+        print(f"removed {visible(model.id)}; {format_bytes(freed)} freed")
     else:
-        print(f"removed {model.id} from Hearth's list; the file {visible(str(model.path))} was left where it is")
+        print(f"removed {visible(model.id)} from Hearth's list; the file {visible(str(model.path))} was left where it is")
     return 0
 
 
@@ -137,7 +138,7 @@ def run_search(args: argparse.Namespace) -> int:
                            "last_modified": r.last_modified} for r in found]))
     else:
         for repo in found:
-            print(f"{repo.repo_id:<60} {repo.downloads or 0:>10,} downloads")
+            print(f"{visible(repo.repo_id):<60} {repo.downloads or 0:>10,} downloads")
         if not found:
             print(f"no GGUF repositories match {args.query!r}")
     return 0
@@ -156,7 +157,7 @@ def _json_progress(progress: DownloadProgress) -> None:
 
 def _text_progress(progress: DownloadProgress) -> None:
     eta = "" if progress.eta_seconds is None else f", {progress.eta_seconds:,.0f} s left"
-    sys.stderr.write(f"\r{progress.filename}: {format_bytes(progress.downloaded_bytes)} of "
+    sys.stderr.write(f"\r{visible(progress.filename)}: {format_bytes(progress.downloaded_bytes)} of "
                      f"{format_bytes(progress.total_bytes)}, {format_bytes(int(progress.bytes_per_second))}/s{eta}   ")
     sys.stderr.flush()
 

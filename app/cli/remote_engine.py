@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+from app.cli.terminal_text import visible
 from app.cli.user_error import UserError
 from app.services.engines import EngineNotFound, EngineProblem, EngineRegistry
 from engine import protocol as p
@@ -23,7 +24,7 @@ def open_registry() -> EngineRegistry:
     """The app's registry; a file it had to set aside is said on stderr."""
     registry = EngineRegistry()
     for problem in registry.problems:
-        print(f"hearth: warning: {problem}", file=sys.stderr)
+        print(f"hearth: warning: {visible(problem)}", file=sys.stderr)
     return registry
 
 
@@ -37,10 +38,6 @@ def remote_engine(name: str) -> RemoteEngine:
         return open_registry().remote_engine(name)
     except EngineProblem as exc:
         raise engine_error(exc) from exc
-
-
-
-
 
 
 @contextmanager
@@ -60,7 +57,7 @@ def remote_engine_for(name: str, model: str | None, context: int | None
     except EngineError as exc:
         client.close(mode="abort")
         raise UserError(str(exc), kind=exc.code) from exc
-    print(f"hearth: answered on {engine.name}: {LEAVES}", file=sys.stderr, flush=True)
+    print(f"hearth: answered on {visible(engine.name)}: {LEAVES}", file=sys.stderr, flush=True)
     try:
         yield client, loaded
     finally:

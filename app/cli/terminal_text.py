@@ -1,4 +1,5 @@
-"""Text from the database or the disk, made safe to print in a terminal row.
+"""Text Hearth did not write (from the database, the disk, a model or a remote engine), made safe to
+print on a terminal.
 
 A conversation title, a model's name or a file name can hold any character, and printed as they
 are some act on the terminal instead of showing: ESC and the C1 controls start control sequences
@@ -7,16 +8,30 @@ the clipboard), a newline or carriage return forges extra rows, a tab shifts col
 bidi overrides and isolates reorder what follows (a name ending ``\\u202etxt.exe`` shows as
 ``exe.txt``). :func:`visible` writes each of them as the escape a programmer would type
 (``\\x1b``, ``\\n``, ``\\u202e``), so the row shows what is really there. Backslashes are left as
-they are, so Windows paths read normally. ``--json`` output keeps the real text: JSON has its own
-escaping.
+they are, so Windows paths read normally.
+
+Every line the command line prints that holds text Hearth did not write (names, paths, ids, an
+engine's address or words, an error's text) goes through :func:`visible` (error lines in
+:func:`app.cli.main._report`); ``--json`` output through :func:`json_text`, which writes the same
+characters as JSON escapes (``\\u001b``, ``\\u202e``), so a script reads the real text and a
+terminal shows the escape. An answer, streamed in pieces, goes through :class:`AnswerText`: on a
+terminal each control character becomes visible, but for newline and tab (an answer has lines),
+and a CR LF is a newline; piped, it passes byte for byte, since a script reading the answer wants
+the model's text. A control sequence cannot slip through between two pieces: it acts only when it
+starts with ESC or a C1 control (CSI U+009B, OSC U+009D, ...), single characters that are caught
+wherever they fall, and what follows them is plain text once they are shown. Only a CR is held
+back, at the end of a piece, to see whether a LF follows.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from engine.remote.spec import BIDI_CONTROLS
+
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-_BIDI_CONTROLS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))  # LRE..RLO, LRI..PDI
+_BIDI_CONTROLS = tuple(sorted(map(ord, BIDI_CONTROLS)))  # ALM, LRM, RLM, LRE..RLO, LRI..PDI
 _LINE_BREAKS = (0x2028, 0x2029)  # LINE and PARAGRAPH SEPARATOR, new lines to some terminals
 
 
@@ -28,6 +43,9 @@ def _escape(code: int) -> str:
 
 
 _ESCAPES = {code: _escape(code) for code in (*range(0x20), *range(0x7F, 0xA0), *_BIDI_CONTROLS, *_LINE_BREAKS)}
+_IN_ANSWERS = {code: escape for code, escape in _ESCAPES.items() if chr(code) not in "\n\t"}
+# json.dumps escapes C0 itself; these it leaves raw with ensure_ascii=False (they are only ever inside strings)
+_IN_JSON = {code: f"\\u{code:04x}" for code in _ESCAPES if code >= 0x7F}
 
 
 def visible(text: str) -> str:
@@ -45,3 +63,32 @@ def visible_strings(value: Any) -> Any:
     if isinstance(value, list):
         return [visible_strings(item) for item in value]
     return value
+
+
+def json_text(value: Any) -> str:
+    """``value`` as one line of JSON (non-ASCII text as it is) in which no character acts on a
+    terminal: DEL, C1, bidi controls and line separators are written as ``\\uXXXX`` escapes too."""
+    return json.dumps(value, ensure_ascii=False).translate(_IN_JSON)
+
+
+class AnswerText:
+    """An answer's pieces as they may be written to ``terminal`` or not (see the module's docstring):
+    call it on each piece, then :meth:`end` once for what it held back."""
+
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self._held_cr = False
+
+    def __call__(self, piece: str) -> str:
+        if not self.terminal or not piece:
+            return piece
+        if self._held_cr:
+            piece, self._held_cr = "\r" + piece, False
+        if piece.endswith("\r"):
+            piece, self._held_cr = piece[:-1], True
+        return piece.replace("\r\n", "\n").translate(_IN_ANSWERS)
+
+    def end(self) -> str:
+        """A CR the last piece ended with, shown (it was no line end after all)."""
+        held, self._held_cr = self._held_cr, False
+        return _ESCAPES[0x0D] if held else ""

@@ -4,6 +4,10 @@
 but prints only the answer; ``off`` asks the template not to think at all (``enable_thinking``, where
 the model's template has the switch). Unset: shown on a terminal, left out when the output is piped,
 so a script reading stdout gets the answer alone. ``--json`` always carries it as ``reasoning``.
+
+Both go through :class:`~app.cli.terminal_text.AnswerText`: on a terminal no control character of
+the model's (or a remote engine's) acts on it; piped, the answer is the model's text byte for byte.
+The reasoning is made safe even when piped, as it always was.
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ import argparse
 import sys
 from typing import TextIO
 
+from app.cli.terminal_text import AnswerText
+
 THINKING_CHOICES = ("show", "hide", "off")
 DIM, RESET = "\x1b[2m", "\x1b[0m"
-# what reasoning may not bring to a terminal: C0 controls but tab and newline, DEL, C1 controls
-_UNSAFE = {code: None for code in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0))}
 
 
 def add_thinking_flag(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +42,7 @@ class ThinkingEcho:
         self.show = mode == "show" or (mode is None and tty)
         self.dim = tty
         self._in_reasoning = False
+        self._answer, self._reasoning = AnswerText(tty), AnswerText(True)
 
     def reasoning(self, text: str) -> None:
         if not self.show or not text:
@@ -45,18 +50,24 @@ class ThinkingEcho:
         if not self._in_reasoning:
             self._in_reasoning = True
             self.stream.write(DIM if self.dim else "")
-        self.stream.write(text.translate(_UNSAFE))
+        self.stream.write(self._reasoning(text))
         self.stream.flush()
 
     def answer(self, text: str) -> None:
         if text:
-            self.close_reasoning()
-        self.stream.write(text)
+            self._end_reasoning()
+        self.stream.write(self._answer(text))
         self.stream.flush()
 
     def close_reasoning(self) -> None:
+        """End the reasoning block, and the answer (when the answer has ended, with or without one)."""
+        self._end_reasoning()
+        self.stream.write(self._answer.end())
+        self.stream.flush()
+
+    def _end_reasoning(self) -> None:
         """End the reasoning block (before the answer, or when the answer ends without one)."""
         if self._in_reasoning:
             self._in_reasoning = False
-            self.stream.write((RESET if self.dim else "") + "\n\n")
+            self.stream.write(self._reasoning.end() + (RESET if self.dim else "") + "\n\n")
             self.stream.flush()

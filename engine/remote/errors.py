@@ -13,6 +13,7 @@ import ssl
 import httpx2
 
 from engine.remote.redact import redact
+from engine.remote.spec import is_control
 
 
 class RemoteError(Exception):
@@ -27,16 +28,24 @@ class RemoteError(Exception):
         return self.retry_after is not None
 
 
+def _plain(text: str) -> str:
+    """``text`` with each control character or text-direction override written as its escape
+    (``\\x1b``, ``\\u202e``): a server's words end up on terminals and in logs, where they must not act."""
+    return "".join((f"\\x{ord(c):02x}" if ord(c) <= 0xFF else f"\\u{ord(c):04x}") if is_control(c) else c
+                   for c in text)
+
+
 def _server_words(body: object, key: str) -> str:
     """The server's own explanation from an OpenAI-shaped (or any JSON) error body, without the
-    engine's ``key`` or any Bearer token (:func:`~engine.remote.redact.redact`), shortened."""
+    engine's ``key`` or any Bearer token (:func:`~engine.remote.redact.redact`), without control
+    characters (:func:`_plain`), shortened."""
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
         if message is None and isinstance(body.get("detail"), str):  # FastAPI's shape
             message = body["detail"]
         if isinstance(message, str) and message.strip():
-            text = redact(" ".join(message.split()), key)
+            text = _plain(redact(" ".join(message.split()), key))
             return text if len(text) <= 300 else text[:297] + "..."
     return ""
 
