@@ -124,7 +124,8 @@ def run_rm(args: argparse.Namespace) -> int:
     if model.source == "download" and not args.keep_file:
         print(f"removed {visible(model.id)}; {format_bytes(freed)} freed")
     else:
-        print(f"removed {visible(model.id)} from Hearth's list; the file {visible(str(model.path))} was left where it is")
+        print(f"removed {visible(model.id)} from Hearth's list; the file {visible(str(model.path))} was left where "
+              "it is")
     return 0
 
 
