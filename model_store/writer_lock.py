@@ -79,10 +79,11 @@ class WriterLockLost(StoreError):
 
     def __init__(self, conversation_id: str, holder: Holder | None) -> None:
         self.conversation_id, self.holder = conversation_id, holder
-        taken = (f"{holder.describe()} took over conversation {conversation_id}" if holder is not None
-                 else f"this writer's hold on conversation {conversation_id} was removed")
-        super().__init__(f"{taken} while this one was paused, so this answer was not saved (the conversation is "
-                         "not mixed up with another writer's); send the message again")
+        taken = (f"{holder.describe()} took over conversation {conversation_id} while this writer was stopped"
+                 if holder is not None else f"this writer's hold on conversation {conversation_id} was removed "
+                 "while it was writing")
+        super().__init__(f"{taken}, so this answer was not saved (the conversation is not mixed up with another "
+                         "writer's); send the message again")
 
 
 class ConversationBusy(StoreError):

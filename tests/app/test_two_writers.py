@@ -110,11 +110,25 @@ def test_a_lock_left_by_a_killed_command_is_taken_over(hearth_home, first_turn):
 
 # -- a writer that is stopped (SIGSTOP, Ctrl+Z, a laptop asleep) -------------------------------------------------
 
-PACED = {"HEARTH_TEST_DECODE_PACE_MS": "40"}  # slow enough to be caught while writing
+PACED = {"HEARTH_TEST_DECODE_PACE_MS": "60"}  # slow enough (12 s for 200 tokens) to be caught while writing
 ASLEEP_S = 3600  # how long ago the stopped writer's last heartbeat was made to look
 
 
-def writing(db, conversation: str, pid: int, timeout: float = 120):
+def stop_between_heartbeats(db, conversation: str, writer: subprocess.Popen) -> None:
+    """SIGSTOP ``writer`` just after a heartbeat of its lock was committed: it then holds no SQLite
+    write lock while it is stopped (the next beat is HEARTBEAT_S away), as a writer stopped while it
+    streams an answer. Without this, a stop inside a heartbeat's transaction would make every other
+    writer wait for SQLite's lock (busy_timeout), which is not what is tested here."""
+    _token, beat = writing(db, conversation, writer.pid)
+    deadline = time.monotonic() + 60
+    while db.execute("SELECT heartbeat_at FROM writer_locks WHERE conversation_id = ?", [conversation]).fetchone()[0] \
+            == beat:
+        assert time.monotonic() < deadline, "no heartbeat within a minute"
+        time.sleep(0.01)
+    writer.send_signal(signal.SIGSTOP)  # as Ctrl+Z or a laptop's sleep would
+
+
+def writing(db, conversation: str, pid: int, timeout: float = 300):
     """Wait until the command ``pid`` holds the conversation and has stored its empty answer; the lock row."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -133,9 +147,7 @@ def test_a_stopped_writer_keeps_its_conversation_the_second_waits_for_it_and_not
     db = open_database(database_path(hearth_home / "data"))
     first = start_hearth("send", "--conversation", conversation, *ANSWER, "--json", "A asks.", **PACED)
     try:
-        writing(db, conversation, first.pid)
-        first.send_signal(signal.SIGSTOP)  # as Ctrl+Z or a laptop's sleep would
-        time.sleep(0.5)  # a heartbeat already under way has landed
+        stop_between_heartbeats(db, conversation, first)
         # Stopped for an hour, as far as the row can tell: far older than STALE_AFTER_S.
         db.execute("UPDATE writer_locks SET heartbeat_at = ? WHERE conversation_id = ?",
                    [time.time() - ASLEEP_S, conversation])
@@ -171,8 +183,7 @@ def test_a_writer_that_lost_its_conversation_stores_nothing_and_says_so(hearth_h
     db = open_database(database_path(hearth_home / "data"))
     first = start_hearth("send", "--conversation", conversation, *ANSWER, "A asks.", **PACED)
     try:
-        writing(db, conversation, first.pid)
-        first.send_signal(signal.SIGSTOP)
+        stop_between_heartbeats(db, conversation, first)
         if how == "removed":
             db.execute("DELETE FROM writer_locks WHERE conversation_id = ?", [conversation])
         else:  # another writer (here: a row as one on another computer would leave) holds it now
