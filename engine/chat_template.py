@@ -2,7 +2,7 @@
 
 Templates come from downloaded files, so they run in Jinja2's immutable sandbox (they can format
 messages but cannot touch Python objects or the file system) and within a time and size budget
-(:mod:`engine.template_budget`). The messages' text enters the template marked
+(:mod:`engine.template_budget`, :mod:`engine.template_sandbox`). The messages' text enters the template marked
 (:mod:`engine.marked_text`), so the result knows which characters came from the messages: those
 are tokenized as plain text and can never become control tokens. A template that fails or goes
 over budget raises :class:`ChatTemplateError` with the reason instead of crashing the worker.
@@ -18,9 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import SecurityError
 
 from engine.marked_text import MarkedText, Span, take_spans
-from engine.template_budget import Budget, BudgetedSandbox, TemplateBudgetError, budget_in_force, collect_output
+from engine.template_budget import Budget, TemplateBudgetError, budget_in_force, collect_output
+from engine.template_sandbox import BudgetedSandbox
 
 # Used when a model ships no template; ChatML is what llama.cpp falls back to as well.
 CHATML_TEMPLATE = (
@@ -32,6 +34,7 @@ CHATML_TEMPLATE = (
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_STRFTIME_FORMAT = 200  # characters of a date format a template may ask for
+WHAT_TO_DO = "Use a model with a standard chat template, or raw mode"  # after a template is refused
 
 
 class ChatTemplateError(ValueError):
@@ -44,7 +47,16 @@ class ChatTemplateTooCostly(ChatTemplateError):
     def __init__(self, model_name: str, reason: str) -> None:
         self.reason = reason
         super().__init__(f"the chat template of {model_name} is too costly to run ({reason}); Hearth refused it "
-                         "to keep the app responsive. Use raw mode or another model")
+                         f"to keep the app responsive. {WHAT_TO_DO}")
+
+
+class ChatTemplateUnsafe(ChatTemplateError):
+    """The chat template reached for what the sandbox keeps from templates (Python internals)."""
+
+    def __init__(self, model_name: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the chat template of {model_name} was refused: it tried what a chat template may not do "
+                         f"({reason}); {WHAT_TO_DO[0].lower()}{WHAT_TO_DO[1:]}")
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,10 @@ def render_chat(
         raise
     except TemplateBudgetError as exc:
         raise ChatTemplateTooCostly(model_name, str(exc)) from exc
+    except RecursionError as exc:
+        raise ChatTemplateTooCostly(model_name, "it calls itself without end") from exc
+    except SecurityError as exc:
+        raise ChatTemplateUnsafe(model_name, str(exc).rstrip(".")) from exc
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(
             f"the chat template of {model_name} could not be used ({type(exc).__name__}: {exc}); "

@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_TEMPLATES = {
     "huge-string": "{{ strftime_now('%Y' * 10000000) }}",
     "endless-loops": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+    # issue 32.14: accepted before, and 1.5 GB on every turn (the '~' operator was not budgeted)
+    "tilde-doubling": "{% set n = namespace(s='ab') %}{% for i in range(29) %}{% set n.s = n.s ~ n.s %}{% endfor %}"
+                      "{{ n.s | length }}",
 }
 
 

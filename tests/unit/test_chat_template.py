@@ -26,10 +26,12 @@ def test_template_raise_exception_is_reported():
 
 def test_sandbox_blocks_python_internals():
     template = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
-    with pytest.raises(ChatTemplateError, match=r"SecurityError: access to attribute '__class__' of 'list' object "
-                                                r"is unsafe") as refused:
-        render_chat(template, [ChatMessage("user", "x")])
+    with pytest.raises(ChatTemplateError, match=r"^the chat template of 'evil.gguf' was refused: .*access to attribute "
+                                                r"'__class__' of 'list' object is unsafe\); use a model with a standard "
+                                                r"chat template, or raw mode$") as refused:
+        render_chat(template, [ChatMessage("user", "x")], model_name="'evil.gguf'")
     assert isinstance(refused.value.__cause__, SecurityError), "the sandbox refused it, not some later failure"
+    assert "SecurityError" not in str(refused.value)  # the one-line refusal, not the exception's raw text
 
 
 def test_unknown_role_and_empty_conversation_are_refused():
