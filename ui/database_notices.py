@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from app.services.db_recovery import recovery_text
 from model_store.recovery import Recovery
-from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly
+from model_store.storage_problems import DatabaseDamaged, DatabaseReadOnly, DiskFull
 from ui.notices import STORE
 
 
@@ -20,7 +20,11 @@ class DatabaseFileNotices:
                      "Hearth stopped saving to it, so nothing more is lost. Recover copies everything still readable "
                      "into a new database and keeps the damaged file aside.", "Recover", self.recover_database)
 
-    def _on_read_only(self, problem: DatabaseReadOnly) -> None:
+    def _on_read_only(self, problem: DatabaseReadOnly | DiskFull) -> None:
+        if isinstance(problem, DiskFull):  # opened for reading because the disk has no room left
+            text = str(problem)
+            self.passing_notice.emit("warning", text[:1].upper() + text[1:] + ".", STORE)
+            return
         self.passing_notice.emit("warning", f"The conversation database {problem.path} is read-only ({problem.detail}): "
                                     "your conversations can be read, but new messages cannot be saved until your "
                                     "user may write to it and its folder, or another data folder is chosen in "

@@ -12,7 +12,6 @@ which caps the file's size in pages on every connection, so SQLite itself fails 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ import pytest
 from model_store.conversations import ConversationStore
 from model_store.db import MAX_PAGES_ENV, database_path, open_database
 from tests.helpers.cli import error_line, hearth
+from tests.helpers.full_disk import full_disk  # noqa: F401 (a fixture)
 
 NO_OVERRIDE = ("setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--")
 
@@ -127,41 +127,6 @@ def test_a_full_disk_fails_the_send_in_one_line_loses_nothing_and_the_next_send_
 
 
 # -- issue 32, point 9: a disk that is really full (a small tmpfs filled to the last byte) ----------------------------
-
-DISK = "8m"
-
-
-@pytest.fixture
-def full_disk(hearth_home):
-    """Hearth's data folder on its own 8 MB disk (a tmpfs), and a function that fills it up."""
-    data = hearth_home / "data"
-    data.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0700", "tmpfs", str(data)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"a small disk of its own cannot be mounted here ({mounted.stderr.strip()}); "
-                    "test_a_full_disk_fails_the_send... covers a full file through HEARTH_TEST_DB_MAX_PAGES")
-
-    def fill() -> int:
-        with open(data / "filler", "wb") as filler:
-            try:
-                while True:
-                    filler.write(b"\0" * 65536)
-                    filler.flush()
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-        for size in (4096, 512, 1):  # the last bytes, down to a partly used block
-            with open(data / f"filler-{size}", "wb", buffering=0) as filler:
-                try:
-                    while filler.write(b"\0" * size):
-                        pass
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC
-        return os.statvfs(data).f_bavail
-
-    yield fill
-    subprocess.run(["umount", "-l", str(data)], check=True)
-
 
 def test_on_a_full_disk_reading_works_and_writing_says_the_disk_is_full_and_how_much_to_free(
         hearth_home, hybrid_tiny, full_disk, tmp_path):

@@ -23,6 +23,7 @@ from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
 from tests.helpers.cli import start_hearth
+from tests.helpers.full_disk import full_disk  # noqa: F401 (a fixture)
 from tests.helpers.gui import LONG_ANSWER
 from tests.store.damaged import make_damaged_database
 
@@ -141,3 +142,19 @@ def test_the_window_refuses_at_once_while_a_command_answers_and_says_why(start_a
     statuses = [(m.content, m.status) for m in stored(lambda s: s.current_branch(conversation))[2:]]
     assert statuses == [("A long story, please.", "done"), ("", "interrupted"), ("From the window.", "done"),
                         (turn.text, "done")], "the killed command's empty answer is marked interrupted"
+
+
+def test_on_a_full_disk_the_window_lists_and_says_the_disk_is_full(start_app, tiny_settings, full_disk):
+    """Issue 32, point 9, in the window: the conversations are listed and read, and the notice says
+    the disk is full and how much to free (before, it said the file was read-only)."""
+    db = open_database(database_path(user_paths().data))
+    store = ConversationStore(db)
+    conversation = store.create("Lighthouses")
+    store.add_message(conversation.id, "user", "Tell me about lighthouses.", parent_id=None)
+    db.close()
+    assert full_disk() == 0
+    app = start_app()
+    banner = app.window.banner
+    app.qtbot.waitUntil(lambda: app.controller.conversations.rowCount() == 1, timeout=30_000)
+    app.qtbot.waitUntil(lambda: "is full" in banner.text(), timeout=30_000)
+    assert "free at least" in banner.text() and "read-only" not in banner.text(), banner.text()
