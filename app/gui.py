@@ -12,6 +12,7 @@ from engine.process_client import ProcessClient
 from engine.remote.routing import RoutingClient
 from model_store.db import database_path
 from model_store.installed import models_folder
+from model_store.storage_problems import StoreError
 from model_store.private_files import make_private_folder
 
 
@@ -45,5 +46,10 @@ def app_parts():
 
 def main() -> int:
     from ui.app import run
+    from ui.startup_failure import show_startup_failure
 
-    return run(app_parts())
+    try:
+        parts = app_parts()
+    except StoreError as exc:  # e.g. a settings or engines file that is not the user's own
+        return show_startup_failure(str(exc))
+    return run(parts)

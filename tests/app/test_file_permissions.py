@@ -262,3 +262,18 @@ def test_a_hearth_file_owned_by_another_user_is_refused_in_one_line(hearth_home,
     line = refusal(run(*PLANTED[planted]))
     assert line.startswith(f"hearth: error: Refused to open {path}: it belongs to another user (nobody, uid 65534); "
                            "Hearth only opens its own files. Move it out of the way"), line
+
+
+@pytest.mark.parametrize("planted", ["config/settings.json", "config/engines.json"])
+def test_the_window_does_not_start_on_a_planted_settings_or_engines_file_and_says_why(hearth_home, tmp_path,
+                                                                                      planted, monkeypatch):
+    hearth("conversations")
+    target = loot(tmp_path / "elsewhere.json", planted)
+    link = hearth_home / planted
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+    monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")  # no dialog there: the stderr line is what is said
+
+    line = refusal(run())  # `python -m app`: the window
+    assert line == (f"hearth: error: Refused to open {link}: it is a symbolic link to {target}; Hearth only opens "
+                    "its own files. Remove the link and start again.")
