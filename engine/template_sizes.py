@@ -19,6 +19,7 @@ from jinja2.utils import Namespace
 from engine.template_budget import ITEM_UNITS, TemplateBudgetError, allowance_left
 
 _NUMBERS = re.compile(r"\d+")
+WORDS = ITEM_UNITS // 2  # a filter that splits text into words holds up to an item per two characters
 _SHORT = 64  # what an object's str() takes when it is not text, a number or a container (a loop, a macro)
 
 
@@ -159,7 +160,7 @@ def _padded(s: Any, width: Any = 80, *rest: Any) -> int:
 
 def _wordwrap(s: Any, width: int = 79, break_long_words: bool = True, wrapstring: Any = None, *rest: Any) -> int:
     size = _text(s)
-    return size + (size + 1) * (rendered_size(wrapstring) if wrapstring is not None else 1)
+    return (1 + WORDS) * size + (size + 1) * (rendered_size(wrapstring) if wrapstring is not None else 1)
 
 
 def _expandtabs(s: Any, tabsize: Any = 8) -> int:
@@ -190,6 +191,16 @@ def _list(value: Any, *rest: Any) -> int:
     return items_size(value)
 
 
+def _keyed(value: Any, *args: Any, case_sensitive: bool = False, **kwargs: Any) -> int:
+    """``sort``, ``unique``, ``groupby``, ``dictsort``: a list of the items, and (unless case matters)
+    a lower-cased copy of each as its key, all held at once while sorting."""
+    if not isinstance(value, (list, tuple, dict)):
+        return items_size(value)
+    keys = 0 if case_sensitive else sum(rendered_size(item) for item in (value.items() if isinstance(value, dict)
+                                                                         else value))
+    return 2 * items_size(value) + keys
+
+
 def _batch(value: Any, linecount: Any = 1, fill_with: Any = None) -> int:
     return items_size(value) + (ITEM_UNITS * linecount if fill_with is not None and isinstance(linecount, int) else 0)
 
@@ -199,13 +210,15 @@ ESTIMATES: dict[str, Callable[..., int]] = {
     "center": _padded, "ljust": _padded, "rjust": _padded, "zfill": _padded, "expandtabs": _expandtabs,
     "format": lambda fmt, *args, **kwargs: format_size(fmt, kwargs or args),
     "split": _split, "rsplit": _split, "splitlines": lambda s, *rest: _split(s, "\n"),
-    "string": _growing(1), "truncate": _growing(1), "trim": _growing(1), "striptags": _growing(1),
-    "upper": _growing(3), "lower": _growing(3), "title": _growing(3), "capitalize": _growing(3),
+    "string": _growing(1), "truncate": _growing(1), "trim": _growing(1),
+    # these split the text into a list of words (an item per word) on the way
+    "striptags": _growing(WORDS), "wordcount": _growing(WORDS), "title": _growing(3 + WORDS),
+    "upper": _growing(3), "lower": _growing(3), "capitalize": _growing(3),
     "swapcase": _growing(3), "casefold": _growing(3), "encode": _growing(4), "translate": _translate,
     "escape": _growing(6), "e": _growing(6), "forceescape": _growing(6), "xmlattr": _growing(6),
-    "urlencode": _growing(12), "urlize": _growing(12), "pprint": _growing(4), "tojson": _tojson,
-    "list": _list, "sort": _list, "unique": _list, "reverse": _list, "dictsort": _list, "items": _list,
-    "groupby": _list, "batch": _batch, "slice": _batch,
+    "urlencode": _growing(12), "urlize": _growing(12 + WORDS), "pprint": _growing(4), "tojson": _tojson,
+    "list": _list, "reverse": _list, "items": _list, "batch": _batch, "slice": _batch,
+    "sort": _keyed, "unique": _keyed, "groupby": _keyed, "dictsort": _keyed,
 }
 # str methods: the string is the first operand; the rest as for the filter of the same name.
 METHOD_ESTIMATES: dict[str, Callable[..., int]] = {
@@ -215,6 +228,6 @@ METHOD_ESTIMATES: dict[str, Callable[..., int]] = {
 # items), or lazily (a generator, counted where its items are used), or count themselves (sum).
 NOT_COUNTED = frozenset({
     "length", "count", "first", "last", "random", "min", "max", "int", "float", "abs", "round", "bool",
-    "default", "d", "attr", "wordcount", "filesizeformat", "select", "reject", "selectattr", "rejectattr",
+    "default", "d", "attr", "filesizeformat", "select", "reject", "selectattr", "rejectattr",
     "map", "safe", "mark_safe", "sum",
 })

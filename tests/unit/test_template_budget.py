@@ -62,6 +62,8 @@ BOMBS = {
     "macro-caller": "{% macro m() %}{{ caller() }}{% endmacro %}" + S +
                     "{% call m() %}{% for i in range(1000) %}{{ s }}{% endfor %}{% endcall %}",
     "batch-kept": KEEP.replace("BUILT", "([1] | batch(100000, 'x') | list)[0]"),
+    "sort-keys": S + "{{ ([s] * 100000) | sort | length }}",  # a lower-cased copy of each item as its key
+    "title-words": "{{ ('a ' * 1000000) | title | length }}",
     "macro-doubling": "{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% else %}x{% endif %}{% endmacro %}{{ f(40) }}",
     "macro-recursion": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
 }
