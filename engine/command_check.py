@@ -63,24 +63,70 @@ def shown(value: Any) -> str:
 def out_of_range(error: msgspec.ValidationError, payload: bytes, commands: dict[str, type]) -> InvalidCommand | None:
     """``error`` (from decoding ``payload`` as one of ``commands``, tag -> struct) in words, when it is
     a value outside its field's range; None when the message is malformed in another way."""
-    match = _PATH.search(str(error))
     try:
         raw = msgspec.msgpack.decode(payload)
     except msgspec.DecodeError:
         return None
-    if match is None or not isinstance(raw, dict) or raw.get("kind") not in commands:
+    if not isinstance(raw, dict) or raw.get("kind") not in commands:
         return None
-    kind = raw["kind"]
+    rid = raw.get("request_id")
+    rid = rid if isinstance(rid, str) else None
+    return explain(error, raw, commands[raw["kind"]], kind=raw["kind"], request_id=rid)
+
+
+def explain(error: msgspec.ValidationError, raw: Any, struct_type: type, *, kind: str = "",
+            request_id: str | None = None) -> InvalidCommand | None:
+    """``error`` (from decoding ``raw``, the same message decoded without types, as ``struct_type``)
+    in words naming the field and its range, when it is a value outside that range; None otherwise.
+    The local API explains a request body's numbers with it, as the worker explains a command's."""
+    match = _PATH.search(str(error))
+    if match is None:
+        return None
     steps = [(m["name"], m["index"]) for m in _STEP.finditer(match["path"])]
-    found = _follow(mi.type_info(commands[kind]), raw, steps)
+    found = _follow(mi.type_info(struct_type), raw, steps)
     if found is None:
         return None
     field_type, value = found
     allowed = _allowed(field_type, value)
     if allowed is None:
         return None
-    rid = raw.get("request_id")
-    return refusal(kind, _field_name(steps), value, allowed, rid if isinstance(rid, str) else None)
+    return refusal(kind, _field_name(steps), value, allowed, request_id)
+
+
+def error_field(error: msgspec.ValidationError) -> str | None:
+    """The field a decoding error is about ("messages[0].content"), None for the whole message."""
+    match = _PATH.search(str(error))
+    if match is None:
+        return None
+    return _field_name([(m["name"], m["index"]) for m in _STEP.finditer(match["path"])]) or None
+
+
+def field_range(struct_type: type, field: str) -> str | None:
+    """The range of ``struct_type``'s field at ``field`` (a path as :func:`error_field` gives it) in
+    words, when it has one; for a value too large to be read at all (JSON's 1e400)."""
+    field_type: mi.Type = mi.type_info(struct_type)
+    for m in _STEP.finditer("." + field if not field.startswith("[") else field):
+        field_type = _not_none(field_type)
+        if m["name"] is not None and isinstance(field_type, mi.StructType):
+            found = next((f for f in field_type.fields if f.encode_name == m["name"]), None)
+            if found is None:
+                return None
+            field_type = found.type
+        elif m["index"] is not None and isinstance(field_type, mi.ListType):
+            field_type = field_type.item_type
+        else:
+            return None
+    field_type = _not_none(field_type)
+    return _bounds(field_type) if isinstance(field_type, (mi.IntType, mi.FloatType)) else None
+
+
+def _not_none(field_type: mi.Type) -> mi.Type:
+    """``X | None`` as ``X``."""
+    if isinstance(field_type, mi.UnionType):
+        others = [t for t in field_type.types if not isinstance(t, mi.NoneType)]
+        if len(others) == 1:
+            return others[0]
+    return field_type
 
 
 def _field_name(steps: list[tuple[str | None, str | None]]) -> str:

@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Union
 import msgspec
 
 from engine.backends.base import ModelFacts
-from engine.command_check import InvalidCommand, out_of_range
+from engine.command_check import InvalidCommand, out_of_range, shown
 from engine.records import DraftStats, Timings
 from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
@@ -87,19 +87,19 @@ def sampling_problem(name: str, value: object) -> str | None:
     """What is wrong with a sampling setting's value, in words; None if it can be used. (The one
     place for these rules: the protocol, the settings form and the sampler all ask here.)"""
     if name == "temperature" and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        return f"temperature must be 0 (greedy) or positive, got {value}"
+        return f"temperature must be 0 (greedy) or positive, got {shown(value)}"
     if name == "top_k" and value < 0:
-        return f"top-k must be 0 (off) or a positive count, got {value}"
+        return f"top-k must be 0 (off) or a positive count, got {shown(value)}"
     if name == "top_p" and not 0 < value <= 1:
-        return f"top-p must be in (0, 1], got {value}"
+        return f"top-p must be in (0, 1], got {shown(value)}"
     if name == "min_p" and not 0 <= value < 1:
-        return f"min-p must be in [0, 1), got {value}"
+        return f"min-p must be in [0, 1), got {shown(value)}"
     if name == "seed" and value is not None and not 0 <= value < 2**63:
-        return f"seed must be a non-negative integer below 2**63, got {value}"
+        return f"seed must be a non-negative integer below 2**63, got {shown(value)}"
     if name == "repeat_penalty" and not (isinstance(value, (int, float))
                                          and REPEAT_PENALTY_RANGE[0] <= value <= REPEAT_PENALTY_RANGE[1]):
         low, high = REPEAT_PENALTY_RANGE
-        return f"repeat penalty must be between {low:g} (off) and {high:g}, got {value}"
+        return f"repeat penalty must be between {low:g} (off) and {high:g}, got {shown(value)}"
     return None
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, ends_request
+from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest, ends_request
 from engine.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at
@@ -134,6 +134,8 @@ class EngineRunner:
         events: list[ClientEvent] = []
         try:
             self._follow(job, command, events)
+        except InvalidRequest as exc:  # refused before it was sent: the worker is fine and keeps the model
+            self._refuse(job, command, exc, events)
         except EngineError as exc:  # the worker died as the request was sent to it
             dead = exc.dead or EngineDead(exit_code=None, message=str(exc))
             events.append(dead)
@@ -142,6 +144,15 @@ class EngineRunner:
         job.deliver(None)
         if isinstance(events[-1], EngineDead):
             self._restart(events[-1])
+
+    @staticmethod
+    def _refuse(job: Job, command: p.Command, refused: InvalidRequest, events: list[ClientEvent]) -> None:
+        """A command with a value out of range ends as the worker would end it (an Error, then Finished)."""
+        rid = command.request_id
+        for event in (p.Error(code="bad_request", message=str(refused), request_id=rid),
+                      p.Finished(request_id=rid, finish_reason="error", timings=p.Timings())):
+            events.append(event)
+            job.deliver(event)
 
     def _follow(self, job: Job, command: p.Command, events: list[ClientEvent]) -> None:
         """Send the request and pass its events to the job until the one that ends it (or a death)."""

@@ -6,7 +6,14 @@ A body is decoded strictly: a field Hearth does not know is refused as OpenAI re
 rather than ignored, so no request is silently misread. Fields that change nothing about the answer
 (``user``, ``metadata``, ``store``, ``service_tier``) are accepted and ignored, as OpenAI does for
 parameters a model does not use. Sampling follows OpenAI's defaults where the client sends
-nothing: temperature 1 and top-p 1, with llama.cpp's top-k and min-p off.
+nothing: temperature 1 and top-p 1, with llama.cpp's top-k and min-p off; ``top_k``, ``min_p`` and
+``repeat_penalty`` may be sent as to llama.cpp's server.
+
+No value reaches the engine unchecked: a number outside its field's range, of the wrong type or too
+large to read is refused here (400 ``invalid_request_error``, ``param`` naming the field, the message
+its range). The sampling ranges are the protocol's own (:func:`engine.protocol.sampling_problem`, which
+the worker applies too); the others are annotations below, explained by :mod:`engine.command_check`,
+the worker's explainer.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from engine import command_check
 from engine import protocol as p
 
 ROLES = ("system", "developer", "user", "assistant")
 MAX_STOPS = 4  # OpenAI's limit
-Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]
-TopP = Annotated[float, msgspec.Meta(ge=0, le=1)]
+Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]  # OpenAI's range
+Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]  # OpenAI's range (Hearth takes only 0)
+TopK = Annotated[int, msgspec.Meta(ge=0, le=p.MAX_TOKENS)]  # more than any vocabulary; llama.cpp's is an int32
 Tokens = Annotated[int, msgspec.Meta(ge=1, le=p.MAX_TOKENS)]
 
 
@@ -57,7 +66,10 @@ class TemplateKwargs(msgspec.Struct, forbid_unknown_fields=True):
 class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model: str
     temperature: Temperature | None = None
-    top_p: TopP | None = None
+    top_p: float | None = None
+    top_k: TopK | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     n: int = 1
@@ -70,8 +82,8 @@ class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     service_tier: str | None = None
     # refused unless left at what they are when not sent
     logprobs: bool | int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
     logit_bias: dict[str, float] | None = None
 
 
@@ -97,10 +109,53 @@ class CompletionRequest(_Sampling, kw_only=True):
     best_of: int | None = None
 
 
+def decode_body(data: bytes, kind: type[_Sampling]) -> _Sampling:
+    """The body as ``kind``; :class:`RequestRefused` naming the field (and its range) that does not fit."""
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise field_refusal(exc, data, kind) from None
+    except msgspec.DecodeError:
+        raise RequestRefused("We could not parse the JSON body of your request: send valid JSON",
+                             code="invalid_json") from None
+
+
+def field_refusal(error: msgspec.ValidationError, data: bytes, kind: type) -> RequestRefused:
+    """msgspec's words in OpenAI's: an unknown field is 'Unrecognized request argument supplied', a
+    number outside its range names the range."""
+    message = str(error)
+    if message.startswith("Object contains unknown field"):
+        name = message.split("`")[1] if "`" in message else message
+        return RequestRefused(f"Unrecognized request argument supplied: {name}", name, "invalid_request")
+    field = command_check.error_field(error)
+    try:
+        raw = msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):  # a number too large to read (1e400)
+        raw = None
+    explained = command_check.explain(error, raw, kind) if raw is not None else None
+    if explained is not None:
+        return RequestRefused(f"Invalid '{explained.field}': {explained}", explained.field, "invalid_request")
+    allowed = command_check.field_range(kind, field) if field is not None else None
+    if raw is None and allowed is not None:
+        return RequestRefused(f"Invalid '{field}': the number is too large to read; it must be {allowed}", field,
+                              "invalid_request")
+    what = message.split(" - at ", 1)[0] + (f"; it must be {allowed}" if allowed else "")
+    return RequestRefused(f"Invalid '{field}': {what}" if field else f"Invalid request: {what}", field,
+                          "invalid_request")
+
+
 def sampling_spec(body: _Sampling) -> p.SamplingSpec:
-    temperature = 1.0 if body.temperature is None else float(body.temperature)
-    top_p = 1.0 if body.top_p is None else float(body.top_p)
-    return p.SamplingSpec(temperature=temperature, top_k=0, top_p=top_p, min_p=0.0, seed=body.seed)
+    """The request's sampling, each value checked by the protocol's rule (the worker's)."""
+    def given(value, default):
+        return default if value is None else value
+
+    spec = p.SamplingSpec(temperature=float(given(body.temperature, 1.0)), top_k=given(body.top_k, 0),
+                          top_p=float(given(body.top_p, 1.0)), min_p=float(given(body.min_p, 0.0)), seed=body.seed,
+                          repeat_penalty=float(given(body.repeat_penalty, 1.0)))
+    for name in p.SamplingSpec.__struct_fields__:
+        if (problem := p.sampling_problem(name, getattr(spec, name))) is not None:
+            raise RequestRefused(f"Invalid '{name}': {problem}", name, "invalid_request")
+    return spec
 
 
 def stop_strings(body: _Sampling) -> list[str]:
@@ -182,11 +237,15 @@ def message_text(content: str | list[dict[str, Any]] | None, index: int) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for part in content:
+    for number, part in enumerate(content):
         try:
             texts.append(msgspec.convert(part, TextPart).text)
-        except msgspec.ValidationError:
+        except msgspec.ValidationError as exc:
             kind = part.get("type", "?") if isinstance(part, dict) else "?"
+            place = f"messages[{index}].content[{number}]"
+            if kind == "text":  # a text part with something else than one string 'text'
+                raise RequestRefused(f"Invalid '{place}': a text part is {{\"type\": \"text\", \"text\": "
+                                     f"\"...\"}} ({str(exc).split(' - at ')[0]})", place, "invalid_request") from None
             raise RequestRefused(f"messages[{index}] has a '{kind}' part: only text parts are supported",
                                  f"messages[{index}].content") from None
     return "".join(texts)

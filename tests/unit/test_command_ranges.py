@@ -9,8 +9,10 @@ import importlib.util
 import msgspec
 import pytest
 
+from app.serve import schema
 from app.services.settings import DRAFT_MAX_RANGE
 from engine import protocol as p
+from engine.command_check import error_field, explain, field_range
 from tests.conftest import ROOT
 
 
@@ -107,3 +109,58 @@ def test_a_templates_clock_out_of_range_is_refused_for_every_command_that_render
         with pytest.raises((p.InvalidCommand, msgspec.ValidationError)):
             p.check_command(command)
     assert p.check_command(p.Chat(request_id="c", messages=[], template=p.TemplateSpec(now=p.MAX_CLOCK)))
+
+
+# --- the local API's request bodies: the same ranges, the same explainer (issue 32, point 2) ---------
+API_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def api_refusal(text: str) -> schema.RequestRefused:
+    """What the API answers for a chat body written as ``text``, whether decoding or sampling refuses it."""
+    with pytest.raises(schema.RequestRefused) as refused:
+        schema.sampling_spec(schema.decode_body(text.encode(), schema.ChatRequest))
+    return refused.value
+
+
+@pytest.mark.parametrize("field, value", [("seed", -1), ("seed", 2**63), ("seed", 2**64), ("seed", 10**400),
+                                          ("top_p", 0), ("top_p", 1.5), ("min_p", 1), ("repeat_penalty", 0),
+                                          ("temperature", -0.5)])
+def test_the_api_refuses_a_sampling_value_with_the_workers_own_rule(field, value):
+    """One rule: the API's refusal quotes the one the worker (and check_command) gives for that value."""
+    refused = api_refusal(msgspec.json.encode({**API_BODY, field: value}).decode())
+    assert refused.param == field
+    if abs(value) < 2**64:  # (the protocol cannot carry the others: they never get that far)
+        with pytest.raises(p.InvalidCommand) as worker:
+            p.check_command(p.Complete(request_id="c", prompt="", sampling=p.SamplingSpec(**{field: value})))
+        rule = str(worker.value)
+        assert str(refused) == f"Invalid '{field}': {rule}" or (field == "temperature" and "between 0 and 2" in str(refused))
+    assert len(str(refused)) < 200  # a 400-digit seed is not quoted whole
+
+
+@pytest.mark.parametrize("text, param, words", [
+    ('{"model": "m", "messages": [], "max_tokens": 0}', "max_tokens", "max_tokens must be between 1 and 2147483647; got 0"),
+    ('{"model": "m", "messages": [], "max_tokens": ' + "9" * 400 + "}", "max_tokens", "between 1 and 2147483647"),
+    ('{"model": "m", "messages": [], "temperature": 1e400}', "temperature", "too large to read; it must be between 0 and 2"),
+    ('{"model": "m", "messages": [], "top_k": -3}', "top_k", "top_k must be between 0 and 2147483647; got -3"),
+    ('{"model": "m", "messages": [], "presence_penalty": 9}', "presence_penalty", "between -2 and 2"),
+    ('{"model": "m", "messages": [], "temperature": "hot"}', "temperature", "got `str`; it must be between 0 and 2"),
+    ('{"model": "m", "messages": [{"role": "user", "content": 5}]}', "messages[0].content", "got `int`"),
+    ('{"model": "m", "messages": [], "stop": ["a", 1]}', "stop[1]", "got `int`"),
+    ('{"model": "m", "messages": [], "frobnicate": 1}', "frobnicate", "Unrecognized request argument supplied"),
+])
+def test_the_api_names_the_field_and_its_range(text, param, words):
+    refused = api_refusal(text)
+    assert refused.param == param and words in str(refused), str(refused)
+
+
+def test_explain_follows_a_json_body_as_it_follows_a_frame():
+    error = None
+    try:
+        msgspec.json.decode(b'{"model": "m", "messages": [], "max_tokens": -4}', type=schema.ChatRequest)
+    except msgspec.ValidationError as exc:
+        error = exc
+    explained = explain(error, {"model": "m", "messages": [], "max_tokens": -4}, schema.ChatRequest)
+    assert (explained.field, explained.value, explained.allowed) == ("max_tokens", -4, "between 1 and 2147483647")
+    assert error_field(error) == "max_tokens"
+    assert field_range(schema.ChatRequest, "temperature") == "between 0 and 2"
+    assert field_range(schema.ChatRequest, "messages[0].role") is None
