@@ -25,6 +25,7 @@ import psutil
 import uvicorn
 
 from app.serve import schema
+from app.serve.connections import connection_limits, guarded_protocol
 from app.serve.conversations import ApiConversations
 from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
@@ -201,14 +202,17 @@ class Server:
             listening.close()
             raise ServeRefused(f"the model did not load: {exc}") from None
         host, port = listening.getsockname()[:2]
-        api = Api(ServeConfig(list(self.models), self.api_key, self.args.cors, bound_host=host), self.runner,
-                  self.chat_job, self.completion_job)
+        limits = connection_limits()
+        api = Api(ServeConfig(list(self.models), self.api_key, self.args.cors, bound_host=host, limits=limits),
+                  self.runner, self.chat_job, self.completion_job)
         shown = f"[{host}]" if ":" in host else host
         n_ctx = loaded.context.n_ctx if loaded.context else None
         # Made before the line that tells the app and scripts it is up, and from then on a SIGTERM only
         # asks uvicorn to stop (it takes the signal over while it runs): a SIGTERM sent at once must not
         # raise inside logging's configuration or asyncio's start, whose locks it would leave broken.
-        server = uvicorn.Server(uvicorn.Config(api.app(), log_level="warning", access_log=False, lifespan="off"))
+        # uvicorn's own lines stay out of the log (errors only): each request has ours, in one line.
+        server = uvicorn.Server(uvicorn.Config(api.app(), http=guarded_protocol(limits, api.log_refused),
+                                               log_level="error", access_log=False, lifespan="off"))
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "should_exit", True))
         print(listening_line(f"http://{shown}:{port}/v1", self.model_id, n_ctx), flush=True)
         server.run(sockets=[listening])

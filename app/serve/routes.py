@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-import msgspec
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -27,15 +26,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.serve import schema
+from app.serve.connections import ConnectionLimits
 from app.serve.guard import WebPageGuard, cors_origins
 from app.serve.replies import ApiError, Reply, usage
+from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, read_body
 from app.serve.runner import EngineRunner, Job, QueueFull, SwitchFailed, WaitedTooLong
 from app.services.serve_contract import REQUEST_PREFIX
 from engine.client import ClientEvent, EngineDead
 from engine import protocol as p
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
-DRAIN_BYTES = 64 * 1024 * 1024  # a body over the limit is read (and dropped) up to this, so its sender gets the 413
 RETRY_AFTER_S = 2
 DISCONNECT_POLL_S = 0.25
 
@@ -48,6 +48,7 @@ class ServeConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     bound_host: str | None = None  # the address it listens on (the Host check: guard.py)
+    limits: ConnectionLimits = ConnectionLimits()  # how long a body may take (connections.py)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Outcome:
     usage: dict | None = None
     ttft_ms: float | None = None
     tokens: int = 0
+    client_gone: bool = False  # it disconnected before the end (the answer was cancelled)
 
 
 class Api:
@@ -71,21 +73,23 @@ class Api:
         self.chat_job, self.completion_job = chat_job, completion_job
         self.requests = 0  # answered so far (the app's state bar shows it)
 
-    def app(self) -> Starlette:
+    def app(self) -> OneLinePerFailure:
         routes = [Route("/health", self.health, methods=["GET"]),
                   Route("/v1/models", self.models, methods=["GET"]),
                   Route("/v1/chat/completions", self.chat, methods=["POST"]),
                   Route("/v1/completions", self.completions, methods=["POST"])]
         middleware = [Middleware(WebPageGuard, bound_host=self.config.bound_host, cors=self.config.cors_origin,
                                  json_paths=[route.path for route in routes if "POST" in (route.methods or ())],
-                                 on_refused=lambda status: self._log(None, status, time.monotonic(), None))]
+                                 on_refused=self.log_refused)]
         if self.config.cors_origin:
             middleware.append(Middleware(CORSMiddleware, allow_origins=cors_origins(self.config.cors_origin),
                                          allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]))
-        return Starlette(routes=routes, middleware=middleware, exception_handlers={
+        app = Starlette(routes=routes, middleware=middleware, exception_handlers={
             404: lambda request, exc: ApiError(404, f"no route {request.url.path}", code="not_found").response(),
             405: lambda request, exc: ApiError(405, f"{request.method} is not allowed on {request.url.path}").response(),
+            500: lambda request, exc: ApiError(500, INTERNAL_ERROR, code="internal_error").response(),
         })
+        return OneLinePerFailure(app, self.log_failure)
 
     # -- routes -------------------------------------------------------------------------------------
 
@@ -142,6 +146,9 @@ class Api:
             outcome = await self._collect(job, request)
         except ApiError as exc:
             return self._logged(exc.response(), started, job)
+        if outcome.client_gone:  # nobody is left to read an answer
+            self._log(job, CLIENT_CLOSED, started, outcome)
+            return Response(status_code=CLIENT_CLOSED)
         self.requests += 1
         response = JSONResponse(reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {},
                                             outcome.reasoning.strip()))
@@ -158,26 +165,8 @@ class Api:
                            code="invalid_api_key")
 
     async def _decode(self, request: Request, kind: type):
-        limit = self.config.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > DRAIN_BYTES:
-            raise _too_large(limit)  # not read at all: the connection closes after the answer
-        data, seen = bytearray(), 0
-        async for chunk in request.stream():
-            seen += len(chunk)
-            if seen <= limit:
-                data += chunk
-            elif seen > DRAIN_BYTES:
-                break
-        if seen > limit:
-            raise _too_large(limit)
-        try:
-            body = msgspec.json.decode(bytes(data), type=kind)
-        except msgspec.ValidationError as exc:
-            raise ApiError(400, _field_error(str(exc)), code="invalid_request") from None
-        except msgspec.DecodeError:
-            raise ApiError(400, "We could not parse the JSON body of your request: send valid JSON",
-                           code="invalid_json") from None
+        data = await read_body(request, self.config.max_body_bytes, self.config.limits)
+        body = schema.decode_body(data, kind)
         if body.model not in self.config.model_ids:
             raise ApiError(404, f"The model '{body.model}' does not exist: this server serves "
                                 f"{', '.join(repr(m) for m in self.config.model_ids)} (GET /v1/models)",
@@ -233,12 +222,15 @@ class Api:
                 if watcher.done():
                     self.runner.cancel(job)
         finally:
+            outcome.client_gone = watcher.done()
             watcher.cancel()
             self.runner.cancel(job)  # a no-op once it ended
         return outcome
 
     async def _stream(self, job: Job, reply: Reply, include_usage: bool, started: float) -> AsyncIterator[str]:
-        outcome = Outcome()
+        """The answer's chunks; its log line comes when the stream ends, however it ends (499: the client
+        went away mid-stream)."""
+        outcome, status = Outcome(), CLIENT_CLOSED
         try:
             yield json.dumps(reply.chunk(first=True))
             async for event in self._events(job):
@@ -252,12 +244,13 @@ class Api:
                 yield json.dumps(reply.usage_chunk(outcome.usage or {}))
             yield "[DONE]"
             self.requests += 1
-            self._log(job, 200, started, outcome)
+            status = 200
         except ApiError as exc:
+            status = exc.status
             yield json.dumps(exc.body())
-            self._log(job, exc.status, started, outcome)
         finally:
             self.runner.cancel(job)  # the client went away mid-stream: stop writing for it
+            self._log(job, status, started, outcome)
 
     # -- logging ------------------------------------------------------------------------------------
 
@@ -266,15 +259,25 @@ class Api:
         self._log(job, response.status_code, started, outcome)
         return response
 
-    def _log(self, job: Job | None, status: int, started: float, outcome: Outcome | None) -> None:
+    def log_refused(self, status: int) -> None:
+        """A connection answered before its request reached a route (connections.py)."""
+        self._log(None, status, time.monotonic(), None)
+
+    def log_failure(self, status: int, error: BaseException) -> None:
+        """A request a route let an exception escape from (request_io.OneLinePerFailure)."""
+        what = " ".join(repr(error).split())[:200]
+        self._log(None, status, time.monotonic(), None, f" error={what}" if status >= 500 else "")
+
+    def _log(self, job: Job | None, status: int, started: float, outcome: Outcome | None, extra: str = "") -> None:
         usage = (outcome.usage if outcome else None) or {}
         elapsed = time.monotonic() - started
         ttft = f"{outcome.ttft_ms:.0f}ms" if outcome and outcome.ttft_ms is not None else "-"
         rate = f"{outcome.tokens / elapsed:.1f}" if outcome and outcome.tokens and elapsed > 0 else "-"
         cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+        written = usage.get("completion_tokens", outcome.tokens if outcome else 0)  # so far, if it did not finish
         self.config.log(f"{REQUEST_PREFIX}{job.request_id if job and job.request_id else '-'} {status} "
-                        f"in={usage.get('prompt_tokens', 0)} cached={cached} out={usage.get('completion_tokens', 0)} "
-                        f"ttft={ttft} tok/s={rate}")
+                        f"in={usage.get('prompt_tokens', 0)} cached={cached} out={written} "
+                        f"ttft={ttft} tok/s={rate}{extra}")
 
 
 def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
@@ -292,18 +295,6 @@ def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
 async def _wait_for_disconnect(request: Request) -> None:
     while not await request.is_disconnected():
         await asyncio.sleep(DISCONNECT_POLL_S)
-
-
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MiB", code="body_too_large")
-
-
-def _field_error(message: str) -> str:
-    """msgspec's words in OpenAI's: an unknown field is 'Unrecognized request argument supplied'."""
-    if message.startswith("Object contains unknown field"):
-        name = message.split("`")[1] if "`" in message else message
-        return f"Unrecognized request argument supplied: {name}"
-    return f"Invalid request: {message}"
 
 
 def _engine_error(error: p.Error) -> ApiError:
