@@ -8,7 +8,8 @@ what it lacks:
 
 - **a header deadline**: the request line and headers must have arrived ``header_s`` after the
   connection opened (or after the first byte of a kept-alive connection's next request); then the
-  client gets 408 and the connection is closed;
+  client gets 408 and the connection is closed (one that sent nothing, as a browser's unused
+  preconnection, is closed without an answer or a log line: it made no request);
 - **a body deadline**: the body must keep coming (no gap over ``body_idle_s``) and be whole within
   ``body_s``. The route reading a body enforces this itself and answers 408 (``routes.py``); the
   protocol closes the connection a moment later, which ends a body nobody reads (one sent with a
@@ -87,6 +88,7 @@ class GuardedH11Protocol(H11Protocol):
 
     _deadline: asyncio.TimerHandle | None = None
     _body_ends_at: float | None = None
+    _heard = False  # a byte of the current request has come
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -104,6 +106,7 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE and self._deadline is None:  # a kept-alive connection's next request
             self._arm(self.limits.header_s, self._header_too_slow)
+        self._heard = True
         super().data_received(data)
         self._follow_request()
 
@@ -123,11 +126,13 @@ class GuardedH11Protocol(H11Protocol):
             self._arm(gap, self._body_too_slow)
         elif state is not h11.IDLE:
             self._disarm()
-            self._body_ends_at = None
+            self._body_ends_at, self._heard = None, False
 
     def _header_too_slow(self) -> None:
         self._deadline = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if not self._heard:  # no request was begun: nothing to answer or log
+            self.transport.close()
+        elif self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self._refuse(ApiError(408, f"The request's headers did not arrive within {self.limits.header_s:g} s",
                                   code="header_timeout"))
 

@@ -138,6 +138,15 @@ def test_a_header_that_never_ends_is_answered_408_and_closed(server):
     assert HEADER_S - 0.2 < time.monotonic() - started < HEADER_S + 3
 
 
+def test_a_connection_that_sends_nothing_is_closed_without_a_log_line(server):
+    before = len(server.log_lines())
+    connection = connect(server)
+    started = time.monotonic()
+    assert read_until_closed(connection) == b""
+    assert HEADER_S - 0.2 < time.monotonic() - started < HEADER_S + 3
+    assert len(server.log_lines()) == before
+
+
 def test_a_header_dribbled_a_byte_at_a_time_is_cut_off(server):
     connection = connect(server)
     started, sent = time.monotonic(), 0
