@@ -3,8 +3,9 @@
 The server's log has one line per request and never a traceback (``serve_contract.REQUEST_PREFIX``).
 A route logs its own line; :class:`OneLinePerFailure` is the outermost layer, for what a route did
 not expect (a bug, a send that failed): it logs the request's line with status 500 (or 499 when the
-client had gone) and answers 500 in the API's JSON shape if nothing was sent yet, instead of letting
-the exception reach uvicorn, which would print its traceback.
+client had gone), unless the route had logged it already (:func:`note_logged`), and answers 500 in
+the API's JSON shape if nothing was sent yet, instead of letting the exception reach uvicorn, which
+would print its traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from starlette.requests import ClientDisconnect, Request
 
@@ -21,6 +23,15 @@ from app.serve.replies import ApiError
 CLIENT_CLOSED = 499  # nginx's status for a client that went away before its answer: only ever logged
 INTERNAL_ERROR = "The server failed to answer this request; the error is in its log"
 DRAIN_BYTES = 64 * 1024 * 1024  # a body over the limit is read (and dropped) up to this, so its sender gets the 413
+
+
+_logged: ContextVar[list[bool] | None] = ContextVar("hearth_request_logged", default=None)
+
+
+def note_logged() -> None:
+    """The current request's line is written (so a failure after it adds none)."""
+    if (holder := _logged.get()) is not None:
+        holder[0] = True
 
 
 def too_large(limit: int) -> ApiError:
@@ -72,7 +83,8 @@ class OneLinePerFailure:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        started, logged = False, [False]
+        token = _logged.set(logged)
 
         async def send_noting_start(message) -> None:
             nonlocal started
@@ -82,12 +94,16 @@ class OneLinePerFailure:
         try:
             await self.app(scope, receive, send_noting_start)
         except (ClientDisconnect, OSError) as exc:  # the client went away while it was answered
-            self.log_failure(CLIENT_CLOSED, exc)
+            if not logged[0]:
+                self.log_failure(CLIENT_CLOSED, exc)
         except Exception as exc:
-            self.log_failure(500, exc)
+            if not logged[0]:
+                self.log_failure(500, exc)
             if not started:
                 error = ApiError(500, INTERNAL_ERROR, code="internal_error")
                 try:
                     await error.response()(scope, receive, send)
                 except (ClientDisconnect, OSError):
                     pass
+        finally:
+            _logged.reset(token)

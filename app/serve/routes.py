@@ -29,7 +29,7 @@ from app.serve import schema
 from app.serve.connections import ConnectionLimits
 from app.serve.guard import WebPageGuard, cors_origins
 from app.serve.replies import ApiError, Reply, usage
-from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, read_body
+from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, note_logged, read_body
 from app.serve.runner import EngineRunner, Job, QueueFull, SwitchFailed, WaitedTooLong
 from app.services.serve_contract import REQUEST_PREFIX
 from engine.client import ClientEvent, EngineDead
@@ -275,6 +275,7 @@ class Api:
         rate = f"{outcome.tokens / elapsed:.1f}" if outcome and outcome.tokens and elapsed > 0 else "-"
         cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         written = usage.get("completion_tokens", outcome.tokens if outcome else 0)  # so far, if it did not finish
+        note_logged()
         self.config.log(f"{REQUEST_PREFIX}{job.request_id if job and job.request_id else '-'} {status} "
                         f"in={usage.get('prompt_tokens', 0)} cached={cached} out={written} "
                         f"ttft={ttft} tok/s={rate}{extra}")

@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from app.serve.replies import ApiError
-from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure
+from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, note_logged
 
 
 def call(route, path: str = "/x") -> tuple[list[tuple[int, str]], list[dict]]:
@@ -50,3 +50,13 @@ def test_a_client_gone_while_it_was_answered_is_one_499_line():
 
     logged, _ = call(gone)
     assert [status for status, _ in logged] == [CLIENT_CLOSED]
+
+
+def test_a_failure_after_the_route_wrote_its_line_adds_none():
+    """(A stream whose client stopped reading: the stream logs its line as it ends, then the send fails.)"""
+    async def logged_then_failed(request):
+        note_logged()
+        raise RuntimeError("the send timed out")
+
+    logged, sent = call(logged_then_failed)
+    assert logged == [] and sent[0]["status"] == 500
