@@ -135,6 +135,8 @@ def field_refusal(error: msgspec.ValidationError, data: bytes, kind: type) -> Re
     explained = command_check.explain(error, raw, kind) if raw is not None else None
     if explained is not None:
         return RequestRefused(f"Invalid '{explained.field}': {explained}", explained.field, "invalid_request")
+    if (problem := _sampling_problem(raw, field)) is not None:  # a whole number too large for a float
+        return RequestRefused(f"Invalid '{field}': {problem}", field, "invalid_request")
     allowed = command_check.field_range(kind, field) if field is not None else None
     if raw is None and allowed is not None:
         return RequestRefused(f"Invalid '{field}': the number is too large to read; it must be {allowed}", field,
@@ -142,6 +144,17 @@ def field_refusal(error: msgspec.ValidationError, data: bytes, kind: type) -> Re
     what = message.split(" - at ", 1)[0] + (f"; it must be {allowed}" if allowed else "")
     return RequestRefused(f"Invalid '{field}': {what}" if field else f"Invalid request: {what}", field,
                           "invalid_request")
+
+
+def _sampling_problem(raw: Any, field: str | None) -> str | None:
+    """The protocol's words for a sampling field's value that msgspec could not take as a number."""
+    value = raw.get(field) if isinstance(raw, dict) and field in p.SamplingSpec.__struct_fields__ else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    try:
+        return p.sampling_problem(field, value)
+    except OverflowError:  # a rule that compares as a float
+        return None
 
 
 def sampling_spec(body: _Sampling) -> p.SamplingSpec:

@@ -32,6 +32,7 @@ BAD_VALUES = [
     ("seed", "-1", "below 2**63"), ("seed", str(2**63), "below 2**63"), ("seed", str(2**64), "below 2**63"),
     ("seed", HUGE, "below 2**63"), ("seed", "1.5", "int"),
     ("top_p", "0", "(0, 1]"), ("top_p", "1.5", "(0, 1]"), ("top_p", "-0.1", "(0, 1]"),
+    ("top_p", HUGE, "(0, 1]"), ("min_p", HUGE, "[0, 1)"), ("repeat_penalty", HUGE, "between 1"),
     ("temperature", "-1", "between 0 and 2"), ("temperature", "2.5", "between 0 and 2"),
     ("temperature", "1e400", "between 0 and 2"), ("temperature", '"hot"', "float"),
     ("top_k", "-1", "between 0 and"), ("top_k", HUGE, "between 0 and"),

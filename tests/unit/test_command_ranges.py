@@ -142,6 +142,7 @@ def test_the_api_refuses_a_sampling_value_with_the_workers_own_rule(field, value
     ('{"model": "m", "messages": [], "max_tokens": ' + "9" * 400 + "}", "max_tokens", "between 1 and 2147483647"),
     ('{"model": "m", "messages": [], "temperature": 1e400}', "temperature", "too large to read; it must be between 0 and 2"),
     ('{"model": "m", "messages": [], "top_k": -3}', "top_k", "top_k must be between 0 and 2147483647; got -3"),
+    ('{"model": "m", "messages": [], "top_p": ' + "9" * 400 + "}", "top_p", "top-p must be in (0, 1], got 99"),
     ('{"model": "m", "messages": [], "presence_penalty": 9}', "presence_penalty", "between -2 and 2"),
     ('{"model": "m", "messages": [], "temperature": "hot"}', "temperature", "got `str`; it must be between 0 and 2"),
     ('{"model": "m", "messages": [{"role": "user", "content": 5}]}', "messages[0].content", "got `int`"),
