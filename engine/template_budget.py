@@ -37,6 +37,7 @@ BUILD_PER_OUTPUT_CHAR = 4  # (a template builds its pieces with ~ and + before p
 ITEM_UNITS = 16  # a list item costs like this many characters (a pointer, often a new small object)
 MAX_INT_ARGUMENT = 100_000  # the largest width or count a call may ask for (Jinja's range cap)
 MAX_POWER_BITS = 4096  # the largest integer ** or * may produce, in bits
+MAX_COMPARED_CHARS = 1 << 33  # characters one comparison or sort may compare (C code: no deadline stops it)
 
 
 class TemplateBudgetError(Exception):
@@ -98,6 +99,13 @@ def afford(units: int, what: str) -> None:
     if ledger.built + units > ledger.budget.build_units:
         raise TemplateBudgetError(f"{what} would build {units:,} characters after {ledger.built:,} built before; "
                                   f"a render may build {ledger.budget.build_units:,}")
+
+
+def check_comparison(chars: int, what: str) -> None:
+    """Refuse a comparison, search or sort that would compare more than :data:`MAX_COMPARED_CHARS`."""
+    check_deadline()
+    if chars > MAX_COMPARED_CHARS:
+        raise TemplateBudgetError(f"{what} would compare {chars:,} characters (the limit is {MAX_COMPARED_CHARS:,})")
 
 
 def spend(units: int) -> None:

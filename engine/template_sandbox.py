@@ -19,6 +19,7 @@ Every one of these checks the deadline as well; loops are checked by the render'
 from __future__ import annotations
 
 import functools
+import operator as op
 from collections.abc import Callable
 from typing import Any
 
@@ -29,13 +30,26 @@ from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from engine.marked_text import MarkedText, remark
-from engine.template_budget import (MAX_POWER_BITS, TemplateBudgetError, afford, check_deadline,
+from engine.template_budget import (MAX_POWER_BITS, TemplateBudgetError, afford, check_comparison, check_deadline,
                                     check_int_arguments, max_chars, spend)
-from engine.template_sizes import ESTIMATES, METHOD_ESTIMATES, NOT_COUNTED, format_size, items_size, rendered_size, units
+from engine.template_sizes import (ESTIMATES, METHOD_ESTIMATES, NOT_COUNTED, compared_chars, format_size, items_size,
+                                   rendered_size, sorted_chars, units)
 
 
 class _BudgetedCodeGenerator(CodeGenerator):
-    """Jinja's code generator, with ``a ~ b ~ c`` compiled to ``environment.budgeted_concat(context, (a, b, c))``."""
+    """Jinja's code generator, with ``a ~ b ~ c`` compiled to ``environment.budgeted_concat(context, (a, b, c))``
+    and ``a in b`` (any comparison) to ``environment.compare(a, (("in", b),))``."""
+
+    @optimizeconst
+    def visit_Compare(self, node: Any, frame: Any) -> None:
+        self.write("environment.compare(")
+        self.visit(node.expr, frame)
+        self.write(", (")
+        for operand in node.ops:
+            self.write(f"({operand.op!r}, ")
+            self.visit(operand.expr, frame)
+            self.write("), ")
+        self.write("))")
 
     @optimizeconst
     def visit_Concat(self, node: Any, frame: Any) -> None:
@@ -87,9 +101,14 @@ def _budgeted(name: str, run: Callable[..., Any], args: tuple, kwargs: dict,
     if name == "join" and len(args) > joined and not isinstance(args[joined], (str, list, tuple)):
         args = (*args[:joined], _listed(args[joined]), *args[joined + 1:])  # a generator: listed once, to measure and join
     afford(_estimate(name, args, kwargs, estimates), f"'{name}'")
+    if name in _SORTING and args:
+        check_comparison(sorted_chars(args[0]), f"'{name}'")
     result = run(*args, **kwargs)
     spend(units(result))
     return result
+
+
+_SORTING = frozenset({"sort", "dictsort", "groupby"})  # they sort in C, comparing items with each other
 
 
 def _listed(items: Any) -> list:
@@ -136,6 +155,12 @@ def _check_printed(value: Any) -> Any:
     return value
 
 
+_COMPARISONS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
+    "eq": ("==", op.eq), "ne": ("!=", op.ne), "gt": (">", op.gt), "gteq": (">=", op.ge), "lt": ("<", op.lt),
+    "lteq": ("<=", op.le), "in": ("in", lambda a, b: a in b), "notin": ("not in", lambda a, b: a not in b),
+}
+
+
 class BudgetedSandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox, with every operator, call and filter held to the active budget."""
 
@@ -177,6 +202,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
         owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, (list, tuple)) and getattr(__obj, "__name__", "") in ("count", "index") and args:
+            check_comparison(compared_chars("in", args[0], owner), f"'{__obj.__name__}'")
         if isinstance(owner, str):  # a str method: estimated with the string as its first operand
             name = __obj.__name__
             return _budgeted(name, lambda *a, **k: super(BudgetedSandbox, __self).call(__context, __obj, *a[1:], **k),
@@ -200,6 +227,18 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
             return result
 
         return formatted
+
+    def compare(self, left: Any, operations: tuple) -> bool:
+        """``left op1 right1 op2 right2 …`` as Python chains it (the operands were all evaluated first),
+        each comparison refused if it would compare more than the limit."""
+        result: Any = True
+        for operator, right in operations:
+            check_comparison(compared_chars(operator, left, right), f"'{_COMPARISONS[operator][0]}'")
+            result = _COMPARISONS[operator][1](left, right)
+            if not result:
+                return result
+            left = right
+        return result
 
     def getitem(self, obj: Any, argument: Any) -> Any:
         check_deadline()

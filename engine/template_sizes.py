@@ -231,3 +231,25 @@ NOT_COUNTED = frozenset({
     "default", "d", "attr", "filesizeformat", "select", "reject", "selectattr", "rejectattr",
     "map", "safe", "mark_safe", "sum",
 })
+
+
+# -- comparisons: what Python compares in C, where no deadline reaches -------------------------------
+
+def compared_chars(operator: str, left: Any, right: Any) -> int:
+    """Characters ``left operator right`` may compare: a search of a list compares the needle with
+    every item, two lists are compared item by item."""
+    if operator in ("in", "notin"):
+        if isinstance(right, (list, tuple)):
+            return len(right) * rendered_size(left, 1 << 40)
+        return 0
+    if isinstance(left, (list, tuple, dict)) and isinstance(right, (list, tuple, dict)):
+        return min(rendered_size(left, 1 << 40), rendered_size(right, 1 << 40))
+    return 0
+
+
+def sorted_chars(value: Any) -> int:
+    """Characters sorting ``value`` may compare: n log n comparisons, each of up to the longest item."""
+    if not isinstance(value, (list, tuple)) or len(value) < 2:
+        return 0
+    longest = max(rendered_size(item, 1 << 40) for item in value)
+    return len(value) * len(value).bit_length() * longest

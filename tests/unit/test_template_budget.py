@@ -64,6 +64,11 @@ BOMBS = {
     "batch-kept": KEEP.replace("BUILT", "([1] | batch(100000, 'x') | list)[0]"),
     "sort-keys": S + "{{ ([s] * 100000) | sort | length }}",  # a lower-cased copy of each item as its key
     "title-words": "{{ ('a ' * 1000000) | title | length }}",
+    # comparisons run in C, where no deadline reaches: a needle of 1 MB against 330,000 references
+    "search-list": S + "{% set t = 'x' * 999999 ~ 'y' %}{{ t in [s] * 330000 }}",
+    "count-list": S + "{% set t = 'x' * 999999 ~ 'y' %}{{ ([s] * 330000).count(t) }}",
+    "compare-lists": S + "{% set t = 'x' * 999999 ~ 'x' %}{{ [s] * 160000 == [t] * 160000 }}",  # equal, not the same
+    "sort-compare": S + "{% set t = 'x' * 999999 ~ 'y' %}{{ ([s, t] * 50000) | sort(case_sensitive=true) | length }}",
     "macro-doubling": "{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% else %}x{% endif %}{% endmacro %}{{ f(40) }}",
     "macro-recursion": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
 }
