@@ -110,7 +110,7 @@ def test_a_lock_left_by_a_killed_command_is_taken_over(hearth_home, first_turn):
 
 # -- a writer that is stopped (SIGSTOP, Ctrl+Z, a laptop asleep) -------------------------------------------------
 
-PACED = {"HEARTH_TEST_DECODE_PACE_MS": "60"}  # slow enough (12 s for 200 tokens) to be caught while writing
+PACED = {"HEARTH_TEST_DECODE_PACE_MS": "40"}  # slow enough (8 s for 200 tokens, heartbeats 5 s apart) to be caught while writing
 ASLEEP_S = 3600  # how long ago the stopped writer's last heartbeat was made to look
 
 
