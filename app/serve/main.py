@@ -35,7 +35,8 @@ from app.services.model_refs import model_file
 from app.services.settings import current_settings, snapshot_budget_bytes
 from app.services.paths import user_paths
 from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
-from app.services.turn import TurnOptions, PendingTurn
+from app.services.pending_turn import PendingTurn
+from app.services.turn import TurnOptions
 from engine import protocol as p
 from engine.client import EngineClient, EngineError, new_request_id
 from engine.process_client import ProcessClient

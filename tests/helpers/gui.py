@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 
 from app.services.paths import user_paths
 from app.services.settings import Settings, save_settings
-from app.services.turn import PendingTurn
+from app.services.pending_turn import PendingTurn
 from ui.main_window import MainWindow
 
 LONG_ANSWER = 4000  # tokens: longer than any test waits for, so stop/kill always land mid-answer

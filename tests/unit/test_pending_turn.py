@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.services.turn import PendingTurn
+from app.services.pending_turn import PendingTurn
 from engine import protocol as p
 from model_store.conversations import Message
 
