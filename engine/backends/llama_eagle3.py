@@ -190,10 +190,11 @@ class Eagle3Head:
         out = np.empty((len(features), self.n_embd), dtype=np.float32)
         embd = np.ctypeslib.as_array(self._enc.embd, shape=(self.n_batch, self.n_fused))
         pos = np.ctypeslib.as_array(self._enc.pos, shape=(self.n_batch,))
+        after = self.pos_max() + 1  # unused by the encoder graph, but llama.cpp wants them to follow the cache
         for begin in range(0, len(features), self.n_batch):
             n = min(self.n_batch, len(features) - begin)
             embd[:n] = features[begin:begin + n]
-            pos[:n] = np.arange(n, dtype=np.int32)  # unused by the encoder graph
+            pos[:n] = np.arange(after, after + n, dtype=np.int32)
             self._enc.n_tokens = n
             status = llama_cpp.llama_encode(self.handle, self._enc)
             if status != 0:
@@ -230,6 +231,10 @@ class Eagle3Head:
         """The head's pre-norm output at an output row: the ``g`` of the next chained guess (a copy)."""
         pointer = llama_cpp_ext.llama_get_embeddings_nextn_ith(self.handle, row)
         return np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).copy()
+
+    def pos_max(self) -> int:
+        """The last position in the head's cache (-1 when empty)."""
+        return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
 
     def truncate(self, position: int) -> None:
         """Forget the head's rows at ``position`` and after."""

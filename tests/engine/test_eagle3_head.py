@@ -103,6 +103,8 @@ def test_encode_fuses_the_features_through_fc(head, eagle3_tiny):
     fc = tensor(eagle3_tiny, "fc.weight").reshape(EAGLE3_TINY.n_embd, -1)
     assert g.shape == (len(features), EAGLE3_TINY.n_embd)
     np.testing.assert_allclose(g, features @ fc.T, rtol=1e-4, atol=1e-4)
+    head.decode([1, 2, 3], g[:3], 0)  # the encoder keeps no memory: rows in the cache change nothing
+    np.testing.assert_array_equal(head.encode(features), g)
 
 
 def test_the_heads_logits_are_finite_over_the_targets_vocabulary_and_repeatable(head, target):
