@@ -222,3 +222,77 @@ def test_mismatched_vocabulary_is_refused(tiny, smollm2):
 def test_unknown_spec_is_a_clear_error():
     with pytest.raises(DraftRefused, match="auto, off, lookup"):
         parse_draft_spec("fast")
+
+
+@pytest.fixture(scope="module")
+def eagle3_tiny(tmp_path_factory):
+    from tests.fixtures.make_models import make_models
+
+    return make_models(tmp_path_factory.mktemp("eagle3"), ["eagle3-tiny"])["eagle3-tiny"]
+
+
+def test_greedy_output_is_identical_with_an_eagle3_head_on_the_hybrid_model(tiny, eagle3_tiny):
+    """The fixture head has random weights: its guesses are mostly wrong, so nearly every round is
+    rolled back through the hybrid's planes, and no token may change."""
+    from engine.speculative.eagle3 import Eagle3Drafter
+    from engine.speculative.policy import DraftPolicy
+    from engine.speculative.token_sources import SpeculativeSource
+
+    class FullChains(DraftPolicy):  # every round drafts 4, however many the last one lost
+        def record_round(self, *args):
+            super().record_round(*args)
+            self.length = self.max_draft
+
+    # p_min 0: the head chains all 4 guesses, however unsure it is
+    proposer = Eagle3Drafter(eagle3_tiny, tiny, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+
+    def make(session, sampling, rng):
+        proposer.configure(sampling, rng)
+        return SpeculativeSource(session, sampling, rng, proposer, FullChains(4, auto_off=False, start=4))
+
+    totals = {"rounds": 0, "drafted": 0, "accepted": 0, "rollbacks": 0}
+    try:
+        for prompt in prompts(10):
+            plain = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40))
+            drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40), make)
+            assert drafted.token_ids == plain.token_ids, prompt
+            assert drafted.source.stats.kind == "eagle3"
+            for key in totals:
+                totals[key] += getattr(drafted.source.stats, key)
+    finally:
+        proposer.close()
+    assert tiny.context.after_decode is None, "the head stops following the target after its request"
+    assert totals["rounds"] > 100 and totals["drafted"] > 3 * totals["rounds"], totals  # it followed and chained
+    assert totals["rollbacks"] > 0, totals
+
+
+def test_an_eagle3_head_that_followed_drafting_guesses_as_one_that_read_the_history_at_once(tiny, eagle3_tiny):
+    """Its rows after rounds, rollbacks and plain steps are those of one catch-up over the whole
+    history: the same 4-token chain from either (a row paired with the wrong token or g would not be)."""
+    from engine.speculative.eagle3 import Eagle3Drafter
+    from engine.speculative.policy import DraftPolicy
+    from engine.speculative.token_sources import SpeculativeSource
+
+    proposer = Eagle3Drafter(eagle3_tiny, tiny, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+
+    def make(session, sampling, rng):
+        proposer.configure(sampling, rng)
+        return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(4, auto_off=False, start=4))
+
+    chains = set()
+    try:
+        for prompt in prompts(5):
+            drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=30), make)
+            assert drafted.source.stats.rollbacks > 0
+            history = list(tiny.tokens) + [drafted.pending_token]
+            followed = proposer.propose(history, 4).tokens
+            proposer.reset()  # an empty head, following again
+            tiny.reset()
+            tiny.feed(history[:-1])
+            at_once = proposer.propose(history, 4).tokens
+            proposer.finish()
+            assert len(followed) == 4 and followed == at_once, prompt
+            chains.add(tuple(at_once))
+    finally:
+        proposer.close()
+    assert len(chains) > 1  # the guesses depend on the history
