@@ -23,7 +23,7 @@ from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceI
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -175,11 +175,12 @@ class UnloadModel(_Message, tag="unload_model"):
 
 class DraftSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Which drafter may propose tokens (it never changes the output): ``auto``, ``off``,
-    ``lookup`` (prompt lookup), ``mtp`` (the model's own MTP head) or ``model`` (a small draft
-    model at ``path``). Users write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that."""
+    ``lookup`` (prompt lookup), ``mtp`` (the model's own MTP head), ``model`` (a small draft
+    model at ``path``) or ``eagle3`` (an EAGLE-3 head made for the target, at ``path``). Users
+    write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that."""
 
-    kind: Literal["auto", "off", "lookup", "mtp", "model"] = "auto"
-    path: str | None = None  # the draft model's file, for kind "model"
+    kind: Literal["auto", "off", "lookup", "mtp", "model", "eagle3"] = "auto"
+    path: str | None = None  # the draft model's or the EAGLE-3 head's file, for kinds "model" and "eagle3"
 
 
 class _Answering(_Message, kw_only=True):

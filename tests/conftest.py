@@ -49,6 +49,12 @@ def hybrid_long(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def eagle3_tiny(tmp_path_factory) -> Path:
+    """An EAGLE-3 head (random weights) made for ``hybrid_tiny``: its hidden size, layers and vocabulary."""
+    return make_models(tmp_path_factory.mktemp("eagle3"), ["eagle3-tiny"])["eagle3-tiny"]
+
+
+@pytest.fixture(scope="session")
 def smollm2() -> Path:
     from engine.model_files import embedded_model_path
 

@@ -153,14 +153,18 @@ def _gguf_file_message(path_text: str, what: str) -> str | None:
     return None
 
 
+DRAFT_FILES = {"model": "draft model", "eagle3": "EAGLE-3 head"}  # the drafting choices that take a file
+
+
 def _draft_message(draft: str) -> str | None:
-    if draft == "model:":
-        return "Choose a draft model file (.gguf), or pick another drafting choice."
+    kind = draft[:-1] if draft.endswith(":") else None
+    if kind in DRAFT_FILES:
+        return f"Choose a{'n' if kind == 'eagle3' else ''} {DRAFT_FILES[kind]} file (.gguf), or pick another drafting choice."
     try:
         spec = parse_draft_spec(draft)
     except DraftRefused as error:
         return _sentence(str(error))
-    return _gguf_file_message(spec.path, "draft model") if spec.kind == "model" and spec.path else None
+    return _gguf_file_message(spec.path, DRAFT_FILES[spec.kind]) if spec.kind in DRAFT_FILES and spec.path else None
 
 
 def _device_message(policy: str, npu_available: bool) -> str | None:

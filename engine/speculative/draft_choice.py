@@ -1,4 +1,5 @@
-"""The user's drafting choice as text (``auto``, ``off``, ``lookup``, ``mtp``, ``model:PATH``) and
+"""The user's drafting choice as text (``auto``, ``off``, ``lookup``, ``mtp``, ``model:PATH``,
+``eagle3:PATH``) and
 as the protocol's typed :class:`~engine.protocol.DraftSpec`.
 
 Kept free of the inference stack so settings forms and the command line can check a choice
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from engine.protocol import DraftSpec
 
-SPEC_HELP = "auto, off, lookup, mtp or model:PATH"
-MODEL_PREFIX = "model:"
+SPEC_HELP = "auto, off, lookup, mtp, model:PATH or eagle3:PATH"
+PATH_KINDS = ("model", "eagle3")  # the choices written KIND:PATH
 
 
 class DraftRefused(ValueError):
@@ -21,11 +22,12 @@ def parse_draft_spec(text: str) -> DraftSpec:
     """``text`` as a :class:`DraftSpec`; raises :class:`DraftRefused` saying what is allowed."""
     if text in ("auto", "off", "lookup", "mtp"):
         return DraftSpec(text)
-    if text.startswith(MODEL_PREFIX) and len(text) > len(MODEL_PREFIX):
-        return DraftSpec("model", text[len(MODEL_PREFIX):])
+    kind, colon, path = text.partition(":")
+    if colon and kind in PATH_KINDS and path:
+        return DraftSpec(kind, path)
     raise DraftRefused(f"unknown drafting choice {text!r}; use {SPEC_HELP}")
 
 
 def draft_text(spec: DraftSpec) -> str:
     """How a user writes ``spec`` (the inverse of :func:`parse_draft_spec`)."""
-    return f"{MODEL_PREFIX}{spec.path}" if spec.kind == "model" else spec.kind
+    return f"{spec.kind}:{spec.path}" if spec.kind in PATH_KINDS else spec.kind

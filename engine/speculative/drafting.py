@@ -1,7 +1,8 @@
 """Choosing a drafter for a request: parse the user's choice, refuse what cannot work, build it.
 
 ``auto`` drafts with prompt lookup (free when it has no guess; ``mtp`` uses the model's own MTP
-head when asked for) and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
+head when asked for, ``model:PATH`` a small draft model, ``eagle3:PATH`` an EAGLE-3 head made for
+the target) and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
 recurrent state cannot be rolled back (e.g. qwen3next) cannot draft: a checkpoint-and-replay
 fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` simply stays off).
 """
@@ -18,10 +19,12 @@ from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.token_sources import DraftStats, SpeculativeSource
 from engine.speculative.draft_model import DraftModel
+from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
+from engine.backends.llama_eagle3 import Eagle3Incompatible
 from engine.protocol import DraftSpec
 from engine.speculative.draft_choice import DraftRefused
 
@@ -35,11 +38,13 @@ class Drafting:
         self.session = session
         self._draft_model: DraftModel | None = None
         self._mtp: MtpDrafter | None = None
+        self._eagle3: Eagle3Drafter | None = None
 
     def close(self) -> None:
         if self._draft_model is not None:
             self._draft_model.close()
             self._draft_model = None
+        self._close_eagle3()
         if self._mtp is not None:
             self._mtp.close()
             self._mtp = None
@@ -58,7 +63,7 @@ class Drafting:
         proposer = self._proposer(kind, spec.path)
 
         def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
-            if isinstance(proposer, (DraftModel, MtpDrafter)):
+            if isinstance(proposer, (DraftModel, MtpDrafter, Eagle3Drafter)):
                 proposer.configure(sampling, rng)
             return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(limit, auto_off=auto_off))
 
@@ -97,7 +102,25 @@ class Drafting:
             return PromptLookup()
         if kind == "model":
             return self._load_draft_model(Path(path).expanduser())
+        if kind == "eagle3":
+            return self._load_eagle3(Path(path).expanduser())
         return self._load_mtp()
+
+    def _load_eagle3(self, path: Path) -> Eagle3Drafter:
+        """The EAGLE-3 head at ``path`` for this target (kept loaded while the same head is asked for)."""
+        if self._eagle3 is not None and self._eagle3.path == path:
+            return self._eagle3
+        self._close_eagle3()
+        try:
+            self._eagle3 = Eagle3Drafter(path, self.session, sampling=SamplingParams(), rng=np.random.default_rng())
+        except Eagle3Incompatible as exc:
+            raise DraftRefused(f"{exc}; use an EAGLE-3 head made for this model, or another drafting choice") from exc
+        return self._eagle3
+
+    def _close_eagle3(self) -> None:
+        if self._eagle3 is not None:
+            self._eagle3.close()
+            self._eagle3 = None
 
     def _load_mtp(self) -> MtpDrafter:
         if self._mtp is None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends.llama_eagle3 import Eagle3Head
+from engine.model_files import check_model_file
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token
@@ -37,6 +38,7 @@ class Eagle3Drafter(Proposer):
     def __init__(self, path: Path, session: ModelSession, *, sampling: SamplingParams, rng: np.random.Generator,
                  p_min: float = 0.1) -> None:
         self.session, self.path = session, Path(path)
+        check_model_file(self.path)  # ModelLoadError naming the file and what is wrong with it
         self.head = Eagle3Head(self.path, session.context)  # Eagle3Incompatible if made for another target
         self.sampling, self.rng, self.p_min = sampling, rng, p_min
         self._g = np.zeros((0, self.head.n_embd), dtype=np.float32)  # the last target decode's g rows

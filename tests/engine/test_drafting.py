@@ -224,13 +224,6 @@ def test_unknown_spec_is_a_clear_error():
         parse_draft_spec("fast")
 
 
-@pytest.fixture(scope="module")
-def eagle3_tiny(tmp_path_factory):
-    from tests.fixtures.make_models import make_models
-
-    return make_models(tmp_path_factory.mktemp("eagle3"), ["eagle3-tiny"])["eagle3-tiny"]
-
-
 def test_greedy_output_is_identical_with_an_eagle3_head_on_the_hybrid_model(tiny, eagle3_tiny):
     """The fixture head has random weights: its guesses are mostly wrong, so nearly every round is
     rolled back through the hybrid's planes, and no token may change."""

@@ -14,15 +14,10 @@ from engine.backends.llama_cpp import LlamaContext, LlamaModel
 from engine.backends.llama_eagle3 import Eagle3Head, Eagle3Incompatible, llama_get_ctx_other
 from tests.fixtures.bpe_vocab import build_vocab
 from tests.fixtures.eagle3_head import write_eagle3
-from tests.fixtures.make_models import EAGLE3_TINY, HYBRID_TINY, TINY_VOCAB, make_models
+from tests.fixtures.make_models import EAGLE3_TINY, HYBRID_TINY, TINY_VOCAB
 
 PROMPT_A = "the cat sat on a mat and the dog ran"
 PROMPT_B = "birds sang over the river in the park"
-
-
-@pytest.fixture(scope="module")
-def eagle3_tiny(tmp_path_factory) -> Path:
-    return make_models(tmp_path_factory.mktemp("eagle3"), ["eagle3-tiny"])["eagle3-tiny"]
 
 
 @pytest.fixture(scope="module")

@@ -166,6 +166,21 @@ def test_missing_draft_model_path_shows_the_draft_error(open_dialog, tmp_path):
     assert error_text(dialog, "seed") is None
 
 
+def test_an_eagle3_head_is_chosen_by_its_file_and_a_missing_file_is_said(open_dialog, gguf, tmp_path):
+    dialog = open_dialog()
+    kind, path = child(dialog, QComboBox, "draft_kind"), child(dialog, QLineEdit, "draft_path")
+    select(kind, "eagle3")
+    assert path.isEnabled() and "EAGLE-3" in path.placeholderText()
+    press_ok(dialog)
+    assert dialog.isVisible() and "EAGLE-3 head file" in error_text(dialog, "draft")
+    path.setText(str(tmp_path / "absent.gguf"))
+    press_ok(dialog)
+    assert dialog.isVisible() and "absent.gguf" in error_text(dialog, "draft")
+    path.setText(str(gguf))
+    press_ok(dialog)
+    assert dialog.result_settings.draft == f"eagle3:{gguf}"
+
+
 def test_every_message_shows_and_the_first_field_gets_focus(open_dialog, tmp_path):
     dialog = open_dialog()
     child(dialog, QDoubleSpinBox, "top_p").setValue(0.0)

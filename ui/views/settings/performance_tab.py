@@ -1,7 +1,7 @@
 """Settings → Performance: where the input is read (CPU or NPU) and how answers are drafted.
 
-Drafting never changes an answer; it only makes writing it faster. A draft model's file is asked
-for only when the choice is "Draft model".
+Drafting never changes an answer; it only makes writing it faster. A file is asked for only when
+the choice is "Draft model" or "EAGLE-3 head".
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QLabel, QLineEdit, QWidget
 
 from app.services.settings import DRAFT_MAX_RANGE, Settings
+from engine.speculative.draft_choice import PATH_KINDS
 from ui.views.settings.form import FieldRows, SettingsTab, browse_button, combo, note, select, spin
 
-DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"))
+DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"),
+                 ("eagle3", "EAGLE-3 head"))
 DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
 
 
@@ -45,26 +47,30 @@ class PerformanceTab(SettingsTab):
         select(self.device_policy, s.device_policy)
         kind, _, path = s.draft.partition(":")
         select(self.draft_kind, kind)
-        self.draft_path.setText(path if kind == "model" else "")
+        self.draft_path.setText(path if kind in PATH_KINDS else "")
         self.draft_max.setValue(s.draft_max)
         self._update_draft_path_enabled()
 
     def values(self) -> dict[str, Any]:
         kind = self.draft_kind.currentData()
-        draft = f"model:{self.draft_path.text().strip()}" if kind == "model" else kind
+        draft = f"{kind}:{self.draft_path.text().strip()}" if kind in PATH_KINDS else kind
         return {"device_policy": self.device_policy.currentData(), "draft": draft, "draft_max": self.draft_max.value()}
 
     def focus_widget(self, field: str) -> QWidget:
         if field == "draft":
-            return self.draft_path if self.draft_kind.currentData() == "model" else self.draft_kind
+            return self.draft_path if self.draft_kind.currentData() in PATH_KINDS else self.draft_kind
         return getattr(self, field)
 
     def _update_draft_path_enabled(self) -> None:
-        wants_path = self.draft_kind.currentData() == "model"
+        kind = self.draft_kind.currentData()
+        wants_path = kind in PATH_KINDS
+        self.draft_path.setPlaceholderText("A .gguf EAGLE-3 head for this model" if kind == "eagle3"
+                                           else "A .gguf draft model")
         self.draft_path.setEnabled(wants_path)
         self.draft_browse.setEnabled(wants_path)
 
     def _browse_draft_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a draft model", self.draft_path.text(), "GGUF models (*.gguf)")
+        what = "an EAGLE-3 head" if self.draft_kind.currentData() == "eagle3" else "a draft model"
+        path, _ = QFileDialog.getOpenFileName(self, f"Choose {what}", self.draft_path.text(), "GGUF models (*.gguf)")
         if path:
             self.draft_path.setText(path)

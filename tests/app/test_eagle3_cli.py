@@ -1,0 +1,39 @@
+"""``--draft eagle3:PATH`` through the real command line and worker: greedy output is the plain
+output token for token, and a file that is not an EAGLE-3 head for the model is refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.cli import error_line, hearth
+
+PROMPT = "the river ran past the old mill and the birds sang over the park"
+GREEDY = ("--temperature", "0", "--max-tokens", "48", "--json")
+
+
+def generate(model, draft: str) -> dict:
+    result = hearth("generate", "--model", str(model), "--draft", draft, *GREEDY, PROMPT)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_greedy_output_with_an_eagle3_head_is_the_plain_output(hearth_home, hybrid_tiny, eagle3_tiny):
+    plain = generate(hybrid_tiny, "off")
+    drafted = generate(hybrid_tiny, f"eagle3:{eagle3_tiny}")
+    assert drafted["draft"]["kind"] == "eagle3" and drafted["draft"]["rounds"] > 0, drafted["draft"]
+    assert drafted["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) > 10
+
+
+@pytest.mark.parametrize("which", ["target itself", "missing"])
+def test_a_file_that_is_no_eagle3_head_for_the_model_is_refused_in_one_line(hearth_home, hybrid_tiny, tmp_path, which):
+    path = hybrid_tiny if which == "target itself" else tmp_path / "absent.gguf"
+    result = hearth("generate", "--model", str(hybrid_tiny), "--draft", f"eagle3:{path}", *GREEDY, PROMPT)
+    line = error_line(result)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert path.name in line, line
+    if which == "target itself":
+        assert "is not an EAGLE-3 head" in line and "another drafting choice" in line, line
+    else:
+        assert "no such file" in line, line
