@@ -55,6 +55,12 @@ def eagle3_tiny(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def eagle3_smollm2(tmp_path_factory) -> Path:
+    """An EAGLE-3 head (random weights) made for ``smollm2``: its sizes, layers 2/15/27 and vocabulary."""
+    return make_models(tmp_path_factory.mktemp("eagle3-smollm2"), ["eagle3-smollm2"])["eagle3-smollm2"]
+
+
+@pytest.fixture(scope="session")
 def smollm2() -> Path:
     from engine.model_files import embedded_model_path
 

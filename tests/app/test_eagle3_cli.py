@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tests.helpers.cli import error_line, hearth
 
 PROMPT = "the river ran past the old mill and the birds sang over the park"
 GREEDY = ("--temperature", "0", "--max-tokens", "48", "--json")
+WORDS = "the cat sat on a mat and the dog ran to the park while birds sang over the river".split()
+LONG_PROMPT = " ".join(np.random.default_rng(3).choice(WORDS, size=600))  # 631 tokens on SmolLM2
 
 
-def generate(model, draft: str) -> dict:
-    result = hearth("generate", "--model", str(model), "--draft", draft, *GREEDY, PROMPT)
+def generate(model, draft: str, prompt: str = PROMPT) -> dict:
+    result = hearth("generate", "--model", str(model), "--draft", draft, *GREEDY, prompt)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     return json.loads(result.stdout)
 
@@ -24,6 +27,16 @@ def test_greedy_output_with_an_eagle3_head_is_the_plain_output(hearth_home, hybr
     drafted = generate(hybrid_tiny, f"eagle3:{eagle3_tiny}")
     assert drafted["draft"]["kind"] == "eagle3" and drafted["draft"]["rounds"] > 0, drafted["draft"]
     assert drafted["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) > 10
+
+
+@pytest.mark.parametrize("prompt", [PROMPT, LONG_PROMPT], ids=["short prompt", "past 512 tokens"])
+def test_greedy_output_with_an_eagle3_head_on_smollm2_is_the_plain_output(hearth_home, smollm2, eagle3_smollm2, prompt):
+    """A transformer target (SmolLM2, llama): the rejected guesses are trimmed from its KV cache."""
+    plain = generate(smollm2, "off", prompt)
+    drafted = generate(smollm2, f"eagle3:{eagle3_smollm2}", prompt)
+    assert drafted["draft"]["kind"] == "eagle3" and drafted["draft"]["rounds"] > 0, drafted["draft"]
+    assert drafted["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) > 10
+    assert (plain["timings"]["prompt_n"] > 512) == (prompt is LONG_PROMPT), plain["timings"]
 
 
 @pytest.mark.parametrize("which", ["target itself", "missing"])
