@@ -140,7 +140,9 @@ def test_sampled_eagle3_drafting_keeps_the_target_distribution(tiny, eagle3_tiny
     """As ``test_drafting.test_sampled_drafting_keeps_the_target_distribution``, with the EAGLE-3 head
     chaining 3 sampled guesses from the first round on. Hot sampling spreads the target over hundreds of
     tokens, so the tokens are compared both as they are (rare ones pooled) and through a fixed function
-    of them (id mod 16): both have the same distribution with and without drafting iff drafting is exact."""
+    of them (id mod 16): both have the same distribution with and without drafting if drafting is exact.
+    It catches an acceptance rule that takes what the target can give (chi-square 51 against 30.6); at this
+    size it misses a rejection that resamples from p instead of max(0, p - q) (23.5), a subtler bias."""
     tokens = raw_prompt_tokens(tiny.model, "the cat sat on the mat and the dog")
     tiny.reset()
     tiny.feed(tokens[:-1])
@@ -218,9 +220,11 @@ class OffAndOn(DraftPolicy):
 @pytest.mark.parametrize("kind", ["mtp", "eagle3"])
 def test_a_drafter_idled_by_auto_off_picks_up_again_without_changing_a_token(tiny, eagle3_tiny, kind):
     """While auto-off has drafting off the drafter stops following the target; when it is probed again
-    its head has missed the rows in between. Its next rows go after that gap (the MTP head decodes
-    there, llama.cpp takes positions past a sequence's end; the EAGLE-3 head restarts its cache) and
-    the output stays plain decoding's."""
+    its head has missed the rows in between. Its next rows go after that gap and the output stays plain
+    decoding's. The MTP head decodes past the gap: it is part of the qwen35 target, whose M-RoPE lets
+    llama.cpp take positions that jump forward (``llama_batch_allocr::init``). The EAGLE-3 head has plain
+    RoPE, so llama.cpp refuses a position that does not follow its cache (llama_decode returns -1): it
+    restarts its cache first (``Eagle3Drafter._head_rows``)."""
     proposer = (MtpDrafter(tiny, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0) if kind == "mtp"
                 else Eagle3Drafter(eagle3_tiny, tiny, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0))
     policies: list[OffAndOn] = []
