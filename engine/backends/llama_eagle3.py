@@ -26,11 +26,13 @@ process on a layer id it cannot capture instead of returning an error.
 ``llama_encode`` / ``llama_decode`` with a legacy ``llama_batch`` are used for the two graphs:
 llama.cpp routes them to the same ``encode`` / ``decode`` as ``llama_process`` with
 ``LLAMA_PROCESS_TYPE_ENCODE`` / ``_DECODE`` (an encoder batch's rows are ``3 * n_embd_tgt`` wide),
-and the batches stay ordinary ctypes structures.
+and the batches stay ordinary ctypes structures. The context, the decoder's batch and the reading
+of logits and ``g`` are the ones the MTP head uses too (:mod:`engine.backends.head_context`).
 
-Only this module, :mod:`engine.backends.llama_cpp` and :mod:`engine.backends.llama_mtp` import
-``llama_cpp``. The five staging-header symbols (``src/llama-ext.h``, C++ linkage) are looked up by
-their mangled names as ``llama_cpp.llama_cpp_ext`` does.
+Only this module, :mod:`engine.backends.llama_cpp`, :mod:`engine.backends.llama_mtp` and
+:mod:`engine.backends.head_context` import ``llama_cpp``. The five staging-header symbols
+(``src/llama-ext.h``, C++ linkage) are looked up by their mangled names as
+``llama_cpp.llama_cpp_ext`` does.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import llama_cpp_ext
 
+from engine.backends.head_context import HeadContext, RowBatch
 from engine.backends.llama_cpp import LlamaContext, LlamaModel, _meta_string
 
 _ctx_p, _model_p = llama_cpp.llama_context_p_ctypes, llama_cpp.llama_model_p_ctypes
@@ -141,115 +144,50 @@ class TargetFeatures:
         return out
 
 
-class Eagle3Head:
-    """An EAGLE-3 head loaded for ``target``: encode features into ``g``, decode ``(token, g)`` rows."""
+class Eagle3Head(HeadContext):
+    """An EAGLE-3 head loaded for ``target``: encode features into ``g``, decode ``(token, g)`` rows.
+
+    Decoding, logits, the next ``g`` (``next_hidden``, also called ``next_g``) and the cache are the
+    :class:`~engine.backends.head_context.HeadContext` a head shares with the MTP head; this class adds
+    the head's own model file, its checks, the target's layer capture and the encoder."""
 
     def __init__(self, path: Path, target: LlamaContext, n_batch: int = 64) -> None:
-        self.model = LlamaModel(Path(path))
+        model = LlamaModel(Path(path))
         try:
-            self.layer_ids = check_head(self.model, target.model)
-            self.handle = self._make_context(target, n_batch)
+            self.layer_ids = check_head(model, target.model)
+            super().__init__(model, target, n_batch, name="the EAGLE-3 head",
+                             refused=f"llama.cpp could not create a context for the EAGLE-3 head {model.path.name}")
         except Exception:
-            self.model.close()
+            model.close()
             raise
-        self.target, self.n_batch, self.n_embd = target, n_batch, self.model.n_embd
+        self.target = target
         self.features = TargetFeatures(target, self.layer_ids)
         self.n_fused = len(self.layer_ids) * target.model.n_embd
-        self.memory = llama_cpp.llama_get_memory(self.handle)
-        llama_cpp_ext.llama_set_embeddings_nextn(self.handle, True, True)  # g / pre-norm rows of outputs only
-        self._enc = llama_cpp.llama_batch_init(n_batch, self.n_fused, 1)
-        self._dec = llama_cpp.llama_batch_init(n_batch, self.n_embd, 1)  # allocates embd, not token
-        self._tokens = (llama_cpp.llama_token * n_batch)()
-        self._dec.token = ctypes.cast(self._tokens, ctypes.POINTER(llama_cpp.llama_token))
-        for batch in (self._enc, self._dec):
-            np.ctypeslib.as_array(batch.n_seq_id, shape=(n_batch,))[:] = 1
-            for i in range(n_batch):
-                batch.seq_id[i][0] = 0
-        np.ctypeslib.as_array(self._enc.logits, shape=(n_batch,))[:] = 1
+        self._enc = RowBatch(n_batch, self.n_fused, tokens=False)
+        self._enc.logits[:] = 1
 
-    def _make_context(self, target: LlamaContext, n_batch: int):
-        settings = target.settings
-        params = llama_cpp.llama_context_default_params()
-        params.ctx_other = target.handle
-        params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = n_batch  # the encoder takes a whole batch in one ubatch
-        params.n_seq_max = 1
-        params.n_rs_seq = 0
-        params.n_threads = settings.n_threads
-        params.n_threads_batch = settings.n_threads_batch or settings.n_threads
-        params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if settings.flash_attn
-                                  else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
-        params.no_perf = True
-        handle = llama_cpp.llama_init_from_model(self.model.handle, params)
-        if not handle:
-            raise RuntimeError(f"llama.cpp could not create a context for the EAGLE-3 head {self.model.path.name}")
-        return handle
+    next_g = HeadContext.next_hidden  # the g of the next chained guess
 
     def encode(self, features: np.ndarray) -> np.ndarray:
         """``g`` for each feature row: ``[n, 3 * n_embd_tgt]`` in, ``[n, n_embd]`` out (a copy)."""
         out = np.empty((len(features), self.n_embd), dtype=np.float32)
-        embd = np.ctypeslib.as_array(self._enc.embd, shape=(self.n_batch, self.n_fused))
-        pos = np.ctypeslib.as_array(self._enc.pos, shape=(self.n_batch,))
+        enc = self._enc
         after = self.pos_max() + 1  # unused by the encoder graph, but llama.cpp wants them to follow the cache
-        for begin in range(0, len(features), self.n_batch):
-            n = min(self.n_batch, len(features) - begin)
-            embd[:n] = features[begin:begin + n]
-            pos[:n] = np.arange(after, after + n, dtype=np.int32)
-            self._enc.n_tokens = n
-            status = llama_cpp.llama_encode(self.handle, self._enc)
+        for begin, n in enc.chunks(len(features)):
+            enc.embd[:n] = features[begin:begin + n]
+            enc.pos[:n] = np.arange(after, after + n, dtype=np.int32)
+            enc.batch.n_tokens = n
+            status = llama_cpp.llama_encode(self.handle, enc.batch)
             if status != 0:
                 raise RuntimeError(f"the EAGLE-3 head failed to encode (llama_encode returned {status})")
             g = llama_cpp_ext.llama_get_embeddings_nextn(self.handle)
             out[begin:begin + n] = np.ctypeslib.as_array(g, shape=(n, self.n_embd))
         return out
 
-    def decode(self, tokens: list[int] | np.ndarray, g: np.ndarray, start_pos: int, *,
-               all_logits: bool = False) -> None:
-        """Rows ``(tokens[i], g[i])`` at positions ``start_pos + i`` into the head's KV cache."""
-        token = np.ctypeslib.as_array(self._tokens)
-        embd = np.ctypeslib.as_array(self._dec.embd, shape=(self.n_batch, self.n_embd))
-        pos = np.ctypeslib.as_array(self._dec.pos, shape=(self.n_batch,))
-        logits = np.ctypeslib.as_array(self._dec.logits, shape=(self.n_batch,))
-        for begin in range(0, len(tokens), self.n_batch):
-            n = min(self.n_batch, len(tokens) - begin)
-            token[:n] = tokens[begin:begin + n]
-            embd[:n] = g[begin:begin + n]
-            pos[:n] = np.arange(start_pos + begin, start_pos + begin + n, dtype=np.int32)
-            logits[:n] = 1 if all_logits else 0
-            logits[n - 1] = 1
-            self._dec.n_tokens = n
-            status = llama_cpp.llama_decode(self.handle, self._dec)
-            if status != 0:
-                raise RuntimeError(f"the EAGLE-3 head failed to decode (llama_decode returned {status})")
-
-    def logits(self, row: int = -1) -> np.ndarray:
-        """The head's logits at an output row of the last decode (a view; over the target's vocabulary)."""
-        pointer = llama_cpp.llama_get_logits_ith(self.handle, row)
-        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,))
-
-    def next_g(self, row: int = -1) -> np.ndarray:
-        """The head's pre-norm output at an output row: the ``g`` of the next chained guess (a copy)."""
-        pointer = llama_cpp_ext.llama_get_embeddings_nextn_ith(self.handle, row)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).copy()
-
-    def pos_max(self) -> int:
-        """The last position in the head's cache (-1 when empty)."""
-        return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
-
-    def truncate(self, position: int) -> None:
-        """Forget the head's rows at ``position`` and after."""
-        llama_cpp.llama_memory_seq_rm(self.memory, 0, position, -1)
-
-    def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
-
     def close(self) -> None:
         if self.handle:
             if self.features.capturing and self.target.handle:
                 self.features.capture(False)
-            self._dec.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours, not llama_batch_free's
-            llama_cpp.llama_batch_free(self._dec)
-            llama_cpp.llama_batch_free(self._enc)
-            llama_cpp.llama_free(self.handle)
-            self.handle = None
+            self._enc.free()
+            super().close()
             self.model.close()
