@@ -23,7 +23,7 @@ from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceI
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -177,10 +177,13 @@ class DraftSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Which drafter may propose tokens (it never changes the output): ``auto``, ``off``,
     ``lookup`` (prompt lookup), ``mtp`` (the model's own MTP head), ``model`` (a small draft
     model at ``path``) or ``eagle3`` (an EAGLE-3 head made for the target, at ``path``). Users
-    write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that."""
+    write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that. For
+    ``auto``, ``path`` is the installed EAGLE-3 head the app found for the loaded model
+    (app.services.draft_heads), tried first and passed over in silence if it does not fit."""
 
     kind: Literal["auto", "off", "lookup", "mtp", "model", "eagle3"] = "auto"
-    path: str | None = None  # the draft model's or the EAGLE-3 head's file, for kinds "model" and "eagle3"
+    # the draft model's or the EAGLE-3 head's file, for kinds "model" and "eagle3"; for "auto", a head to try first
+    path: str | None = None
 
 
 class _Answering(_Message, kw_only=True):

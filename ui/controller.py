@@ -22,7 +22,8 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from app.services.settings import Settings, sampling_spec
+from app.services.draft_heads import with_installed_head
+from app.services.settings import Settings, app_data_dir, sampling_spec
 from app.services.turn import (
     THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration,
     start_turn,
@@ -37,7 +38,7 @@ from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
 from ui.model_loading import RESTARTED, ModelLoader
 from ui.notices import MODEL, STORE
-from ui.remote_text import answering_model
+from ui.remote_text import answering_model, remote_name
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
 from ui.database_notices import DatabaseFileNotices
@@ -339,6 +340,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices)
             self.show_conversation(conversation, rows)
             self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
             self._list_turn_in(conversation)
+            if self.loaded is not None and remote_name(self.model_ref) is None:  # auto: an installed EAGLE-3 head
+                turn.command = with_installed_head(turn.command, self.loaded.facts, app_data_dir())
             if not self.bridge.send(turn.command):
                 turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
                 self._end_turn(turn)

@@ -20,8 +20,10 @@ from app.cli.conversation_ids import find_conversation, short_id
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.cli.terminal_text import visible
 from app.cli.thinking import ThinkingEcho
+from app.services.draft_heads import with_installed_head
 from app.services.settings import app_data_dir
 from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
+from engine.backends.base import ModelFacts
 from engine.client import EngineClient
 from model_store.conversations import Conversation, ConversationStore
 
@@ -32,8 +34,9 @@ class ChatSession:
     """One terminal chat: the conversation it writes to (None until the first line is sent) and how it answers."""
 
     def __init__(self, store: ConversationStore, client: EngineClient, args: argparse.Namespace,
-                 conversation: Conversation | None, model_name: str) -> None:
+                 conversation: Conversation | None, model_name: str, facts: ModelFacts | None = None) -> None:
         self.store, self.client, self.args = store, client, args
+        self.facts = facts  # the loaded model's, for the EAGLE-3 head auto drafts with
         self.conversation = conversation
         self.model_name = model_name  # what each answer keeps as its model (the window shows it)
         self.options: TurnOptions = turn_options(args)
@@ -44,6 +47,8 @@ class ChatSession:
             self.store, self.conversation.id if self.conversation else None, line, self.options,
             command_writer(CHAT_WHO), title=self.args.new or title_from(line), model=conversation_model(self.args))
         turn.model = self.model_name
+        if self.args.engine is None and self.facts is not None:  # auto drafts with an installed EAGLE-3 head
+            turn.command = with_installed_head(turn.command, self.facts, app_data_dir())
         echo = ThinkingEcho(self.args.thinking)
         result = run_answer(self.store, self.client, turn, on_event=taker([], echo=echo))
         echo.close_reasoning()
@@ -71,7 +76,7 @@ def run_chat(args: argparse.Namespace) -> int:
         with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
-            session = ChatSession(store, client, args, conversation, answer_model_name(args, model, loaded))
+            session = ChatSession(store, client, args, conversation, answer_model_name(args, model, loaded), loaded.facts)
             _greet(store, conversation, visible(answering_model(model, loaded, args.engine)))
             try:
                 while (line := _read_line()) is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from app.services.context_info import context_details, context_json, grown_line
+from app.services.draft_heads import with_installed_head
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.services.pending_turn import CUT_OFF
@@ -288,6 +289,8 @@ def run_generate(args: argparse.Namespace) -> int:
     with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device,
                     context=args.context, engine=args.engine) as (client, loaded):
         warn_about_devices(args, loaded.devices)
+        if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model
+            command = with_installed_head(command, loaded.facts, app_data_dir())
         reply = run_request(client, command, echo=None if args.json else ThinkingEcho(args.thinking))
         n_ctx = client.context.n_ctx
     if reply.errors:

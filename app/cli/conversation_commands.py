@@ -11,6 +11,7 @@ from app.cli.commands import (
     UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args,
     say_if_cut_off, say_waiting, warn_about_devices, warn_about_fallback,
 )
+from app.services.draft_heads import with_installed_head
 from app.services.model_refs import model_display_name
 from app.services.settings import app_data_dir, current_settings
 from app.cli.conversation_ids import find_conversation, find_message
@@ -92,6 +93,8 @@ def run_send(args: argparse.Namespace) -> int:
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
                 title=args.new or title_from(args.message), model=conversation_model(args), reply_to=reply_to)
             turn.model = answer_model_name(args, model, loaded)
+            if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model
+                turn.command = with_installed_head(turn.command, loaded.facts, app_data_dir())
             echo = None if args.json else ThinkingEcho(args.thinking)
             result = run_answer(store, client, turn, on_event=taker(codes, echo=echo))
             if echo is not None:

@@ -6,6 +6,10 @@ Hugging Face cache); a verified file is then registered in the installed-models 
 child process and reads its JSON lines (one ``progress`` object at most ten times a second, then
 ``installed`` or ``error``), so the window never loads the hub client and a cancelled or crashed
 download cannot take it down; SIGTERM cancels a pull and keeps the partial file for the next try.
+
+``import`` also takes an EAGLE-3 head (GGUF architecture ``eagle3``): it is registered with the model
+it was made for (hidden size and layers, :mod:`model_store.eagle3_heads`), and ``import`` and
+``list`` say which installed models it fits; ``--draft auto`` drafts with it for those.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import sys
 import threading
 
 from app.cli.commands import UserError
-from app.services.model_listing import FIT_LABELS, context_words, listing_json
+from app.services.model_listing import FIT_LABELS, context_words, fitting_ids, listing_json
 from app.services.model_refs import app_catalogue, open_library, tidy_name
 from app.services.paths import user_paths
 from app.services.settings import app_data_dir, current_settings
@@ -30,7 +34,9 @@ from model_store.downloads import (
     ChecksumMismatch, DownloadCancelled, DownloadProgress, HubOffline, NotEnoughSpace, UnsafeFilename,
     delete_cached_file, download_file,
 )
-from model_store.gguf_check import ImportRefused, check_gguf
+from model_store.eagle3_heads import HEAD_ARCHITECTURE, HeadTarget, HeadUnusable, head_target
+from model_store.gguf_check import SUPPORTED_ARCHITECTURES, GgufSummary, ImportRefused, check_gguf
+from model_store.gguf_meta import GgufUnreadable, read_metadata
 from model_store.hub_search import search_gguf_repos
 
 ERROR_KINDS = ((DownloadCancelled, "cancelled"), (HubOffline, "offline"), (NotEnoughSpace, "no_space"),
@@ -44,7 +50,8 @@ def run_list(args: argparse.Namespace) -> int:
         library = open_library(app_data_dir())
     except (CatalogueError, StoreError) as exc:
         raise UserError(str(exc)) from exc
-    listing = listing_json(catalogue, library.list(), args.context, percent=current_settings().memory_budget_percent)
+    listing = listing_json(catalogue, library.list(), args.context, percent=current_settings().memory_budget_percent,
+                           heads=library.heads())
     if args.json:
         print(json_text(listing))
     else:
@@ -91,22 +98,52 @@ def run_pull(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     try:
-        summary = check_gguf(args.path)
-        model = open_library(app_data_dir()).add(
+        summary, head = checked_import(args.path)
+        library = open_library(app_data_dir())
+        model = library.add(
             name=tidy_name(summary.name) or summary.path.stem, path=summary.path, size_bytes=summary.size_bytes,
-            source="import", architecture=summary.architecture)
+            source="import", architecture=summary.architecture, head=head)
     except ImportRefused as exc:  # --json: {"error": {"kind": "refused", "reason": ..., "message": ...}}
         raise UserError(str(exc), kind="refused", reason=exc.reason) from exc
     except StoreError as exc:
         raise UserError(str(exc)) from exc
+    fits = fitting_ids(head, library.registered()) if head is not None else None
     if args.json:
-        print(json.dumps({"id": model.id, "name": model.name, "path": str(model.path),
-                          "architecture": summary.architecture, "size_bytes": summary.size_bytes,
-                          "parameter_count": summary.parameter_count, "context_length": summary.context_length}))
+        found = {"id": model.id, "name": model.name, "path": str(model.path),
+                 "architecture": summary.architecture, "size_bytes": summary.size_bytes,
+                 "parameter_count": summary.parameter_count, "context_length": summary.context_length}
+        if head is not None:
+            found["eagle3"] = {"target_hidden_size": head.hidden_size, "target_layers": list(head.layers), "fits": fits}
+        print(json.dumps(found))
+    elif head is not None:
+        print(f"imported {visible(model.id)} (EAGLE-3 head, {format_bytes(summary.size_bytes)}); {head_fit_words(head, fits)}")
     else:
         print(f"imported {visible(model.id)} ({visible(summary.architecture)}, {format_bytes(summary.size_bytes)}); "
               f"use it with --model {visible(model.id)}")
     return 0
+
+
+def checked_import(path) -> tuple[GgufSummary, HeadTarget | None]:
+    """A model file, or an EAGLE-3 head with the model it was made for, checked for import.
+
+    Raises:
+        ImportRefused: Saying why the file cannot be imported.
+    """
+    summary = check_gguf(path, SUPPORTED_ARCHITECTURES | {HEAD_ARCHITECTURE})
+    if summary.architecture != HEAD_ARCHITECTURE:
+        return summary, None
+    try:
+        return summary, head_target(read_metadata(summary.path))
+    except (HeadUnusable, GgufUnreadable, OSError) as exc:
+        raise ImportRefused(summary.path, str(exc)) from None
+
+
+def head_fit_words(head: HeadTarget, fits: list[str]) -> str:
+    """Which installed models an EAGLE-3 head fits, or that it fits none, in one clause."""
+    if fits:
+        return f"--draft auto drafts with it for {', '.join(visible(i) for i in fits)}"
+    return (f"it fits no installed model: it drafts for {head.words()}; import or download that model, "
+            "then --draft auto uses it")
 
 
 def run_rm(args: argparse.Namespace) -> int:
@@ -186,3 +223,9 @@ def print_listing(listing: dict) -> None:
     if not listing["installed"]:
         print("  nothing else yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF "
               "you have")
+    if listing.get("eagle3_heads"):
+        print("EAGLE-3 heads (drafters for one model each):")
+    for head in listing.get("eagle3_heads") or []:
+        fits = ("file missing" if head["missing"] else f"fits {', '.join(head['fits'])}" if head["fits"]
+                else f"fits no installed model (it drafts for {head['drafts_for']})")
+        print(f"  {head['id']:<28} {format_bytes(head['size_bytes']):>11}  EAGLE-3 head; {fits}")

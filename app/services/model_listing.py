@@ -1,12 +1,15 @@
 """The catalogue and the installed models as one listing, with RAM-fit advice for this machine.
 
 Shared by ``hearth models list`` (JSON and text) and the GUI's Models page, so both say the same.
+Imported EAGLE-3 heads are listed apart, each with the installed models it fits
+(:mod:`model_store.eagle3_heads`).
 """
 
 from __future__ import annotations
 
 from model_store.catalogue import Catalogue, CatalogueEntry
 from model_store.fit import ADVICE_CONTEXT, DEFAULT_BUDGET_PERCENT, advise, available_memory, context_here
+from model_store.eagle3_heads import HeadTarget, read_shape
 from model_store.installed import InstalledModel, embedded_model
 
 FIT_LABELS = {"fits": "fits", "tight": "tight", "too_big": "too big"}
@@ -54,15 +57,33 @@ def installed_json(model: InstalledModel) -> dict:
             "architecture": model.architecture, "missing": model.missing}
 
 
+def fitting_ids(head: HeadTarget, installed: list[InstalledModel]) -> list[str]:
+    """The ids of the models ``head`` fits: the embedded one, then registered ones whose files are there
+    (each read for its hidden size and layer count)."""
+    embedded = embedded_model()
+    models = ([embedded] if embedded is not None else []) + [m for m in installed if m.id and not m.missing]
+    return [m.id for m in models if m.head is None and head.fits(read_shape(m.path))]
+
+
+def head_json(head: InstalledModel, installed: list[InstalledModel]) -> dict:
+    """An imported EAGLE-3 head: the model it was made for and the installed models it fits (``fits``)."""
+    target = head.head
+    return {"id": head.id, "name": head.name, "path": str(head.path), "size_bytes": head.size_bytes,
+            "missing": head.missing, "target_hidden_size": target.hidden_size, "target_layers": list(target.layers),
+            "drafts_for": target.words(), "fits": [] if head.missing else fitting_ids(target, installed)}
+
+
 def listing_json(catalogue: Catalogue, installed: list[InstalledModel], context: int | None = None,
-                 available: int | None = None, percent: int = DEFAULT_BUDGET_PERCENT) -> dict:
+                 available: int | None = None, percent: int = DEFAULT_BUDGET_PERCENT,
+                 heads: list[InstalledModel] = ()) -> dict:
     """``available`` memory in bytes; None reads it from this machine. ``installed`` are the models
     the user added (each removable); ``embedded`` is the model that comes with Hearth (None if its
-    package is missing)."""
+    package is missing); ``eagle3_heads`` the imported EAGLE-3 heads (:func:`head_json`)."""
     available = available_memory() if available is None else available
     embedded = embedded_model()
     return {"available_memory_bytes": available,
             "memory_budget_percent": percent,
             "catalogue": [entry_json(entry, installed, context, available, percent) for entry in catalogue],
             "installed": [installed_json(model) for model in installed],
-            "embedded": installed_json(embedded) if embedded is not None else None}
+            "embedded": installed_json(embedded) if embedded is not None else None,
+            "eagle3_heads": [head_json(head, installed) for head in heads]}

@@ -66,7 +66,7 @@ def _unknown(ref: str, library: ModelLibrary) -> str | None:
     (None when it is one of them: the library's own message then says what is wrong, such as
     ``hearth models pull ID`` for a catalogue model not yet downloaded)."""
     model_id, _quant = split_ref(ref)
-    installed = library.list()
+    installed = library.list() + library.heads()  # a head's id gets the library's own words: it is no model
     known_here = {m.id for m in installed if m.id} | {m.name for m in installed}
     catalogue = _catalogue_ids()
     if ref.strip() in known_here or model_id in known_here or model_id in catalogue:

@@ -1,8 +1,9 @@
 """Choosing a drafter for a request: parse the user's choice, refuse what cannot work, build it.
 
-``auto`` drafts with prompt lookup (free when it has no guess; ``mtp`` uses the model's own MTP
-head when asked for, ``model:PATH`` a small draft model, ``eagle3:PATH`` an EAGLE-3 head made for
-the target) and lets the auto-off policy switch drafting off when it measures a loss. A hybrid model whose
+``auto`` drafts with the best drafter the loaded model has (an installed EAGLE-3 head the app found
+for it, else its own MTP head, else prompt lookup: see :meth:`Drafting._auto`) and lets the auto-off
+policy switch drafting off when it measures a loss; ``mtp`` asks for the MTP head, ``model:PATH`` a
+small draft model, ``eagle3:PATH`` an EAGLE-3 head made for the target. A hybrid model whose
 recurrent state cannot be rolled back (e.g. qwen3next) cannot draft: a checkpoint-and-replay
 fallback measured 32 → 6 tok/s upstream, so Hearth refuses instead (``auto`` simply stays off).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends import cpu_check
+from engine.backends.base import ModelLoadError
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.token_sources import DraftStats, SpeculativeSource
@@ -39,6 +41,7 @@ class Drafting:
         self._draft_model: DraftModel | None = None
         self._mtp: MtpDrafter | None = None
         self._eagle3: Eagle3Drafter | None = None
+        self._refused_heads: set[Path] = set()  # heads auto found unusable here: not loaded again for each request
 
     def close(self) -> None:
         if self._draft_model is not None:
@@ -59,8 +62,7 @@ class Drafting:
         if reason:
             raise DraftRefused(reason)
         limit = self._draft_limit(draft_max)
-        kind = self._auto_kind() if spec.kind == "auto" else spec.kind
-        proposer = self._proposer(kind, spec.path)
+        kind, proposer = self._auto(spec.path) if spec.kind == "auto" else (spec.kind, self._proposer(spec.kind, spec.path))
 
         def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
             if isinstance(proposer, (DraftModel, MtpDrafter, Eagle3Drafter)):
@@ -91,11 +93,30 @@ class Drafting:
             return min(draft_max, self.session.context.n_rs_seq)  # rollback depth the context was made with
         return draft_max
 
-    def _auto_kind(self) -> str:
-        """Prompt lookup: it costs nothing when it has no guess. (An MTP head costs a decode per
-        token whether it helps or not; on this CPU build a random-weight head loses, see
-        tests/bench/bench_drafting.py, so it is used when asked for.)"""
-        return "lookup"
+    def _auto(self, head: str | None) -> tuple[str, Proposer]:
+        """``auto``'s drafter: the EAGLE-3 head at ``head`` (the installed head the app found for this
+        model) if it loads and fits, else the model's MTP head if it has one, else prompt lookup.
+
+        The order is the expected acceptance: a head trained on the target's own hidden states guesses
+        best, an MTP head was trained with the model, prompt lookup only copies n-grams from the text.
+        But a head costs a decode of its own per drafted token whether it helps or not (on this CPU
+        build a random-weight head loses, see tests/bench/bench_drafting.py), while lookup is free when
+        it has no guess; so ``auto`` is only safe because the auto-off policy measures every drafter
+        against plain decoding and switches a losing one off. A head that does not load (another
+        model's, a file gone since the app looked) is passed over in silence: ``auto`` never fails.
+        """
+        path = Path(head).expanduser() if head else None
+        if path is not None and path not in self._refused_heads:
+            try:
+                return "eagle3", self._load_eagle3(path)
+            except (DraftRefused, ModelLoadError, RuntimeError):
+                self._refused_heads.add(path)
+        if self.session.model.has_mtp:
+            try:
+                return "mtp", self._load_mtp()
+            except DraftRefused:
+                pass
+        return "lookup", PromptLookup()
 
     def _proposer(self, kind: str, path: str | None) -> Proposer:
         if kind == "lookup":

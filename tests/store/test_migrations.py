@@ -14,7 +14,7 @@ from model_store.migrations import MIGRATIONS, applied_migrations, migrate
 
 ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
        "m007_snapshot_references", "m008_message_reasoning", "m009_message_outcome",
-       "m010_conversation_system_prompt"]
+       "m010_conversation_system_prompt", "m011_eagle3_heads"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 

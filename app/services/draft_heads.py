@@ -1,0 +1,49 @@
+"""``--draft auto`` with an installed EAGLE-3 head: the app finds the head, the worker tries it.
+
+The worker knows nothing of the installed-models registry (as with ``--model ID``), so the app looks
+the head up when a request meets the loaded model: the registry's heads that fit the model's hidden
+size and layer count (:meth:`model_store.installed.ModelLibrary.heads_for`, the last one added
+first) are those ``auto`` may use, and the first goes to the worker as ``DraftSpec("auto", path)``.
+The worker loads it only after its own check (``check_head``, which also compares vocabularies) and
+otherwise drafts as ``auto`` always did (the model's MTP head, else prompt lookup), in silence:
+``auto`` never fails a request. A remote engine drafts by itself, so it is sent no head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from app.services.model_refs import open_library
+from engine import protocol as p
+from engine.backends.base import ModelFacts
+from model_store.db import StoreError
+from model_store.eagle3_heads import ModelShape
+
+
+def installed_head(facts: ModelFacts, data_dir: Path) -> Path | None:
+    """The installed EAGLE-3 head ``auto`` drafts with for a model of these facts (None: no head fits, or
+    the registry cannot be read, which leaves ``auto`` as it was)."""
+    try:
+        library = open_library(data_dir)
+    except StoreError:
+        return None
+    try:
+        heads = library.heads_for(ModelShape(facts.n_embd, facts.n_layer))
+    except StoreError:
+        return None
+    finally:
+        library.db.close()
+    return heads[0].path if heads else None
+
+
+def with_installed_head(command: p.Answer, facts: ModelFacts, data_dir: Path) -> p.Answer:
+    """``command`` with the installed head for the loaded model in its ``auto`` drafting choice; any other
+    choice (or ``auto`` where no head fits) is sent as it is."""
+    if command.draft.kind != "auto" or command.draft.path:
+        return command
+    head = installed_head(facts, data_dir)
+    if head is None:
+        return command
+    return msgspec.structs.replace(command, draft=p.DraftSpec("auto", str(head)))

@@ -1,0 +1,76 @@
+"""``--draft auto`` through the real command line and worker: an installed EAGLE-3 head that fits the
+loaded model drafts, else the model's MTP head, else prompt lookup, and greedy output is the plain
+output token for token in every case."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.helpers.cli import hearth
+
+PROMPT = "the river ran past the old mill and the birds sang over the park"
+GREEDY = ("--temperature", "0", "--max-tokens", "40", "--json")
+
+
+def generate(model, draft: str, *extra: str) -> dict:
+    result = hearth("generate", "--model", str(model), "--draft", draft, *GREEDY, *extra, PROMPT)
+    assert result.returncode == 0 and "Traceback" not in result.stderr and not result.stderr.strip(), result.stderr
+    return json.loads(result.stdout)
+
+
+def imported(*paths) -> None:
+    for path in paths:
+        result = hearth("models", "import", str(path))
+        assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("target", ["hybrid-tiny", "smollm2"])
+def test_auto_drafts_with_the_installed_head_that_fits_the_model(hearth_home, hybrid_tiny, smollm2, eagle3_tiny,
+                                                                 eagle3_smollm2, target):
+    imported(eagle3_tiny, eagle3_smollm2)
+    model = hybrid_tiny if target == "hybrid-tiny" else "default"
+    plain = generate(model, "off")
+    auto = generate(model, "auto", "--draft-max", "4")
+    assert auto["draft"]["kind"] == "eagle3" and auto["draft"]["rounds"] > 0, auto["draft"]
+    assert auto["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) > 10
+
+
+@pytest.mark.parametrize("target, fallback", [("hybrid-tiny", "mtp"), ("smollm2", "lookup")])
+def test_auto_without_a_head_for_the_model_drafts_with_its_mtp_head_else_prompt_lookup(
+        hearth_home, hybrid_tiny, eagle3_tiny, eagle3_smollm2, target, fallback):
+    """Each model gets only the other's head: hybrid-tiny falls back to its MTP head, SmolLM2 (none) to lookup."""
+    imported(eagle3_smollm2 if target == "hybrid-tiny" else eagle3_tiny)
+    model = hybrid_tiny if target == "hybrid-tiny" else "default"
+    plain = generate(model, "off")
+    auto = generate(model, "auto")
+    assert auto["draft"]["kind"] == fallback, auto["draft"]
+    assert auto["token_ids"] == plain["token_ids"]
+
+
+def test_auto_passes_over_a_head_the_engine_refuses_in_silence(hearth_home, hybrid_tiny, eagle3_tiny, eagle3_smollm2,
+                                                               tmp_path):
+    """The registry says the head fits hybrid-tiny, but its file was replaced since by SmolLM2's head:
+    the worker's own check refuses it, and auto drafts with the MTP head instead, without a word."""
+    head = tmp_path / "head.gguf"
+    shutil.copy(eagle3_tiny, head)
+    imported(head)
+    shutil.copy(eagle3_smollm2, head)
+    plain = generate(hybrid_tiny, "off")
+    auto = generate(hybrid_tiny, "auto")
+    assert auto["draft"]["kind"] == "mtp", auto["draft"]
+    assert auto["token_ids"] == plain["token_ids"]
+
+
+def test_a_conversation_turn_drafts_with_the_installed_head_too(hearth_home, eagle3_smollm2):
+    """``hearth send`` (the conversation path the window shares) sends the head with ``auto`` as ``generate`` does."""
+    imported(eagle3_smollm2)
+    sent = {}
+    for draft in ("off", "auto"):
+        result = hearth("send", "--new", f"mill {draft}", "--draft", draft, *GREEDY, PROMPT)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        sent[draft] = json.loads(result.stdout)
+    assert sent["auto"]["draft"]["kind"] == "eagle3" and sent["auto"]["draft"]["rounds"] > 0, sent["auto"]["draft"]
+    assert sent["auto"]["token_ids"] == sent["off"]["token_ids"] and len(sent["off"]["token_ids"]) > 10
