@@ -28,5 +28,7 @@ class DraftStats(msgspec.Struct):
     accepted: int = 0
     mean_accepted_len: float = 0.0  # accepted draft tokens per round
     rollbacks: int = 0  # rounds whose rejected tokens were rolled back out of the state
+    tree_rounds: int = 0  # rounds that verified several draft paths at once
+    side_wins: int = 0  # tree rounds whose accepted tokens came from a path other than the first
     auto_off: bool = False
     reason: str = ""

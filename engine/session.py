@@ -108,6 +108,7 @@ def open_session(
     n_threads: int | None = None,
     on_progress: Callable[[float], None] | None = None,
     draft_max: int = 0,
+    draft_width: int = 1,
     kv_type: str = "f16",
     memory_percent: int = DEFAULT_BUDGET_PERCENT,
     available: int | None = None,
@@ -119,7 +120,10 @@ def open_session(
     path = resolve_model_ref(ref)
     metadata = check_model_file(path)
     memory = model_memory(path, metadata)
-    planes = 1 + draft_max if memory.recurrent_bytes else 1
+    # A tree of width W verifies each path on its own sequence (plus one that holds parked cells):
+    # each has its own recurrent state, with its rollback planes; the attention cache is shared.
+    sequences = draft_width + 1 if draft_width > 1 else 1
+    planes = (1 + draft_max) * sequences if memory.recurrent_bytes else 1
     plan = plan_context(path, memory, n_ctx, kv_type=kv_type, planes=planes, percent=memory_percent,
                         available=available)
     model = LlamaModel(path, load_mtp=True, on_progress=on_progress)  # an MTP head, if any, can draft
@@ -132,7 +136,8 @@ def open_session(
     facts = msgspec.structs.replace(model.facts(), thinks=thinks, thinking_switch=thinking_switch)
     # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
     rollback = draft_max if facts.has_recurrent_state and facts.supports_rollback else 0
-    settings = ContextSettings(n_ctx=plan.n_ctx, n_threads=threads, n_rs_seq=rollback, kv_type=kv_type)
+    settings = ContextSettings(n_ctx=plan.n_ctx, n_threads=threads, n_rs_seq=rollback, kv_type=kv_type,
+                               n_seq_max=sequences, kv_unified=sequences > 1)
     try:
         session = ModelSession(model, settings, facts)
     except Exception:

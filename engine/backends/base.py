@@ -39,6 +39,7 @@ class ContextSettings:
     n_threads_batch: int = 0  # 0: same as n_threads
     flash_attn: bool = True  # explicit, not "auto": it changes numerics and the KV layout in state blobs
     kv_type: str = "f16"  # the attention cache's element type: "f16" or "q8_0" (p.KvType)
+    kv_unified: bool = False  # one attention cache for all sequences (copies share cells instead of buffers)
 
 
 class ModelFacts(msgspec.Struct, frozen=True):

@@ -328,6 +328,7 @@ class LlamaContext:
         params.n_ubatch = settings.n_ubatch
         params.n_seq_max = settings.n_seq_max
         params.n_rs_seq = settings.n_rs_seq
+        params.kv_unified = settings.kv_unified
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads_batch or settings.n_threads
         params.flash_attn_type = (
@@ -361,6 +362,9 @@ class LlamaContext:
         # follows the target this way, reading the hidden states of exactly what was decoded.
         self.after_decode: Callable[[list[int] | np.ndarray, int, int], None] | None = None
         self._abort = _AbortCheck(handle)
+        # Sequences rolled back through the recurrent planes and not decoded since: llama.cpp applies
+        # the rollback at that sequence's next decode, and only for that sequence (not for copies).
+        self.rollback_pending: set[int] = set()
         self.n_threads = settings.n_threads  # what the next decode uses
         # Asked before every decode for the threads to use (engine.session.ThreadBudget); None: the settings'.
         self.thread_budget: Callable[[], int] | None = None
@@ -409,8 +413,31 @@ class LlamaContext:
             raise DecodeAborted()
         if status != 0:
             raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))
+        self.rollback_pending.discard(seq_id)
         if self.after_decode is not None:
             self.after_decode(tokens, start_pos, seq_id)
+
+    def decode_rows(self, tokens: list[int], positions: list[int], seq_ids: list[int]) -> None:
+        """Decode one batch whose rows belong to several sequences, with logits at every row (a
+        tree of drafts verified at once: one sequence per path). ``after_decode`` is not called:
+        only sequence 0's decodes are followed."""
+        n = len(tokens)
+        if not 0 < n <= self.settings.n_batch or not len(positions) == len(seq_ids) == n:
+            raise ValueError(f"a batch holds 1..{self.settings.n_batch} rows, each with a position and a sequence")
+        for i, seq_id in enumerate(seq_ids):
+            self._batch.seq_id[i][0] = seq_id
+        self._batch_seq, self._batch_seq_rows = -1, 0  # the next single-sequence decode rewrites the rows
+        views = self._views
+        views.token[:n] = tokens
+        views.pos[:n] = positions
+        views.logits[:n] = 1
+        self._batch.n_tokens = n
+        if self.thread_budget is not None:
+            self.use_threads(self.thread_budget())
+        status = llama_cpp.llama_decode(self.handle, self._batch)
+        if status != 0:
+            raise RuntimeError(_decode_failure(status, max(positions) + 1, self.n_ctx))
+        self.rollback_pending.difference_update(seq_ids)
 
     def use_threads(self, n: int) -> None:
         """Decode with ``n`` threads from now on (the results do not depend on it, only the speed)."""
@@ -427,13 +454,20 @@ class LlamaContext:
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self.memory, True)
+        self.rollback_pending.clear()
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
-        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, p0, p1))
+        removed = bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, p0, p1))
+        if p0 <= 0 and p1 < 0:
+            self.rollback_pending.discard(seq_id)
+        elif removed and self.n_rs_seq:
+            self.rollback_pending.add(seq_id)
+        return removed
 
-    def seq_cp(self, src: int, dst: int) -> None:
-        """Make sequence ``dst`` a copy of ``src`` (recurrent cells are copied on the next decode)."""
-        llama_cpp.llama_memory_seq_cp(self.memory, src, dst, -1, -1)
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        """Make sequence ``dst`` a copy of ``src`` (recurrent cells are copied on the next decode,
+        from the live plane: a rollback pending on ``src`` is not seen by ``dst``)."""
+        llama_cpp.llama_memory_seq_cp(self.memory, src, dst, p0, p1)
 
     def seq_pos_max(self, seq_id: int = 0) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, seq_id))
@@ -452,7 +486,9 @@ class LlamaContext:
         size = len(blob)
         array_type = ctypes.c_uint8 * size
         buf = array_type.from_buffer_copy(blob) if isinstance(blob, bytes) else array_type.from_buffer(blob)
-        return llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, size, seq_id, flags) > 0
+        loaded = llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, size, seq_id, flags) > 0
+        self.rollback_pending.discard(seq_id)
+        return loaded
 
 
 class _AbortCheck:

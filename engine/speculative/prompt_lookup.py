@@ -63,6 +63,21 @@ class PromptLookup(Proposer):
                 return Draft(tokens, [None] * len(tokens))
         return Draft()
 
+    def propose_paths(self, history: list[int], k: int, width: int) -> list[Draft]:
+        """The continuations after the matches of each n-gram length, longest first, each
+        different from those before it (a shorter n-gram often last occurred elsewhere)."""
+        self._sync(history)
+        end = len(history)
+        paths: list[Draft] = []
+        for n in range(min(self.max_ngram, end - 1), self.min_ngram - 1, -1):
+            follower = self._next.get(tuple(history[end - n:end]))
+            if follower is None or len(paths) == width:
+                continue
+            tokens = [int(t) for t in history[follower:min(follower + k, end)]]
+            if all(tokens != path.tokens for path in paths):
+                paths.append(Draft(tokens, [None] * len(tokens)))
+        return paths
+
     def _sync(self, history: list[int]) -> None:
         """Bring the index up to ``history``: extend it when ``history`` grew, rebuild otherwise."""
         length = len(history)

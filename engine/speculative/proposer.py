@@ -31,6 +31,11 @@ class Proposer(ABC):
         """Up to ``k`` tokens that may follow ``history`` (the target's tokens so far, the last one
         sampled but not yet decoded)."""
 
+    def propose_paths(self, history: list[int], k: int, width: int) -> list[Draft]:
+        """Up to ``width`` different drafts of up to ``k`` tokens, the first choice first: the paths
+        of a tree (drafts that share a prefix share those nodes). A drafter with one guess gives one."""
+        return [self.propose(history, k)]
+
     def prepare(self, history: list[int]) -> None:
         """The prompt has been read; ``history`` is what the target holds (catch up here, untimed)."""
 

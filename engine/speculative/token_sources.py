@@ -18,6 +18,7 @@ not know the answer); a drafted token the penalty makes unlikely is simply rejec
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,8 +26,20 @@ from engine.records import DraftStats
 from engine.sampling import SamplingParams, distribution
 from engine.session import ModelSession
 from engine.speculative.policy import DraftPolicy
-from engine.speculative.proposer import Proposer
+from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.verifier import verify
+
+
+@dataclass(frozen=True)
+class Round:
+    """A verified round: where its pending token went, how many tokens it drafted on its chosen
+    path, how long the answer was before it, and (for a tree) which path won of how many."""
+
+    start: int
+    n_draft: int
+    answered: int
+    path: int = 0
+    n_paths: int = 1
 
 
 class PlainSource:
@@ -63,7 +76,7 @@ class SpeculativeSource(PlainSource):
         super().__init__(session, sampling, rng)
         self.proposer, self.policy = proposer, policy
         self.stats = DraftStats(kind=proposer.kind)
-        self._round: tuple[int, int, int] | None = None  # (pending token's position, draft length, answer length)
+        self._round: Round | None = None  # the round whose tokens are being used
         self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
         proposer.reset()
 
@@ -81,21 +94,30 @@ class SpeculativeSource(PlainSource):
         if k > 0:
             self.proposer.prepare(self.session.tokens)  # a one-off catch-up, not the cost of a round
         started = time.perf_counter()
-        draft = self.proposer.propose(self.session.tokens + [pending], k) if k > 0 else None
-        if draft is None or not draft.tokens:
+        drafts = self._propose(pending, k) if k > 0 else []
+        if not drafts or not drafts[0].tokens:
             tokens = super().step(pending)
             self.batches.append(1)
             self.from_draft = [False]
             self.policy.record_plain(time.perf_counter() - started)
             self.stats.auto_off, self.stats.reason = self.policy.ever_off, self.policy.reason
             return tokens
+        return self._verify(pending, drafts, k, started)
+
+    def _propose(self, pending: int, k: int) -> list[Draft]:
+        """The drafter's proposal: one chain (a tree source asks for several paths)."""
+        return [self.proposer.propose(self.session.tokens + [pending], k)]
+
+    def _verify(self, pending: int, drafts: list[Draft], k: int, started: float) -> list[int]:
+        """Verify one chain of drafts in one batch; the target's tokens that follow ``pending``."""
+        draft = drafts[0]
         drafted = draft.tokens[:k]
         start = self.session.n_past
         self.session.context.decode([pending, *drafted], start, all_logits=True)
         self.session.tokens.extend([pending, *drafted])
         rows = [self.session.context.logits(i) for i in range(len(drafted) + 1)]
         verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng, recent=self.answer)
-        self._round = (start, len(drafted), len(self.answer))
+        self._round = Round(start, len(drafted), len(self.answer))
         self.answer.extend(verdict.tokens)
         self.from_draft = [True] * verdict.n_accepted + [False]
         self._count(len(drafted), verdict.n_accepted, time.perf_counter() - started)
@@ -111,17 +133,20 @@ class SpeculativeSource(PlainSource):
     def settle(self, n_used: int) -> None:
         if self._round is None:
             return
-        start, n_draft, answered = self._round
-        self._round = None
-        keep = start + 1 + n_used
+        round_, self._round = self._round, None
+        keep = round_.start + 1 + n_used
         self.batches.append(1 + n_used)
-        del self.answer[answered + n_used + 1:]  # the verdict's tokens past the next pending one
-        if n_used < n_draft:
+        del self.answer[round_.answered + n_used + 1:]  # the verdict's tokens past the next pending one
+        self._trim(round_, keep, n_used)
+        self.proposer.settle(self.session.tokens)
+
+    def _trim(self, round_: Round, keep: int, n_used: int) -> None:
+        """Drop the draft rows past ``keep`` (KV truncated, recurrent state rolled back)."""
+        if n_used < round_.n_draft:
             if not self.session.context.seq_rm(0, keep, -1):
                 raise RuntimeError("llama.cpp refused to roll back the rejected draft tokens")
             del self.session.tokens[keep:]
             self.stats.rollbacks += 1
-        self.proposer.settle(self.session.tokens)
 
     def finish(self) -> None:
         self.proposer.finish()

@@ -1,0 +1,159 @@
+"""Tree drafting changes no token (issue 33): several draft paths verified in one batch, one sequence
+(and one recurrent state) per path, on the hybrid fixture and on SmolLM2 (a transformer).
+
+The paths come from a test drafter that knows plain decoding's answer and spoils it on purpose, round
+by round at different depths, so every case of a tree round happens: the first path accepted whole or
+in part, another path winning (its cells moved to the trunk, earlier paths' cells parked), nothing
+accepted, and a round that starts while a rollback is still pending on the trunk (its copies then get
+the trunk's state through a recurrent-only blob). Greedy output must be plain decoding's, token for
+token; sampled output must keep the target's distribution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.generation import GenerationSettings
+from engine.prompts import raw_prompt_tokens
+from engine.sampling import GREEDY
+from engine.session import open_session
+from engine.speculative.proposer import Draft, Proposer
+from engine.speculative.tree_source import TreeSource
+from tests.engine.test_drafting import SAMPLING_CONFIGS, first_tokens, prompts, run
+from tests.engine.test_drafting_eagle3 import FullChains, long_prompt
+from tests.stats import chi2_critical, two_sample_chi2
+
+WIDTH = 3
+
+
+class SpoiledAnswers(Proposer):
+    """Paths from a known answer, spoiled in a pattern that turns with the round: path 0 and path 1
+    wrong at the same depth (the first path wins in part, leaving a rollback pending on the trunk for
+    the next round's copies), path 1 right for longer (another path wins), path 0 right (all of it
+    accepted), everything wrong at once (nothing accepted); path 2 is always wrong."""
+
+    kind = "tree-test"
+
+    def __init__(self, answer_after: dict[tuple[int, ...], list[int]], n_vocab: int) -> None:
+        self.answer_after, self.n_vocab, self.round = answer_after, n_vocab, 0
+
+    def propose(self, history, k):
+        return self.propose_paths(history, k, 1)[0]
+
+    def propose_paths(self, history, k, width):
+        truth = self._truth(history, k)
+        if len(truth) < k:
+            return [Draft(truth, [None] * len(truth))] if truth else []
+        self.round += 1
+        depth = (self.round // 4) % k
+        first, second = {0: (depth, depth), 1: (depth, depth + 1), 2: (k, k), 3: (0, 0)}[self.round % 4]
+        paths = [self._spoil(truth, first, 1), self._spoil(truth, second, 2), [(t + 7) % self.n_vocab for t in truth]]
+        return [Draft(p, [None] * k) for p in paths[:width]]
+
+    def _truth(self, history, k):
+        for prefix, answer in self.answer_after.items():
+            if tuple(history[:len(prefix)]) == prefix:
+                done = len(history) - len(prefix)
+                return answer[done:done + k]
+        return []
+
+    def _spoil(self, truth, depth, by):
+        return [(t + by) % self.n_vocab if i == depth else t for i, t in enumerate(truth)]
+
+
+def tree_source(proposer, draft_max=4, width=WIDTH):
+    def make(session, sampling, rng):
+        return TreeSource(session, sampling, rng, proposer,
+                          FullChains(draft_max, auto_off=False, start=draft_max), width=width, max_rows=15)
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def tiny(hybrid_tiny):
+    session = open_session(str(hybrid_tiny), n_ctx=1024, n_threads=1, draft_max=4, draft_width=WIDTH)
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def plain_tiny(hybrid_tiny):
+    session = open_session(str(hybrid_tiny), n_ctx=1024, n_threads=1, draft_max=4)
+    yield session
+    session.close()
+
+
+def greedy_tree_is_identical(session, plain_session, texts, max_tokens=40) -> dict[str, int]:
+    settings = GenerationSettings(GREEDY, max_tokens=max_tokens)
+    answers = {}
+    for text in texts:
+        plain = run(plain_session, text, settings)
+        answers[tuple(raw_prompt_tokens(session.model, text))] = list(plain.token_ids)
+    proposer = SpoiledAnswers(answers, session.model.n_vocab)
+    totals = {"tree_rounds": 0, "side_wins": 0, "accepted": 0, "drafted": 0, "rollbacks": 0}
+    for text, answer in zip(texts, answers.values()):
+        drafted = run(session, text, settings, tree_source(proposer))
+        assert drafted.token_ids == answer, text
+        assert drafted.source.tree.parked == 0, "parked cells are freed when the request ends"
+        for key in totals:
+            totals[key] += getattr(drafted.source.stats, key)
+    return totals
+
+
+def test_greedy_tree_drafting_on_the_hybrid_model_is_plain_decoding(tiny, plain_tiny):
+    totals = greedy_tree_is_identical(tiny, plain_tiny, prompts(6))
+    assert totals["tree_rounds"] > 30 and totals["side_wins"] > 5, totals
+    assert 0 < totals["accepted"] < totals["drafted"] and totals["rollbacks"] > 5, totals
+
+
+def test_greedy_tree_drafting_past_512_tokens_is_plain_decoding(tiny, plain_tiny):
+    text = long_prompt(tiny, 520)
+    totals = greedy_tree_is_identical(tiny, plain_tiny, [text, text + " the"], max_tokens=60)
+    assert totals["tree_rounds"] > 10 and totals["side_wins"] > 2, totals
+
+
+def test_greedy_tree_drafting_on_a_transformer_is_plain_decoding(smollm2):
+    tree = open_session(str(smollm2), n_ctx=1024, draft_max=4, draft_width=WIDTH)
+    plain = open_session(str(smollm2), n_ctx=1024, draft_max=4)
+    try:
+        totals = greedy_tree_is_identical(tree, plain, prompts(3), max_tokens=32)
+    finally:
+        tree.close()
+        plain.close()
+    assert totals["tree_rounds"] > 10 and totals["side_wins"] > 2, totals
+
+
+class TopCandidates(Proposer):
+    """The same paths every time: the tokens plain sampling gave most often at depths 1 and 2."""
+
+    kind = "tree-test"
+
+    def __init__(self, paths: list[list[int]]) -> None:
+        self.paths = paths
+
+    def propose(self, history, k):
+        return self.propose_paths(history, k, 1)[0]
+
+    def propose_paths(self, history, k, width):
+        return [Draft(p[:k], [None] * min(k, len(p))) for p in self.paths[:width]]
+
+
+@pytest.mark.parametrize("params", SAMPLING_CONFIGS[:2], ids=["cfg0", "cfg1"])
+def test_sampled_tree_drafting_keeps_the_target_distribution(tiny, params):
+    tokens = raw_prompt_tokens(tiny.model, "the cat sat on the mat and the dog")
+    tiny.reset()
+    tiny.feed(tokens[:-1])
+    blob = tiny.context.state_get(0)
+    plain = first_tokens(tiny, blob, tokens[:-1], tokens[-1], params, range(600))
+    by_first = {}
+    for a, b in plain:
+        by_first.setdefault(a, []).append(b)
+    common = sorted(by_first, key=lambda a: -len(by_first[a]))[:WIDTH]
+    paths = [[a, max(set(by_first[a]), key=by_first[a].count)] for a in common]
+    drafted = first_tokens(tiny, blob, tokens[:-1], tokens[-1], params, range(10_000, 10_600),
+                           tree_source(TopCandidates(paths), draft_max=2))
+    assert first_tokens.accepted > 60 and first_tokens.rejected > 60, (first_tokens.accepted, first_tokens.rejected)
+    for position in (0, 1):
+        statistic, df = two_sample_chi2([t[position] for t in plain], [t[position] for t in drafted])
+        assert df >= 2 and statistic < chi2_critical(df), (position, statistic, df)
