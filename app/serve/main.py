@@ -31,8 +31,9 @@ from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.serve.models import ModelRefused, model_table
+from app.services.draft_heads import with_installed_head
 from app.services.model_refs import model_file
-from app.services.settings import current_settings, snapshot_budget_bytes
+from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
 from app.services.paths import user_paths
 from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
 from app.services.pending_turn import PendingTurn
@@ -180,6 +181,7 @@ class Server:
 
         def prepare() -> p.Command:
             holder.append(self.conversations().begin(turns, options, stop, self.runner.model))
+            holder[0].command = self.with_head(holder[0].command)
             return holder[0].command
 
         def finish(events) -> None:
@@ -193,7 +195,13 @@ class Server:
         command = p.Complete(request_id=new_request_id("api"), prompt=schema.completion_prompt(body),
                              sampling=schema.sampling_spec(body), max_tokens=body.max_tokens,
                              stop=schema.stop_strings(body), draft=self.draft, draft_max=self.args.draft_max)
-        return Job(prepare=lambda: command, wait_limit_s=self.wait_s, run_limit_s=self.run_s)
+        return Job(prepare=lambda: self.with_head(command), wait_limit_s=self.wait_s, run_limit_s=self.run_s)
+
+    def with_head(self, command: p.Answer) -> p.Answer:
+        """``auto`` drafts with an installed EAGLE-3 head that fits the model now served (asked on the
+        runner's thread, after any switch of model)."""
+        loaded = self.runner.loaded
+        return with_installed_head(command, loaded.facts, app_data_dir()) if loaded is not None else command
 
     def run(self) -> int:
         listening = bind(self.args.host, self.args.port)

@@ -6,7 +6,9 @@ size and layer count (:meth:`model_store.installed.ModelLibrary.heads_for`, the 
 first) are those ``auto`` may use, and the first goes to the worker as ``DraftSpec("auto", path)``.
 The worker loads it only after its own check (``check_head``, which also compares vocabularies) and
 otherwise drafts as ``auto`` always did (the model's MTP head, else prompt lookup), in silence:
-``auto`` never fails a request. A remote engine drafts by itself, so it is sent no head.
+``auto`` never fails a request. A remote engine drafts by itself, so it is sent no head. The callers
+are where a request meets its model: ``generate``, ``send`` and ``chat`` once the model is loaded, the
+window before it sends a turn, and ``hearth serve`` on its runner's thread.
 """
 
 from __future__ import annotations

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 
 import pytest
 
+from app.serve.main import FOLDER_PREFIX
 from tests.helpers.cli import hearth
+from tests.helpers.serve import start_server
 
 PROMPT = "the river ran past the old mill and the birds sang over the park"
 GREEDY = ("--temperature", "0", "--max-tokens", "40", "--json")
@@ -74,3 +77,21 @@ def test_a_conversation_turn_drafts_with_the_installed_head_too(hearth_home, eag
         sent[draft] = json.loads(result.stdout)
     assert sent["auto"]["draft"]["kind"] == "eagle3" and sent["auto"]["draft"]["rounds"] > 0, sent["auto"]["draft"]
     assert sent["auto"]["token_ids"] == sent["off"]["token_ids"] and len(sent["off"]["token_ids"]) > 10
+
+
+def test_hearth_serve_drafts_with_the_installed_head_too(hearth_home, eagle3_smollm2):
+    """The API's answers are kept in the server's own store, with their drafting stats: the head drafted."""
+    imported(eagle3_smollm2)
+    expected = hearth("send", "--new", "api", "--draft", "off", *GREEDY, PROMPT)
+    assert expected.returncode == 0, expected.stderr
+    server = start_server(hearth_home)
+    try:
+        answer = server.client().chat.completions.create(
+            model="default", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=40)
+        stored = [sqlite3.connect(db).execute("SELECT stats FROM messages WHERE role = 'assistant'").fetchall()
+                  for db in hearth_home.rglob("hearth.db") if db.parent.name.startswith(FOLDER_PREFIX)]
+    finally:
+        server.stop()
+    assert answer.choices[0].message.content == json.loads(expected.stdout)["text"]
+    drafts = [json.loads(stats)["draft"] for rows in stored for (stats,) in rows]
+    assert [d["kind"] for d in drafts] == ["eagle3"] and drafts[0]["rounds"] > 0, drafts
