@@ -18,9 +18,10 @@ from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_cpp import LlamaContext, LlamaModel
 from engine.model_files import check_model_file
 from engine.sampling import SamplingParams
-from engine.speculative.proposer import Draft, Proposer, pick_draft_token
+from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 DRAFT_SEQ = 1
+BRANCH_SEQ = 2  # a tree's paths start from here: the history and the pending token
 
 
 class DraftIncompatible(ValueError):
@@ -46,7 +47,7 @@ class DraftModel(Proposer):
         self.model = LlamaModel(path)
         try:
             check_same_vocabulary(target, self.model)
-            self.context = LlamaContext(self.model, ContextSettings(n_ctx=n_ctx, n_seq_max=2, n_threads=n_threads))
+            self.context = LlamaContext(self.model, ContextSettings(n_ctx=n_ctx, n_seq_max=3, n_threads=n_threads))
         except (DraftIncompatible, ModelLoadError):
             self.model.close()
             raise
@@ -59,7 +60,7 @@ class DraftModel(Proposer):
     def _warm_up(self) -> None:
         """One throw-away decode on each sequence, so the first real round is not paying for
         llama.cpp's graph allocation (which would make auto-off judge drafting too harshly)."""
-        for seq in (0, DRAFT_SEQ):
+        for seq in (0, DRAFT_SEQ, BRANCH_SEQ):
             self.context.decode([0], 0, seq_id=seq)
         self.context.clear()
 
@@ -81,6 +82,28 @@ class DraftModel(Proposer):
             draft.q.append(q)
             position += 1
         return draft
+
+    def propose_paths(self, history: list[int], k: int, width: int) -> list[Draft]:
+        """The draft model's ``width`` likeliest first guesses, each followed by its greedy chain
+        (point masses: a tree's candidates are guesses, whatever the sampling). Each path is drafted
+        on a copy of the sequence that read the pending token, so it is read once."""
+        if width < 2:
+            return [self.propose(history, k)]
+        self._catch_up(history[:-1])
+        context, position = self.context, len(history) - 1
+        context.seq_rm(BRANCH_SEQ, -1, -1)
+        context.seq_cp(0, BRANCH_SEQ)
+        context.decode([history[-1]], position, seq_id=BRANCH_SEQ)
+        paths = []
+        for first in top_tokens(context.logits(-1), width):
+            context.seq_rm(DRAFT_SEQ, -1, -1)
+            context.seq_cp(BRANCH_SEQ, DRAFT_SEQ)
+            tokens = [first]
+            for i in range(1, k):
+                context.decode([tokens[-1]], position + i, seq_id=DRAFT_SEQ)
+                tokens.append(int(np.argmax(context.logits(-1))))
+            paths.append(Draft(tokens, [None] * len(tokens)))
+        return paths
 
     def _catch_up(self, history: list[int]) -> None:
         """Make sequence 0 hold exactly ``history``."""

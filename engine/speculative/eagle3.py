@@ -49,9 +49,9 @@ class Eagle3Drafter(HeadDrafter):
     def _capture(self, on: bool) -> None:
         self.head.features.capture(on)
 
-    def _target_rows(self, n_rows: int) -> np.ndarray:
+    def _target_rows(self, n_rows: int, first: int = 0) -> np.ndarray:
         """``g`` of the decoded rows: their three layers' inputs, fused by the head's encoder."""
-        return self.head.encode(self.head.features.read(n_rows))
+        return self.head.encode(self.head.features.read(first + n_rows)[first:])
 
     def _head_rows(self, tokens, g: np.ndarray, position: int, *, all_logits: bool = False) -> None:
         """Head rows from ``position`` on; a cache that stops short of it restarts (rows it missed)."""

@@ -41,7 +41,7 @@ import numpy as np
 from engine.backends.head_context import HeadContext
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
-from engine.speculative.proposer import Draft, Proposer, pick_draft_token
+from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 
 class HeadDrafter(Proposer):
@@ -67,8 +67,9 @@ class HeadDrafter(Proposer):
         """Have the target keep (or stop keeping) what ``_target_rows`` reads at each decode."""
 
     @abstractmethod
-    def _target_rows(self, n_rows: int) -> np.ndarray:
-        """The rows the head pairs tokens with, one per row of the target's last decode (a copy)."""
+    def _target_rows(self, n_rows: int, first: int = 0) -> np.ndarray:
+        """The rows the head pairs tokens with: rows ``first..first+n_rows-1`` of the target's last
+        decode (a copy)."""
 
     @abstractmethod
     def _head_rows(self, tokens, rows: np.ndarray, position: int, *, all_logits: bool = False) -> None:
@@ -99,11 +100,11 @@ class HeadDrafter(Proposer):
         index = position - self._rows_start
         return self._rows[index] if 0 <= index < len(self._rows) else None
 
-    def _follow(self, tokens, start: int, seq_id: int) -> None:
+    def _follow(self, tokens, start: int, seq_id: int, first_row: int = 0) -> None:
         if seq_id != 0:
             return
         previous = self._row_at(start - 1)
-        rows = self._target_rows(len(tokens))
+        rows = self._target_rows(len(tokens), first_row)
         self._rows, self._rows_start = rows, start
         tokens = np.asarray(tokens, dtype=np.int32)
         if previous is not None:
@@ -151,6 +152,30 @@ class HeadDrafter(Proposer):
             draft.q.append(q)
         self._drop_from(position)  # the verify batch brings the real rows in
         return draft
+
+    def propose_paths(self, history: list[int], k: int, width: int) -> list[Draft]:
+        """The head's ``width`` likeliest first guesses, each followed by its greedy chain of ``k``
+        (point masses: a tree's candidates are guesses, whatever the sampling)."""
+        position = len(history) - 1
+        row = self._row_at(position - 1)
+        if width < 2 or row is None:
+            return [self.propose(history, k)]
+        logits, first_row = self._step(history[-1], row, position)
+        paths = []
+        for first in top_tokens(logits, width):
+            tokens, row = [first], first_row
+            for i in range(1, k):
+                logits, row = self._step(tokens[-1], row, position + i)
+                tokens.append(int(np.argmax(logits)))
+            paths.append(Draft(tokens, [None] * len(tokens)))
+        self._drop_from(position)
+        return paths
+
+    def follow_path(self, tokens: list[int], start: int, first_row: int) -> None:
+        """A tree round decoded ``tokens`` from ``start`` on as rows ``first_row..`` of its batch, on
+        the path that won: follow them as if the trunk had decoded them alone."""
+        if self._attached:
+            self._follow(tokens, start, 0, first_row)
 
     def settle(self, history: list[int]) -> None:
         """The target holds ``history`` (positions 0..m-1): drop what the head has past it."""

@@ -44,9 +44,9 @@ class MtpDrafter(HeadDrafter):
     def _capture(self, on: bool) -> None:
         output_hidden_states(self.session.context, on)
 
-    def _target_rows(self, n_rows: int) -> np.ndarray:
+    def _target_rows(self, n_rows: int, first: int = 0) -> np.ndarray:
         """The target's hidden states of the decoded rows (after its final norm)."""
-        return hidden_states(self.session.context, n_rows)
+        return hidden_states(self.session.context, first + n_rows)[first:]
 
     def _head_rows(self, tokens, hidden: np.ndarray, position: int, *, all_logits: bool = False) -> None:
         """Head rows from ``position`` on, also past a gap in the head's cache (M-RoPE takes it)."""

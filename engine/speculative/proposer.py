@@ -36,6 +36,10 @@ class Proposer(ABC):
         of a tree (drafts that share a prefix share those nodes). A drafter with one guess gives one."""
         return [self.propose(history, k)]
 
+    def follow_path(self, tokens: list[int], start: int, first_row: int) -> None:
+        """A tree round's winning path decoded ``tokens`` from ``start`` on, as rows ``first_row..``
+        of the batch (a drafter that follows the target's decodes reads them here)."""
+
     def prepare(self, history: list[int]) -> None:
         """The prompt has been read; ``history`` is what the target holds (catch up here, untimed)."""
 
@@ -68,3 +72,10 @@ def pick_draft_token(logits: np.ndarray, sampling: SamplingParams, rng: np.rando
         return top, None, 1.0 / shifted.sum() >= p_min
     q = distribution(logits, sampling)
     return q.sample(rng), q, True
+
+
+def top_tokens(logits: np.ndarray, n: int) -> list[int]:
+    """The ``n`` likeliest token ids, likeliest first (ties by id)."""
+    n = min(n, logits.size)
+    best = np.argpartition(-logits, n - 1)[:n]
+    return [int(t) for t in best[np.lexsort((best, -logits[best]))]]

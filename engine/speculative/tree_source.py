@@ -54,6 +54,7 @@ class TreeSource(SpeculativeSource):
         verdict = verify_tree(paths, lambda path, d: context.logits(path * (depth + 1) + d), self.sampling,
                               self.rng, recent=self.answer)
         self.session.tokens.extend([pending, *paths[verdict.path]])
+        self.proposer.follow_path([pending, *paths[verdict.path]], start, verdict.path * (depth + 1))
         self._round = Round(start, depth, len(self.answer), verdict.path, len(paths))
         self.answer.extend(verdict.tokens)
         self.from_draft = [True] * verdict.n_accepted + [False]

@@ -18,6 +18,9 @@ from engine.generation import GenerationSettings
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY
 from engine.session import open_session
+from engine.speculative.draft_model import DraftModel
+from engine.speculative.eagle3 import Eagle3Drafter
+from engine.speculative.mtp import MtpDrafter
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.tree_source import TreeSource
 from tests.engine.test_drafting import SAMPLING_CONFIGS, first_tokens, prompts, run
@@ -157,3 +160,61 @@ def test_sampled_tree_drafting_keeps_the_target_distribution(tiny, params):
     for position in (0, 1):
         statistic, df = two_sample_chi2([t[position] for t in plain], [t[position] for t in drafted])
         assert df >= 2 and statistic < chi2_critical(df), (position, statistic, df)
+
+
+def model_drafter(kind, session, test_models, eagle3_tiny):
+    if kind == "eagle3":
+        return Eagle3Drafter(eagle3_tiny, session, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+    if kind == "mtp":
+        return MtpDrafter(session, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+    return DraftModel(test_models["hybrid-draft"], session.model, n_ctx=session.n_ctx, n_threads=1,
+                      sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "mtp", "model"])
+def test_greedy_tree_drafting_with_each_model_drafter_is_plain_decoding(tiny, plain_tiny, test_models,
+                                                                        eagle3_tiny, kind):
+    """Each drafter's tree: its three likeliest first guesses, each with its greedy chain."""
+    proposer = model_drafter(kind, tiny, test_models, eagle3_tiny)
+    settings = GenerationSettings(GREEDY, max_tokens=40)
+    stats = []
+    try:
+        for text in prompts(4):
+            plain = run(plain_tiny, text, settings)
+            drafted = run(tiny, text, settings, tree_source(proposer))
+            assert drafted.token_ids == plain.token_ids, text
+            stats.append(drafted.source.stats)
+    finally:
+        proposer.close()
+    assert sum(s.tree_rounds for s in stats) > 20, stats
+    if kind == "model":  # the draft model shares most of the target's units; the random heads guess blindly
+        assert sum(s.accepted for s in stats) > 0 and sum(s.side_wins for s in stats) > 0, stats
+
+
+def test_an_eagle3_head_that_followed_tree_rounds_guesses_as_one_that_read_the_history_at_once(
+        tiny, plain_tiny, eagle3_tiny):
+    """After tree rounds whose paths win first, second or not at all (the winning path's rows read from
+    the middle of the batch), rollbacks and plain steps, the head's rows are those of one catch-up over
+    the whole history. The paths come from a known answer, so other paths win often."""
+    settings = GenerationSettings(GREEDY, max_tokens=30)
+    texts = prompts(4)
+    answers = {tuple(raw_prompt_tokens(tiny.model, t)): list(run(plain_tiny, t, settings).token_ids) for t in texts}
+    spoiled = SpoiledAnswers(answers, tiny.model.n_vocab)
+    proposer = Eagle3Drafter(eagle3_tiny, tiny, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
+    proposer.propose_paths = spoiled.propose_paths  # the head only follows
+    side_wins = 0
+    try:
+        for text in texts:
+            drafted = run(tiny, text, settings, tree_source(proposer))
+            side_wins += drafted.source.stats.side_wins
+            history = list(tiny.tokens) + [drafted.pending_token]
+            followed = proposer.propose(history, 4).tokens
+            proposer.reset()  # an empty head, following again
+            tiny.reset()
+            tiny.feed(history[:-1])
+            at_once = proposer.propose(history, 4).tokens
+            proposer.finish()
+            assert len(followed) == 4 and followed == at_once, text
+    finally:
+        proposer.close()
+    assert side_wins > 3
