@@ -242,14 +242,15 @@ class EngineClient(ABC):
                 if isinstance(event, EngineDead) or ends_request(command, event):
                     return ctrl_c.pressed
 
-    def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4,
+    def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4, draft_paths: int = 1,
                    device_policy: str = "auto", calibration: dict | None = None, kv_type: str = "f16",
                    memory_percent: int = DEFAULT_BUDGET_PERCENT, name: str = "",
                    timeout: float | None = None) -> p.ModelLoaded:
         """Load ``model``; ``n_ctx`` 0 is the automatic context (see p.LoadModel); ``name``: what the app
         calls it."""
         command = p.LoadModel(request_id=new_request_id("load"), model=model, n_ctx=n_ctx, n_threads=n_threads,
-                              draft_max=draft_max, device_policy=device_policy, calibration=calibration,
+                              draft_max=draft_max, draft_paths=draft_paths, device_policy=device_policy,
+                              calibration=calibration,
                               kv_type=kv_type, memory_percent=memory_percent, name=name)
         for event in self.stream(command, timeout):
             if isinstance(event, p.ModelLoaded):

@@ -138,7 +138,8 @@ class EngineCore:
     def _open(self, command: p.LoadModel, n_ctx: int | None, on_progress: Callable[[float], None] | None = None) -> None:
         """Load ``command``'s model with a context of ``n_ctx`` tokens (None: automatic)."""
         self.session = open_session(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
-                                    draft_max=command.draft_max, kv_type=command.kv_type,
+                                    draft_max=command.draft_max, draft_width=command.draft_paths,
+                                    kv_type=command.kv_type,
                                     memory_percent=command.memory_percent, on_progress=on_progress)
         self.session.display_name = command.name
         self.loaded_with = command

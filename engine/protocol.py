@@ -23,7 +23,7 @@ from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceI
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -39,6 +39,9 @@ MAX_TOKENS = 2**31 - 1  # llama.cpp's positions are int32: no context, answer or
 # installers/llama_build.py), so a longer draft is never used. The same number sizes a hybrid model's
 # rollback planes (n_rs_seq), which llama.cpp needs below its micro-batch (n_ubatch > n_rs_seq + 1).
 MAX_DRAFT = 14
+# Paths a tree of drafts verifies at once. Each is a sequence with its own recurrent state (and rollback
+# planes), and every path's rows share one verify batch, which must stay under the same 16-row bound.
+MAX_DRAFT_PATHS = 4
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
 MAX_TELEMETRY_INTERVAL_MS = 3_600_000  # an hour (0 switches telemetry off)
 MAX_CALIBRATION_LENGTHS = 32
@@ -48,6 +51,7 @@ MAX_CLOCK = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last moment a templat
 
 Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
 DraftLength = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT)]
+DraftPaths = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT_PATHS)]
 CalibrationLength = Annotated[int, msgspec.Meta(ge=MIN_CALIBRATION_LENGTH, le=MAX_TOKENS)]
 
 
@@ -111,6 +115,7 @@ class RequestDefaults(msgspec.Struct, frozen=True):
     max_tokens: int = 1024
     draft: Literal["auto", "off", "lookup", "mtp"] = "auto"  # drafting never changes the output
     draft_max: int = 4
+    draft_paths: int = 1  # one chain of drafts a round; 2 and more: a tree (see engine.speculative.tree_source)
 
 
 DEFAULTS = RequestDefaults()
@@ -162,6 +167,8 @@ class LoadModel(_Message, tag="load_model"):
     n_threads: Annotated[int, msgspec.Meta(ge=0, le=MAX_THREADS)] = 0  # 0: one per available core
     # longest draft a hybrid model can roll back (sizes its recurrent snapshot planes); 0: none
     draft_max: Annotated[int, msgspec.Meta(ge=0, le=MAX_DRAFT)] = 4
+    # draft paths verified at once (1: a chain); each sizes one more recurrent state with its planes
+    draft_paths: DraftPaths = DEFAULTS.draft_paths
     device_policy: Literal["auto", "cpu", "npu"] = "auto"  # where prefill may run (see engine.devices.router)
     calibration: dict | None = None  # measured prefill speeds (engine.devices.calibration); None: never calibrated
     # what the app calls the model (app.services.model_refs.model_display_name): the worker names it so;

@@ -73,7 +73,8 @@ def run_chat(args: argparse.Namespace) -> int:
     with store_errors(store):
         conversation = find_conversation(store, args.conversation) if args.conversation else None
         model = answering_ref(args, conversation)
-        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, device_policy=args.prefill_device,
+        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, draft_paths=args.draft_paths,
+                        device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             session = ChatSession(store, client, args, conversation, answer_model_name(args, model, loaded), loaded.facts)

@@ -48,7 +48,7 @@ def crash_error(dead: EngineDead, doing: str) -> UserError:
 
 
 # Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
-FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "lengths": "--lengths",
+FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "draft_paths": "--draft-paths", "lengths": "--lengths",
          "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed",
          "repeat_penalty": "--repeat-penalty"}
 
@@ -86,7 +86,7 @@ def say_context_grown(grown: p.ContextGrown) -> None:
 
 @contextmanager
 def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFAULTS.draft_max,
-               device_policy: str = "auto", context: int | None = None,
+               draft_paths: int = p.DEFAULTS.draft_paths, device_policy: str = "auto", context: int | None = None,
                engine: str | None = None) -> Iterator[tuple[EngineClient, p.ModelLoaded]]:
     """A worker with ``model`` loaded; ``context`` tokens (0: auto; None: the model's setting).
     ``engine``: the remote engine of that name instead, ``model`` one of its server's models (no
@@ -107,7 +107,7 @@ def engine_for(model: str, data_dir: Path | None = None, draft_max: int = p.DEFA
     try:
         client.start()
         client.send(p.SetTelemetry(interval_ms=0))
-        loaded = client.load_model(path, draft_max=draft_max, device_policy=device_policy,
+        loaded = client.load_model(path, draft_max=draft_max, draft_paths=draft_paths, device_policy=device_policy,
                                    calibration=settings.device_calibration, kv_type=settings.kv_type,
                                    memory_percent=settings.memory_budget_percent,
                                    n_ctx=_context(settings, path) if context is None else context,
@@ -258,7 +258,7 @@ def draft_json(stats: p.DraftStats | None) -> dict:
     stats = stats or p.DraftStats()
     return {"kind": stats.kind, "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
             "mean_accepted_len": round(stats.mean_accepted_len, 4), "auto_off": stats.auto_off,
-            "reason": stats.reason}
+            "reason": stats.reason, "tree_rounds": stats.tree_rounds, "side_wins": stats.side_wins}
 
 
 def devices_json(plan: p.DevicePlan) -> dict:
@@ -286,7 +286,7 @@ def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.Dev
 
 def run_generate(args: argparse.Namespace) -> int:
     command = _generate_command(args)
-    with engine_for(args.model, draft_max=args.draft_max, device_policy=args.prefill_device,
+    with engine_for(args.model, draft_max=args.draft_max, draft_paths=args.draft_paths, device_policy=args.prefill_device,
                     context=args.context, engine=args.engine) as (client, loaded):
         warn_about_devices(args, loaded.devices)
         if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model

@@ -86,7 +86,8 @@ def run_send(args: argparse.Namespace) -> int:
         reply_to = _reply_to(store, conversation, args.reply_to)
         model = answering_ref(args, conversation)
         codes: list[str] = []
-        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, device_policy=args.prefill_device,
+        with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, draft_paths=args.draft_paths,
+                        device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
             conversation, turn = start_turn(

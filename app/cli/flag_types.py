@@ -72,6 +72,7 @@ def sampling_integer(field: str) -> Callable[[str], int]:
 
 max_tokens = integer_between(1, p.MAX_TOKENS, "--max-tokens", only_beyond_encodable=True)
 draft_max = integer_between(1, p.MAX_DRAFT, "--draft-max", only_beyond_encodable=True)
+draft_paths = integer_between(1, p.MAX_DRAFT_PATHS, "--draft-paths")
 seed = sampling_integer("seed")
 top_k = sampling_integer("top_k")
 port = integer_between(*PORT_RANGE, "--port")

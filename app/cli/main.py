@@ -17,7 +17,7 @@ from app.cli.arg_parser import HearthParser
 from app.cli.store_parsers import add_db_commands, add_models_commands
 from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
-from engine.protocol import DEFAULTS
+from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS
 
 
 def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "default") -> None:
@@ -72,6 +72,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
                              "never changes the output")
     parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",
                         help=f"longest draft (default {DEFAULTS.draft_max})")
+    _add_draft_paths_flag(parser)
     parser.add_argument("--prefill-device", choices=("auto", "cpu", "npu"), default="auto",
                         help="where the input is read: auto (the NPU for long inputs when one is present), "
                              "cpu, or npu (the emulator where there is no NPU; slow)")
@@ -97,6 +98,7 @@ def _add_serve_command(sub) -> None:
                        help="require 'Authorization: Bearer KEY' (or set HEARTH_API_KEY, kept out of the process list)")
     serve.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                        help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft})")
+    _add_draft_paths_flag(serve)
     serve.add_argument("--cors", default=None, metavar="ORIGIN", help="let web pages from ORIGIN call the API")
     serve.add_argument("--max-queue", type=_positive, default=16, metavar="N",
                        help="requests that may wait for the engine; more are refused with 429 (default 16)")
@@ -104,6 +106,12 @@ def _add_serve_command(sub) -> None:
                        help="answer for every installed model (GET /v1/models lists them); a request naming "
                             "another loads it in place of the current one")
     serve.set_defaults(run="app.serve.main:run_serve", draft_max=DEFAULTS.draft_max)
+
+
+def _add_draft_paths_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--draft-paths", type=flag_types.draft_paths, default=DEFAULTS.draft_paths, metavar="N",
+                        help=f"draft paths checked at once: 1 = a chain (default), 2-{MAX_DRAFT_PATHS} = a tree "
+                             "(each path costs the model one more copy of its recurrent state)")
 
 
 DESCRIPTION = ("A private, offline local assistant. Run `hearth app` to open the window; "

@@ -161,7 +161,8 @@ class Server:
         file = model_file(path)
         chosen = self.args.context if model_id == self.model_id else None
         n_ctx = chosen if chosen is not None else (settings.context_for(file) if file else 0)
-        return client.load_model(path, n_ctx=n_ctx, draft_max=self.args.draft_max, kv_type=settings.kv_type,
+        return client.load_model(path, n_ctx=n_ctx, draft_max=self.args.draft_max, draft_paths=self.args.draft_paths,
+                                 kv_type=settings.kv_type,
                                  memory_percent=settings.memory_budget_percent,
                                  calibration=settings.device_calibration)
 

@@ -20,6 +20,7 @@ from engine.backends.base import ModelLoadError
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.token_sources import DraftStats, SpeculativeSource
+from engine.speculative.tree_source import TreeSource
 from engine.speculative.draft_model import DraftModel
 from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
@@ -27,7 +28,7 @@ from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
 from engine.backends.llama_eagle3 import Eagle3Incompatible
-from engine.protocol import DraftSpec
+from engine.protocol import MAX_DRAFT, DraftSpec
 from engine.speculative.draft_choice import DraftRefused
 
 SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
@@ -64,12 +65,23 @@ class Drafting:
         limit = self._draft_limit(draft_max)
         kind, proposer = self._auto(spec.path) if spec.kind == "auto" else (spec.kind, self._proposer(spec.kind, spec.path))
 
+        paths = self.session.context.settings.n_seq_max - 1  # the model was loaded for a tree of drafts
+
         def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
             if isinstance(proposer, (DraftModel, MtpDrafter, Eagle3Drafter)):
                 proposer.configure(sampling, rng)
-            return SpeculativeSource(session, sampling, rng, proposer, DraftPolicy(limit, auto_off=auto_off))
+            policy = DraftPolicy(limit, auto_off=auto_off)
+            if paths > 1:
+                return TreeSource(session, sampling, rng, proposer, policy, width=paths, max_rows=self._tree_rows())
+            return SpeculativeSource(session, sampling, rng, proposer, policy)
 
         return make, DraftStats(kind=kind)
+
+    @staticmethod
+    def _tree_rows() -> int:
+        """Rows one verify batch of a tree may hold and stay bit-exact on this CPU build."""
+        choice = cpu_check.active()
+        return choice.exact_rows - 1 if choice is not None and choice.exact_rows else MAX_DRAFT + 1
 
     def _cannot_draft(self) -> str:
         facts = self.session.facts
