@@ -1,10 +1,18 @@
 """Decode speed with speculative drafting divided by plain decoding, measured alternately in one run.
 
 Cases: (1) SmolLM2 + prompt lookup on a document-grounded task (quote a given text); (2) the
-hybrid bench model with its Q8_0 self-draft; (3) with a smaller draft model; (4) MTP. Each drafter
-runs twice: kept on (``draft_auto_off=False``) to show what drafting itself does, and under the
-``auto`` policy, which must never lose more than 5%. Outputs are checked to be token-identical to
-plain decoding (greedy). Prints one JSON object.
+hybrid bench model with its Q8_0 self-draft; (3) with a smaller draft model; (4) MTP; (5) an EAGLE-3
+head fitted to the hybrid bench model (``eagle3-bench-fitted``); then the drafters that can give
+several guesses again as a tree of 3 paths (``--draft-paths 3``), and SmolLM2 with its random
+EAGLE-3 head (what a head that guesses nothing costs). Each drafter runs twice: kept on
+(``draft_auto_off=False``) to show what drafting itself does, and under the ``auto`` policy, which
+must never lose more than 5%. Outputs are checked to be token-identical to plain decoding (greedy).
+
+Each case also reports the verify cost of its batch shape (a chain of k+1 rows, or a tree of 3 paths
+of k+1 rows each) relative to one token, from ``bench_tree_verify.pass_times`` on the same model, and
+the ceiling that cost and the measured tokens per round imply for a free drafter:
+``(mean accepted length + 1) / verify cost``, with how much of it the drafter reached.
+Prints one JSON object.
 Usage: ``python tests/bench/bench_drafting.py [--reps N]``.
 """
 
@@ -26,8 +34,10 @@ from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec  # noqa: E402
+from tests.bench.bench_tree_verify import pass_times  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
+TREE_PATHS = 3
 DOCUMENT = (
     "The lighthouse at Port Ellen was built in 1832 to guide ships through the narrow channel between "
     "the island and the mainland. Its keeper, Margaret Hale, kept a daily log of the weather, the ships "
@@ -45,8 +55,8 @@ def decode_rate(session, tokens, max_tokens, make=None) -> tuple[float, Generati
     return (t.gen_n - 1) / ((t.gen_ms - (t.ttft_ms - t.prompt_ms)) / 1000), run
 
 
-def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4) -> dict:
-    session = open_session(str(model), n_ctx=4096, draft_max=draft_max)
+def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4, paths=1) -> dict:
+    session = open_session(str(model), n_ctx=4096, draft_max=draft_max, draft_width=paths)
     drafting = Drafting(session)
     try:
         kept, _ = drafting.plan(parse_draft_spec(spec), draft_max, auto_off=False)
@@ -73,7 +83,7 @@ def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4) -> dict
     session.close()
     med = {mode: statistics.median(values) for mode, values in rates.items()}
     return {
-        "case": name, "drafter": spec, "available": True, "tokens": max_tokens,
+        "case": name, "drafter": spec, "paths": paths, "available": True, "tokens": max_tokens,
         "plain_tok_s": round(med["plain"], 1), "drafted_tok_s": round(med["drafted"], 1),
         "auto_tok_s": round(med["auto"], 1),
         "speedup": round(med["drafted"] / med["plain"], 3), "auto_speedup": round(med["auto"] / med["plain"], 3),
@@ -81,6 +91,7 @@ def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4) -> dict
         "acceptance": round(stats.accepted / stats.drafted, 3) if stats.drafted else 0.0,
         "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
         "mean_accepted_len": round(stats.mean_accepted_len, 3), "rollbacks": stats.rollbacks,
+        "tree_rounds": stats.tree_rounds, "side_wins": stats.side_wins,
         "auto_off": auto_stats.auto_off, "auto_reason": auto_stats.reason,
     }
 
@@ -92,7 +103,8 @@ def main() -> None:
     args = parser.parse_args()
     from engine.model_files import embedded_model_path
 
-    paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft"])
+    paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft", "eagle3-bench-fitted",
+                                     "eagle3-smollm2"])
     smollm2 = embedded_model_path()
     probe = open_session(str(smollm2), n_ctx=512)
     quote = chat_prompt_tokens(probe.model, [ChatMessage("user", f"Repeat this text exactly:\n\n{DOCUMENT}")])
@@ -100,17 +112,39 @@ def main() -> None:
     probe = open_session(str(paths["hybrid-bench"]), n_ctx=512)
     story = raw_prompt_tokens(probe.model, "the lighthouse keeper wrote in the log that the storm")
     probe.close()
+    hybrid, fitted = paths["hybrid-bench"], f"eagle3:{paths['eagle3-bench-fitted']}"
+    draft_model = f"model:{paths['hybrid-bench-draft']}"
     cases = [
-        ("smollm2 + prompt lookup (quote a document)", smollm2, quote, "lookup", 160),
-        ("hybrid-bench + Q8_0 self-draft", paths["hybrid-bench"], story, f"model:{paths['hybrid-bench-q8']}", 160),
-        ("hybrid-bench + draft model", paths["hybrid-bench"], story, f"model:{paths['hybrid-bench-draft']}", 160),
-        ("hybrid-bench + MTP head", paths["hybrid-bench"], story, "mtp", 160),
+        ("smollm2 + prompt lookup (quote a document)", smollm2, quote, "lookup", 1),
+        ("hybrid-bench + Q8_0 self-draft", hybrid, story, f"model:{paths['hybrid-bench-q8']}", 1),
+        ("hybrid-bench + draft model", hybrid, story, draft_model, 1),
+        ("hybrid-bench + MTP head", hybrid, story, "mtp", 1),
+        ("hybrid-bench + fitted EAGLE-3 head", hybrid, story, fitted, 1),
+        ("smollm2 + prompt lookup, tree", smollm2, quote, "lookup", TREE_PATHS),
+        ("hybrid-bench + draft model, tree", hybrid, story, draft_model, TREE_PATHS),
+        ("hybrid-bench + MTP head, tree", hybrid, story, "mtp", TREE_PATHS),
+        ("hybrid-bench + fitted EAGLE-3 head, tree", hybrid, story, fitted, TREE_PATHS),
+        ("smollm2 + random EAGLE-3 head", smollm2, quote, f"eagle3:{paths['eagle3-smollm2']}", 1),
     ]
+    costs = {model: pass_times(model, 512, args.reps * 3, threads=2) for model in (smollm2, hybrid)}
     results = []
-    for name, model, tokens, spec, n in cases:
-        results.append(bench_case(name, model, tokens, spec, args.reps, n))
+    for name, model, tokens, spec, n_paths in cases:
+        result = bench_case(name, model, tokens, spec, args.reps, 160, paths=n_paths)
+        if result["available"]:
+            result.update(ceiling(costs[model], result, n_paths))
+        results.append(result)
         print(json.dumps(results[-1]), file=sys.stderr)
     print(json.dumps({"bench": "drafting", "reps": args.reps, "results": results}, indent=2))
+
+
+def ceiling(ms: dict, result: dict, n_paths: int, depth: int = 4) -> dict:
+    """The verify cost of this case's batch against one token, and the speed-up it allows at the
+    measured tokens per round (accepted + the target's own), if drafting itself were free."""
+    cost = ms[(depth, n_paths)] / ms[(0, 1)]
+    tokens_per_round = result["mean_accepted_len"] + 1
+    bound = tokens_per_round / cost
+    return {"verify_cost": round(cost, 2), "ceiling": round(bound, 3),
+            "of_ceiling": round(result["speedup"] / bound, 3) if bound else 0.0}
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """What verifying a tree of drafts costs against a chain of equal depth, per model.
 
-A tree of ``width`` paths, each ``depth`` drafted tokens deep, is verified the way llama.cpp can
-verify it on a hybrid model: one sequence per path (each branch needs its own recurrent state),
-copied from the trunk (sequence 0) with ``llama_memory_seq_cp`` in a unified attention cache, so
-the history's KV cells are shared, not copied), then one batch holding every path's pending token
-and drafts, logits at every row. A chain is the same with width 1. Each pass starts from the same
-restored state, and sizes alternate so drift hits all of them alike.
+A tree of ``width`` paths, each ``depth`` drafted tokens deep, is verified as Hearth verifies it
+(:class:`engine.speculative.tree_state.TreeState`): one sequence per path, each with its own
+recurrent state, copied from the trunk in a unified attention cache (the history's KV cells are
+shared, not copied), then one batch holding every path's pending token and drafts, logits at every
+row. A chain is one batch of depth + 1 rows on the trunk. Each pass starts from the same restored
+state, and shapes alternate so drift hits all of them alike.
 
 The ratio ``tree ÷ chain`` at equal depth is what a tree must win back in accepted tokens: with a
 chain accepting ``E_chain`` tokens a round and a tree ``E_tree``, the tree pays only when
@@ -30,40 +30,47 @@ sys.path.insert(0, str(ROOT))
 from engine.backends.base import ContextSettings  # noqa: E402
 from engine.backends.llama_cpp import LlamaContext, LlamaModel  # noqa: E402
 from engine.model_files import embedded_model_path  # noqa: E402
+from engine.speculative.tree_state import TreeState  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 SHAPES = ((0, 1), (1, 1), (2, 1), (2, 2), (2, 3), (4, 1), (4, 2), (4, 3))  # (depth, width); width 1 = a chain
 
 
-def _tree_rows(context_len: int, depth: int, width: int, rng: np.random.Generator) -> tuple[list, list, list]:
-    tokens, positions, seqs = [], [], []
-    pending = int(rng.integers(100, 1000))
-    for path in range(width):
-        tokens += [pending, *rng.integers(100, 1000, depth).tolist()]
-        positions += list(range(context_len, context_len + depth + 1))
-        seqs += [path] * (depth + 1)
-    return tokens, positions, seqs
+def _paths(depth: int, width: int, rng: np.random.Generator) -> list[list[int]]:
+    return [rng.integers(100, 1000, depth).tolist() for _ in range(width)]
 
 
-def pass_times(path: Path, context_len: int, reps: int, threads: int) -> dict[tuple[int, int], float]:
+def pass_times(path: Path, context_len: int, reps: int, threads: int) -> dict[tuple, float]:
+    """Median ms of one verify pass per (depth, width), and per (depth, width, "after rollback"): the
+    same pass when the last round left a rollback pending on the trunk (a tree's copies then get the
+    trunk's recurrent state through a blob; a chain applies the rollback itself)."""
     model = LlamaModel(path)
+    recurrent = model.facts().has_recurrent_state
     max_width = max(w for _, w in SHAPES)
-    rollback = max(d for d, _ in SHAPES) if model.facts().has_recurrent_state else 0
-    context = LlamaContext(model, ContextSettings(n_ctx=context_len + 64, n_seq_max=max_width, n_rs_seq=rollback,
+    rollback = max(d for d, _ in SHAPES) if recurrent else 0
+    context = LlamaContext(model, ContextSettings(n_ctx=context_len + 64, n_seq_max=max_width + 1, n_rs_seq=rollback,
                                                   n_threads=threads, kv_unified=True))
+    tree = TreeState(context, recurrent)
+    shapes = [*SHAPES, *((d, w, "after rollback") for d, w in SHAPES if d == 4)]
     try:
         rng = np.random.default_rng(0)
         context.decode(rng.integers(100, 1000, context_len).tolist(), 0)
         state = context.state_get(0)
-        times: dict[tuple[int, int], list[float]] = {shape: [] for shape in SHAPES}
+        times: dict[tuple, list[float]] = {shape: [] for shape in shapes}
         for _ in range(reps):
-            for depth, width in SHAPES:
-                tokens, positions, seqs = _tree_rows(context_len, depth, width, rng)
+            for shape in shapes:
+                depth, width, start = shape[0], shape[1], context_len
+                if len(shape) == 3:  # a round kept 1 of 3 tokens: its rollback waits for the next decode
+                    context.decode([5, 6, 7], context_len, all_logits=True)
+                    context.seq_rm(0, context_len + 1, -1)
+                    start += 1
+                pending, paths = int(rng.integers(100, 1000)), _paths(depth, width, rng)
                 started = time.perf_counter()
-                for branch in range(1, width):
-                    context.seq_cp(0, branch)
-                context.decode_rows(tokens, positions, seqs)
-                times[(depth, width)].append(time.perf_counter() - started)
+                if width == 1:
+                    context.decode([pending, *paths[0]], start, all_logits=True)
+                else:
+                    tree.decode(pending, paths, start)
+                times[shape].append(time.perf_counter() - started)
                 context.clear()
                 context.state_set(state)
         return {shape: statistics.median(t) * 1000 for shape, t in times.items()}
@@ -86,9 +93,10 @@ def main() -> None:
     for name, path in models.items():
         ms = pass_times(path, args.context, args.reps, args.threads)
         one = ms[(0, 1)]
-        rows = {f"depth{d}_width{w}": {"rows": (d + 1) * w, "ms": round(v, 2), "vs_one_token": round(v / one, 2),
-                                        "vs_chain": round(v / ms[(d, 1)], 2)}
-                for (d, w), v in ms.items()}
+        rows = {"_".join([f"depth{shape[0]}", f"width{shape[1]}", *shape[2:]]).replace(" ", "_"): {
+                    "rows": (shape[0] + 1) * shape[1], "ms": round(v, 2), "vs_one_token": round(v / one, 2),
+                    "vs_chain": round(v / ms[shape[:1] + (1,) + shape[2:]], 2)}
+                for shape, v in ms.items()}
         results.append({"model": name, "one_token_ms": round(one, 2), "passes": rows})
         print(json.dumps(results[-1]), file=sys.stderr)
     print(json.dumps({"bench": "tree_verify", "context": args.context, "reps": args.reps, "results": results},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.backends.llama_cpp import quantize
 from engine.generation import GenerationSettings
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY
@@ -24,7 +25,7 @@ from engine.speculative.mtp import MtpDrafter
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.tree_source import TreeSource
 from tests.engine.test_drafting import SAMPLING_CONFIGS, first_tokens, prompts, run
-from tests.engine.test_drafting_eagle3 import FullChains, long_prompt
+from tests.engine.test_drafting_eagle3 import WEIGHT_TYPES, FullChains, long_prompt
 from tests.stats import chi2_critical, two_sample_chi2
 
 WIDTH = 3
@@ -218,3 +219,22 @@ def test_an_eagle3_head_that_followed_tree_rounds_guesses_as_one_that_read_the_h
     finally:
         proposer.close()
     assert side_wins > 3
+
+
+@pytest.mark.parametrize("weight_type", WEIGHT_TYPES)
+def test_greedy_tree_drafting_is_plain_decoding_in_each_weight_type(test_models, tmp_path, weight_type):
+    """hybrid-tiny converted by llama.cpp's quantizer: 15-row tree batches (3 paths of 5) give each path's
+    rows as a chain would, in every weight type drafting is allowed for on this machine."""
+    path = (test_models["hybrid-tiny-q8"] if weight_type == "Q8_0"
+            else quantize(test_models["hybrid-tiny"], tmp_path / f"hybrid-tiny-{weight_type}.gguf", weight_type))
+    tree = open_session(str(path), n_ctx=512, n_threads=1, draft_max=4, draft_width=WIDTH)
+    plain = open_session(str(path), n_ctx=512, n_threads=1, draft_max=4)
+    try:
+        assert tree.model.weight_type == weight_type
+        if not tree.model.batch_exact:
+            pytest.skip(f"drafting is refused for {weight_type} on this machine (not batch-exact)")
+        totals = greedy_tree_is_identical(tree, plain, prompts(3), max_tokens=30)
+    finally:
+        tree.close()
+        plain.close()
+    assert totals["tree_rounds"] > 10 and totals["side_wins"] > 2, totals
