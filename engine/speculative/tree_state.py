@@ -13,12 +13,13 @@ Two things in llama.cpp need care:
   rolled back through its snapshot planes, applied at the trunk's next decode, and only for the
   trunk: a copy decodes from the live plane. So when a rollback is pending, the copies get the
   trunk's logical state through a recurrent-only state blob (``PARTIAL_ONLY``).
-- **The order of the trunk's cells.** Attention sums its rows in cell order, so the trunk's cells
-  must stay in position order for the answer to match plain decoding. When a path other than 0
-  wins, its accepted cells lie after path 0's and the earlier paths' cells; freeing those would
-  let later tokens fill the holes before them. So they are *parked* on a sequence nothing reads,
-  and the state is compacted (saved and reloaded, which lays the cells out in order again) when
-  the request ends.
+- **The order of the trunk's cells.** The trunk's cells must stay in position order for the answer
+  to match plain decoding: when a later token took a free cell before accepted ones, SmolLM2's next
+  logits differed from plain decoding by up to 1.5 (not a rounding difference). When a path other
+  than 0 wins, its accepted cells lie after path 0's and the earlier paths' cells; freeing those
+  would let later tokens fill the holes before them. So they are *parked* on a sequence nothing
+  reads, and the state is compacted (saved and reloaded, which lays the cells out in order again)
+  when the request ends.
 """
 
 from __future__ import annotations
