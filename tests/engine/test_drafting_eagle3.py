@@ -166,6 +166,18 @@ def test_sampled_eagle3_drafting_keeps_the_target_distribution(tiny, eagle3_tiny
         assert statistic < chi2_critical(max(df, 1)), (position, statistic, df)
 
 
+def followed_and_at_once(session, proposer, pending: int) -> tuple[list[int], list[int]]:
+    """The head's 4-token chain after what it followed, then after one catch-up over the same history."""
+    history = list(session.tokens) + [pending]
+    followed = proposer.propose(history, 4).tokens
+    proposer.reset()  # an empty head, following again
+    session.reset()
+    session.feed(history[:-1])
+    at_once = proposer.propose(history, 4).tokens
+    proposer.finish()
+    return followed, at_once
+
+
 def test_an_eagle3_head_that_followed_drafting_guesses_as_one_that_read_the_history_at_once(tiny, eagle3_tiny):
     """Its rows after rounds, rollbacks and plain steps are those of one catch-up over the whole
     history: the same 4-token chain from either (a row paired with the wrong token or g would not be)."""
@@ -180,13 +192,7 @@ def test_an_eagle3_head_that_followed_drafting_guesses_as_one_that_read_the_hist
         for prompt in prompts(5):
             drafted = run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=30), make)
             assert drafted.source.stats.rollbacks > 0
-            history = list(tiny.tokens) + [drafted.pending_token]
-            followed = proposer.propose(history, 4).tokens
-            proposer.reset()  # an empty head, following again
-            tiny.reset()
-            tiny.feed(history[:-1])
-            at_once = proposer.propose(history, 4).tokens
-            proposer.finish()
+            followed, at_once = followed_and_at_once(tiny, proposer, drafted.pending_token)
             assert len(followed) == 4 and followed == at_once, prompt
             chains.add(tuple(at_once))
     finally:

@@ -25,7 +25,7 @@ from engine.speculative.mtp import MtpDrafter
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.tree_source import TreeSource
 from tests.engine.test_drafting import SAMPLING_CONFIGS, first_tokens, prompts, run
-from tests.engine.test_drafting_eagle3 import WEIGHT_TYPES, FullChains, long_prompt
+from tests.engine.test_drafting_eagle3 import WEIGHT_TYPES, FullChains, followed_and_at_once, long_prompt
 from tests.stats import chi2_critical, two_sample_chi2
 
 WIDTH = 3
@@ -75,17 +75,23 @@ def tree_source(proposer, draft_max=4, width=WIDTH):
 
 
 @pytest.fixture(scope="module")
-def tiny(hybrid_tiny):
-    session = open_session(str(hybrid_tiny), n_ctx=1024, n_threads=1, draft_max=4, draft_width=WIDTH)
-    yield session
-    session.close()
+def tiny_pair(hybrid_tiny):
+    """hybrid-tiny loaded for a tree of WIDTH paths, and loaded plainly (what the answers must match)."""
+    pair = [open_session(str(hybrid_tiny), n_ctx=1024, n_threads=1, draft_max=4, draft_width=width)
+            for width in (WIDTH, 1)]
+    yield pair
+    for session in pair:
+        session.close()
 
 
 @pytest.fixture(scope="module")
-def plain_tiny(hybrid_tiny):
-    session = open_session(str(hybrid_tiny), n_ctx=1024, n_threads=1, draft_max=4)
-    yield session
-    session.close()
+def tiny(tiny_pair):
+    return tiny_pair[0]
+
+
+@pytest.fixture(scope="module")
+def plain_tiny(tiny_pair):
+    return tiny_pair[1]
 
 
 def greedy_tree_is_identical(session, plain_session, texts, max_tokens=40) -> dict[str, int]:
@@ -208,13 +214,7 @@ def test_an_eagle3_head_that_followed_tree_rounds_guesses_as_one_that_read_the_h
         for text in texts:
             drafted = run(tiny, text, settings, tree_source(proposer))
             side_wins += drafted.source.stats.side_wins
-            history = list(tiny.tokens) + [drafted.pending_token]
-            followed = proposer.propose(history, 4).tokens
-            proposer.reset()  # an empty head, following again
-            tiny.reset()
-            tiny.feed(history[:-1])
-            at_once = proposer.propose(history, 4).tokens
-            proposer.finish()
+            followed, at_once = followed_and_at_once(tiny, proposer, drafted.pending_token)
             assert len(followed) == 4 and followed == at_once, text
     finally:
         proposer.close()
