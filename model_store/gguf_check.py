@@ -229,6 +229,11 @@ def _check_shape(name: str, n_dims: int, dims: list[int]) -> None:
             raise _Refusal(f"tensor '{name}' has an impossible dimension {d}; the file is damaged")
 
 
+# Types a GGUF may declare that llama.cpp's CPU kernels cannot multiply: a head with F64 matrices
+# loaded, then killed the process at its first decode.
+UNCOMPUTABLE_TYPES = frozenset({GGMLQuantizationType.F64, GGMLQuantizationType.I64})
+
+
 def _tensor_bytes(name: str, dims, raw_type: int) -> int:
     try:
         block_size, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(raw_type)]
@@ -237,6 +242,11 @@ def _tensor_bytes(name: str, dims, raw_type: int) -> int:
             f"tensor '{name}' uses data type {raw_type}, which this Hearth does not know "
             "(a newer quantization?); choose another quantization of the model"
         ) from None
+    if GGMLQuantizationType(raw_type) in UNCOMPUTABLE_TYPES:
+        raise _Refusal(
+            f"tensor '{name}' is stored as {GGMLQuantizationType(raw_type).name}, which llama.cpp cannot "
+            "compute with; convert the model again to F32, F16, BF16 or a quantization"
+        )
     n_elements = int(np.prod([int(d) for d in dims], dtype=object))
     return n_elements * type_size // block_size
 
