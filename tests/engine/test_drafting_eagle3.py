@@ -24,13 +24,9 @@ from engine.speculative.mtp import MtpDrafter
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.token_sources import SpeculativeSource
 from tests.engine.test_drafting import first_tokens, prompts, run
+from tests.helpers.eagle3_acceptance import FullChains
 from tests.stats import chi2_critical, two_sample_chi2
 
-
-class FullChains(DraftPolicy):  # every round drafts max_draft, however many the last one lost
-    def record_round(self, *args):
-        super().record_round(*args)
-        self.length = self.max_draft
 
 
 def eagle3_source(proposer, draft_max=4):
@@ -38,8 +34,7 @@ def eagle3_source(proposer, draft_max=4):
 
     def make(session, sampling, rng):
         proposer.configure(sampling, rng)
-        return SpeculativeSource(session, sampling, rng, proposer, FullChains(draft_max, auto_off=False,
-                                                                              start=draft_max))
+        return SpeculativeSource(session, sampling, rng, proposer, FullChains(draft_max))
 
     return make
 

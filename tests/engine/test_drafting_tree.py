@@ -25,7 +25,8 @@ from engine.speculative.mtp import MtpDrafter
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.tree_source import TreeSource
 from tests.engine.test_drafting import SAMPLING_CONFIGS, first_tokens, prompts, run
-from tests.engine.test_drafting_eagle3 import WEIGHT_TYPES, FullChains, followed_and_at_once, long_prompt
+from tests.engine.test_drafting_eagle3 import WEIGHT_TYPES, followed_and_at_once, long_prompt
+from tests.helpers.eagle3_acceptance import FullChains
 from tests.stats import chi2_critical, two_sample_chi2
 
 WIDTH = 3
@@ -69,7 +70,7 @@ class SpoiledAnswers(Proposer):
 def tree_source(proposer, draft_max=4, width=WIDTH):
     def make(session, sampling, rng):
         return TreeSource(session, sampling, rng, proposer,
-                          FullChains(draft_max, auto_off=False, start=draft_max), width=width, max_rows=15)
+                          FullChains(draft_max), width=width, max_rows=15)
 
     return make
 

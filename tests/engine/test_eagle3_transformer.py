@@ -14,8 +14,8 @@ from engine.session import open_session
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
 from engine.speculative.drafting import Drafting
 from engine.speculative.eagle3 import Eagle3Drafter
-from engine.speculative.policy import DraftPolicy
 from engine.speculative.token_sources import SpeculativeSource
+from tests.helpers.eagle3_acceptance import FullChains
 
 WORDS = "the cat sat on a mat and the dog ran to the park while birds sang over the river".split()
 SHORT = "the river ran past the old mill and the birds sang over the park"
@@ -28,11 +28,6 @@ def smol(smollm2):
     yield session
     session.close()
 
-
-class FullChains(DraftPolicy):  # every round drafts 4, however many the last one lost
-    def record_round(self, *args):
-        super().record_round(*args)
-        self.length = self.max_draft
 
 
 def run(session, prompt_tokens, make_source=None):
@@ -47,7 +42,7 @@ def test_greedy_output_with_full_eagle3_chains_on_smollm2_is_plain_decoding(smol
 
     def make(session, sampling, rng):
         proposer.configure(sampling, rng)
-        return SpeculativeSource(session, sampling, rng, proposer, FullChains(4, auto_off=False, start=4))
+        return SpeculativeSource(session, sampling, rng, proposer, FullChains(4))
 
     try:
         for prompt in (SHORT, LONG):
