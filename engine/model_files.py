@@ -18,7 +18,7 @@ from pathlib import Path
 from engine.backends.base import ModelLoadError
 from model_store.db import StoreError
 from model_store.eagle3_heads import HEAD_ARCHITECTURE
-from model_store.gguf_check import ImportRefused, check_gguf, not_gguf_reason
+from model_store.gguf_check import SUPPORTED_ARCHITECTURES, ImportRefused, check_gguf, not_gguf_reason
 from model_store.gguf_meta import GgufUnreadable, Value, read_metadata
 from model_store.installed import embedded_model_file
 from model_store.regular_file import NotRegularFile, open_regular
@@ -44,8 +44,8 @@ def resolve_model_ref(ref: str) -> Path:
 def check_head_file(path: Path) -> None:
     """Every tensor of a draft head (a small file, read whole): :class:`ModelLoadError` with the reason
     if it is not a complete EAGLE-3 head llama.cpp can compute with."""
-    try:
-        check_gguf(path, {HEAD_ARCHITECTURE})
+    try:  # a model of a supported architecture passes here: llama.cpp's check then says it is no head
+        check_gguf(path, SUPPORTED_ARCHITECTURES | {HEAD_ARCHITECTURE})
     except ImportRefused as exc:
         raise ModelLoadError(path, exc.reason) from None
 
