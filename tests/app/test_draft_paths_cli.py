@@ -31,11 +31,11 @@ def test_tree_drafting_on_the_hybrid_model_is_the_plain_output(hearth_home, hybr
     assert tree["draft"]["kind"] == draft and tree["draft"]["tree_rounds"] > 0, tree["draft"]
 
 
-@pytest.mark.parametrize("prompt", [PROMPT, LONG_PROMPT], ids=["short prompt", "past 512 tokens"])
-def test_tree_drafting_with_an_eagle3_head_on_smollm2_is_the_plain_output(hearth_home, smollm2, eagle3_smollm2,
-                                                                          prompt):
-    plain = generate(smollm2, "--draft", "off", prompt=prompt)
-    tree = generate(smollm2, "--draft", f"eagle3:{eagle3_smollm2}", "--draft-paths", "2", prompt=prompt)
+def test_tree_drafting_with_an_eagle3_head_on_smollm2_past_512_tokens_is_the_plain_output(hearth_home, smollm2,
+                                                                                           eagle3_smollm2):
+    """(Short prompts on SmolLM2: tests/engine/test_drafting_tree.py.)"""
+    plain = generate(smollm2, "--draft", "off", prompt=LONG_PROMPT)
+    tree = generate(smollm2, "--draft", f"eagle3:{eagle3_smollm2}", "--draft-paths", "2", prompt=LONG_PROMPT)
     assert tree["token_ids"] == plain["token_ids"] and tree["draft"]["tree_rounds"] > 0, tree["draft"]
 
 
