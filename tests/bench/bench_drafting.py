@@ -24,6 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -137,14 +139,26 @@ def main() -> None:
     print(json.dumps({"bench": "drafting", "reps": args.reps, "results": results}, indent=2))
 
 
-def ceiling(ms: dict, result: dict, n_paths: int, depth: int = 4) -> dict:
-    """The verify cost of this case's batch against one token, and the speed-up it allows at the
-    measured tokens per round (accepted + the target's own), if drafting itself were free."""
-    cost = ms[(depth, n_paths)] / ms[(0, 1)]
-    tokens_per_round = result["mean_accepted_len"] + 1
-    bound = tokens_per_round / cost
-    return {"verify_cost": round(cost, 2), "ceiling": round(bound, 3),
-            "of_ceiling": round(result["speedup"] / bound, 3) if bound else 0.0}
+def ceiling(ms: dict, result: dict, n_paths: int) -> dict:
+    """The verify cost of this case's rounds against one token, and the speed-up it allows at the
+    measured tokens per round (accepted + the target's own) if drafting itself were free.
+
+    A round's cost is read at its mean draft length (the policy shortens drafts after losses),
+    interpolated between the measured depths; a tree case mixes tree rounds (``n_paths`` paths) and
+    the chain rounds it falls back to when the drafter has only one guess."""
+    if not result["rounds"]:
+        return {"verify_cost": 1.0, "ceiling": 1.0, "of_ceiling": round(result["speedup"], 3)}
+    mean_draft = result["drafted"] / result["rounds"]
+
+    def cost(width: int) -> float:
+        depths = sorted(d for d, w, *rest in ms if w == width and not rest)
+        return float(np.interp(mean_draft, depths, [ms[(d, width)] for d in depths])) / ms[(0, 1)]
+
+    tree_share = result["tree_rounds"] / result["rounds"]
+    verify = tree_share * cost(n_paths) + (1 - tree_share) * cost(1) if n_paths > 1 else cost(1)
+    bound = (result["mean_accepted_len"] + 1) / verify
+    return {"mean_draft": round(mean_draft, 2), "verify_cost": round(verify, 2), "ceiling": round(bound, 3),
+            "of_ceiling": round(result["speedup"] / bound, 3)}
 
 
 if __name__ == "__main__":
