@@ -3,8 +3,8 @@
 Cases: (1) SmolLM2 + prompt lookup on a document-grounded task (quote a given text); (2) the
 hybrid bench model with its Q8_0 self-draft; (3) with a smaller draft model; (4) MTP; (5) an EAGLE-3
 head fitted to the hybrid bench model (``eagle3-bench-fitted``); then the drafters that can give
-several guesses again as a tree of 3 paths (``--draft-paths 3``), and SmolLM2 with its random
-EAGLE-3 head (what a head that guesses nothing costs). Each drafter runs twice: kept on
+several guesses again as a tree of 3 paths (``--draft-paths 3``), and SmolLM2 and the bench
+transformer with random EAGLE-3 heads, chain and tree (what a head that guesses nothing costs). Each drafter runs twice: kept on
 (``draft_auto_off=False``) to show what drafting itself does, and under the ``auto`` policy, which
 must never lose more than 5%. Outputs are checked to be token-identical to plain decoding (greedy).
 
@@ -106,7 +106,7 @@ def main() -> None:
     from engine.model_files import embedded_model_path
 
     paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft", "eagle3-bench-fitted",
-                                     "eagle3-smollm2"])
+                                     "eagle3-smollm2", "transformer-bench", "eagle3-transformer-bench"])
     smollm2 = embedded_model_path()
     probe = open_session(str(smollm2), n_ctx=512)
     quote = chat_prompt_tokens(probe.model, [ChatMessage("user", f"Repeat this text exactly:\n\n{DOCUMENT}")])
@@ -116,6 +116,7 @@ def main() -> None:
     probe.close()
     hybrid, fitted = paths["hybrid-bench"], f"eagle3:{paths['eagle3-bench-fitted']}"
     draft_model = f"model:{paths['hybrid-bench-draft']}"
+    transformer_head = f"eagle3:{paths['eagle3-transformer-bench']}"
     cases = [
         ("smollm2 + prompt lookup (quote a document)", smollm2, quote, "lookup", 1),
         ("hybrid-bench + Q8_0 self-draft", hybrid, story, f"model:{paths['hybrid-bench-q8']}", 1),
@@ -127,8 +128,12 @@ def main() -> None:
         ("hybrid-bench + MTP head, tree", hybrid, story, "mtp", TREE_PATHS),
         ("hybrid-bench + fitted EAGLE-3 head, tree", hybrid, story, fitted, TREE_PATHS),
         ("smollm2 + random EAGLE-3 head", smollm2, quote, f"eagle3:{paths['eagle3-smollm2']}", 1),
+        ("transformer-bench + random EAGLE-3 head", paths["transformer-bench"], story, transformer_head, 1),
+        ("transformer-bench + random EAGLE-3 head, tree", paths["transformer-bench"], story, transformer_head,
+         TREE_PATHS),
     ]
-    costs = {model: pass_times(model, 512, args.reps * 3, threads=2) for model in (smollm2, hybrid)}
+    costs = {model: pass_times(model, 512, args.reps * 3, threads=2)
+             for model in (smollm2, hybrid, paths["transformer-bench"])}
     results = []
     for name, model, tokens, spec, n_paths in cases:
         result = bench_case(name, model, tokens, spec, args.reps, 160, paths=n_paths)
