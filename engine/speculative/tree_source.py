@@ -51,10 +51,10 @@ class TreeSource(SpeculativeSource):
         paths = [d.tokens for d in drafts]
         depth, start, context = len(paths[0]), self.session.n_past, self.session.context
         self.tree.decode(pending, paths, start)
-        verdict = verify_tree(paths, lambda path, d: context.logits(path * (depth + 1) + d), self.sampling,
+        verdict = verify_tree(paths, lambda path, d: context.logits(self.tree.row(path, d, depth)), self.sampling,
                               self.rng, recent=self.answer)
         self.session.tokens.extend([pending, *paths[verdict.path]])
-        self.proposer.follow_path([pending, *paths[verdict.path]], start, verdict.path * (depth + 1))
+        self.proposer.follow_path([pending, *paths[verdict.path]], start, self.tree.row(verdict.path, 0, depth))
         self._round = Round(start, depth, len(self.answer), verdict.path, len(paths))
         self.answer.extend(verdict.tokens)
         self.from_draft = [True] * verdict.n_accepted + [False]

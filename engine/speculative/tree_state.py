@@ -47,9 +47,11 @@ class TreeState:
             seqs += [path] * (depth + 1)
         self.context.decode_rows(tokens, positions, seqs)
 
-    def row(self, path: int, depth: int, n_paths_depth: int) -> int:
-        """The batch row of ``path``'s token at ``depth`` (0 = the pending token)."""
-        return path * (n_paths_depth + 1) + depth
+    @staticmethod
+    def row(path: int, depth: int, path_depth: int) -> int:
+        """The batch row of ``path``'s token at ``depth`` (0 = the pending token) when every path
+        drafts ``path_depth`` tokens."""
+        return path * (path_depth + 1) + depth
 
     def _branch(self, n_paths: int) -> None:
         context = self.context
