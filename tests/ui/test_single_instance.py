@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -122,14 +123,22 @@ def test_each_data_folder_is_its_own_app(tmp_path):
     assert instance_key(tmp_path / "a") != instance_key(tmp_path / "b")
 
 
-def test_the_socket_is_only_put_where_no_other_user_can_reach_it(tmp_path, monkeypatch):
-    shared = tmp_path / "shared-runtime"
+@pytest.fixture
+def short_tmp():
+    """A temp folder short enough for a socket path (pytest's own, under xdist, is too long)."""
+    folder = Path(tempfile.mkdtemp(prefix="hs", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_socket_is_only_put_where_no_other_user_can_reach_it(short_tmp, monkeypatch):
+    shared = short_tmp / "shared-runtime"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
     folder = single_instance.private_folder()
-    assert folder == tmp_path / f"hearth-{os.getuid()}" and folder.stat().st_mode & 0o777 == 0o700
+    assert folder == short_tmp / f"hearth-{os.getuid()}" and folder.stat().st_mode & 0o777 == 0o700
     folder.chmod(0o755)  # someone loosened it: not used
     fallback = single_instance.private_folder()
     assert fallback != folder and fallback.stat().st_mode & 0o777 == 0o700 and fallback.stat().st_uid == os.getuid()
