@@ -55,7 +55,7 @@ class ModelLoader:
     def _load_command(self, ref: str) -> p.LoadModel:
         """Load ``ref`` with the settings the worker takes at load time, its context among them."""
         s, path = self.settings, model_file(ref)
-        return p.LoadModel(request_id=self._load_request, model=ref, draft_max=s.draft_max,
+        return p.LoadModel(request_id=self._load_request, model=ref, draft_max=s.draft_max, draft_paths=s.draft_paths,
                            device_policy=s.device_policy, calibration=s.device_calibration,
                            n_ctx=s.context_for(path) if path is not None else AUTO_CONTEXT, kv_type=s.kv_type,
                            memory_percent=s.memory_budget_percent,

@@ -20,7 +20,7 @@ from ui.views.settings_dialog import SettingsDialog
 from ui.views.system_check_dialog import SystemCheckDialog
 
 # Settings the worker takes only when it loads a model (they travel in LoadModel): changing one reloads it.
-LOAD_TIME_SETTINGS = ("model", "draft_max", "device_policy", "device_calibration", "contexts", "kv_cache_8bit",
+LOAD_TIME_SETTINGS = ("model", "draft_max", "draft_paths", "device_policy", "device_calibration", "contexts", "kv_cache_8bit",
                       "memory_budget_percent")
 
 
@@ -73,7 +73,7 @@ class WindowDialogs:
                                 context=loaded.context if loaded is not None else None)
         dialog.setObjectName("settings_dialog")
         dialog.engines_requested.connect(self.open_engines)
-        dialog.finished.connect(lambda _: self._settings_closed(dialog))
+        dialog.finished.connect(lambda _: self._settings_finished(dialog))
         dialog.open()
         self.settings_dialog = dialog
 
@@ -91,6 +91,16 @@ class WindowDialogs:
         self.engines_dialog.show()
         self.engines_dialog.raise_()
         return self.engines_dialog
+
+    def _settings_finished(self, dialog: SettingsDialog) -> None:
+        """Apply what was accepted, then let the dialog go (a closed one kept under the window would be
+        re-styled, hidden, by every later theme change)."""
+        try:
+            self._settings_closed(dialog)
+        finally:
+            if self.settings_dialog is dialog:
+                self.settings_dialog = None
+            dialog.deleteLater()
 
     def _settings_closed(self, dialog: SettingsDialog) -> None:
         new = dialog.result_settings

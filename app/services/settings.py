@@ -31,7 +31,7 @@ import msgspec
 
 from app.services.paths import UserPaths, user_paths
 from engine.devices.calibration import Calibration, CalibrationError
-from engine.protocol import DEFAULTS, MAX_DRAFT, MAX_TOKENS, SamplingSpec, sampling_problem
+from engine.protocol import DEFAULTS, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_TOKENS, SamplingSpec, sampling_problem
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
 from model_store.fit import BUDGET_PERCENT_RANGE, CONTEXT_STEP, DEFAULT_BUDGET_PERCENT
 from model_store.own_files import check_own_file, read_own_bytes
@@ -43,6 +43,7 @@ BROKEN_SUFFIX = ".broken"
 
 MAX_TOKENS_RANGE = (1, 32768)
 DRAFT_MAX_RANGE = (1, MAX_DRAFT)  # the protocol's limit (engine.protocol.DraftLength)
+DRAFT_PATHS_RANGE = (1, MAX_DRAFT_PATHS)  # 1: a chain of drafts; more: a tree (engine.protocol.DraftPaths)
 SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
 CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also allowed
 AUTO_CONTEXT = 0
@@ -69,6 +70,7 @@ class Settings(msgspec.Struct, kw_only=True):
     max_tokens: int = DEFAULTS.max_tokens
     draft: str = DEFAULTS.draft  # auto | off | lookup | mtp | model:PATH
     draft_max: int = DEFAULTS.draft_max
+    draft_paths: int = DEFAULTS.draft_paths  # guesses checked side by side each round (--draft-paths)
     device_policy: str = "auto"  # auto | cpu | npu
     snapshot_budget_gib: float = 4.0
     data_folder: str = ""  # "" = the default per-user data folder
@@ -241,6 +243,7 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["max_tokens"] = _range_message("Max tokens", s.max_tokens, MAX_TOKENS_RANGE)
     messages["draft"] = _draft_message(s.draft)
     messages["draft_max"] = _range_message("Max draft length", s.draft_max, DRAFT_MAX_RANGE, " tokens")
+    messages["draft_paths"] = _range_message("Draft paths", s.draft_paths, DRAFT_PATHS_RANGE)
     messages["device_policy"] = _device_message(s.device_policy, npu_available)
     messages["snapshot_budget_gib"] = _range_message(
         "The snapshot budget", s.snapshot_budget_gib, SNAPSHOT_BUDGET_GIB_RANGE, " GiB"

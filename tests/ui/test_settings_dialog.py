@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
@@ -29,7 +30,7 @@ from ui.views.settings_dialog import NO_MODEL_DETAILS, SEED_MESSAGE, SettingsDia
 INPUT_NAMES = (  # in tab order: Chat, Model, Performance, Privacy, Advanced
     "system_prompt", "theme", "text_size", "highlight_drafts",
     "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "seed", "max_tokens", "context_auto", "context_tokens",
-    "device_policy", "draft_kind", "draft_path", "draft_max",
+    "device_policy", "draft_kind", "draft_path", "draft_max", "draft_paths",
     "data_folder",
     "kv_cache_8bit", "memory_budget_percent", "snapshot_budget_gib",
 )  # fmt: skip
@@ -46,13 +47,18 @@ def gguf(tmp_path) -> Path:
 
 @pytest.fixture
 def open_dialog(qtbot):
+    opened = []
+
     def open_(settings: Settings = Settings(), **kwargs) -> SettingsDialog:
         dialog = SettingsDialog(settings, **kwargs)
         qtbot.addWidget(dialog)
         dialog.show()
+        opened.append(dialog)
         return dialog
 
-    return open_
+    yield open_
+    for dialog in opened:  # gone before the next test, so a later theme change re-polishes no leftover
+        shiboken6.delete(dialog)
 
 
 def child(dialog: SettingsDialog, kind, name: str):
@@ -79,7 +85,8 @@ def error_text(dialog: SettingsDialog, field: str) -> str | None:
 def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
     given = Settings(
         temperature=1.25, top_k=7, top_p=0.8, min_p=0.1, seed=42, max_tokens=300, draft=f"model:{gguf}",
-        draft_max=6, device_policy="cpu", snapshot_budget_gib=2.5, data_folder=str(tmp_path), highlight_drafts=True,
+        draft_max=6, draft_paths=3, device_policy="cpu", snapshot_budget_gib=2.5, data_folder=str(tmp_path),
+        highlight_drafts=True,
     )  # fmt: skip
     dialog = open_dialog(given)
     assert dialog.windowTitle() == "Settings"
@@ -92,6 +99,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
     assert child(dialog, QComboBox, "draft_kind").currentData() == "model"
     assert child(dialog, QLineEdit, "draft_path").text() == str(gguf)
     assert child(dialog, QSpinBox, "draft_max").value() == 6
+    assert child(dialog, QSpinBox, "draft_paths").value() == 3
     assert child(dialog, QComboBox, "device_policy").currentData() == "cpu"
     assert child(dialog, QDoubleSpinBox, "snapshot_budget_gib").value() == 2.5
     assert child(dialog, QLineEdit, "data_folder").text() == str(tmp_path)
@@ -102,7 +110,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 23  # 19 + the local API server group's 4
+    assert len(labels) == 24  # 20 + the local API server group's 4
     assert all(label.isHidden() for label in labels)
 
 
@@ -126,6 +134,7 @@ def test_edits_and_ok_give_the_new_settings(open_dialog, gguf, tmp_path):
     select(child(dialog, QComboBox, "draft_kind"), "model")
     child(dialog, QLineEdit, "draft_path").setText(str(gguf))
     child(dialog, QSpinBox, "draft_max").setValue(10)
+    child(dialog, QSpinBox, "draft_paths").setValue(2)
     select(child(dialog, QComboBox, "device_policy"), "npu")
     child(dialog, QDoubleSpinBox, "snapshot_budget_gib").setValue(8.0)
     child(dialog, QLineEdit, "data_folder").setText(str(tmp_path / "new-data"))
@@ -134,7 +143,7 @@ def test_edits_and_ok_give_the_new_settings(open_dialog, gguf, tmp_path):
     assert not dialog.isVisible()
     assert dialog.result_settings == Settings(
         model=str(gguf), temperature=0.0, top_k=0, seed=99, max_tokens=2048, draft=f"model:{gguf}", draft_max=10,
-        device_policy="npu", snapshot_budget_gib=8.0, data_folder=str(tmp_path / "new-data"), highlight_drafts=True,
+        draft_paths=2, device_policy="npu", snapshot_budget_gib=8.0, data_folder=str(tmp_path / "new-data"), highlight_drafts=True,
     )  # fmt: skip
 
 
@@ -345,7 +354,7 @@ def test_a_message_on_another_tab_brings_that_tab_forward_in_red(open_dialog):
     assert pages.tabBar().tabTextColor(advanced) != red
 
 
-def test_the_new_settings_are_shown_edited_and_checked_by_the_rules(open_dialog):
+def test_the_new_settings_are_shown_edited_and_checked_by_the_rules(open_dialog, appearance):
     given = Settings(system_prompt="Answer like a pirate.", theme="dark", text_size=130, repeat_penalty=1.1)
     dialog = open_dialog(given)
     assert child(dialog, QPlainTextEdit, "system_prompt").toPlainText() == "Answer like a pirate."

@@ -48,7 +48,7 @@ def test_round_trip_keeps_every_field(tmp_path, gguf):
     config = tmp_path / "config"
     chosen = Settings(
         model=str(gguf), temperature=0.2, top_k=0, top_p=0.5, min_p=0.0, seed=1234, max_tokens=99,
-        draft=f"model:{gguf}", draft_max=8, device_policy="cpu", snapshot_budget_gib=0.5,
+        draft=f"model:{gguf}", draft_max=8, draft_paths=3, device_policy="cpu", snapshot_budget_gib=0.5,
         data_folder=str(tmp_path / "new-data"), highlight_drafts=True, system_prompt="Answer like a pirate.\nBe brief.",
         repeat_penalty=1.15, text_size=130, theme="dark",
     )  # fmt: skip
@@ -198,6 +198,8 @@ def test_defaults_are_valid():
         ("draft", "fast", "lookup"),
         ("draft_max", 0, 1),
         ("draft_max", MAX_DRAFT + 1, MAX_DRAFT),
+        ("draft_paths", 0, 1),
+        ("draft_paths", 5, 4),
         ("device_policy", "gpu", "cpu"),
         ("snapshot_budget_gib", 0.05, 0.1),
         ("snapshot_budget_gib", 1025.0, 1024.0),

@@ -10,7 +10,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QLabel, QLineEdit, QWidget
 
-from app.services.settings import DRAFT_MAX_RANGE, Settings
+from app.services.settings import DRAFT_MAX_RANGE, DRAFT_PATHS_RANGE, Settings
 from engine.speculative.draft_choice import PATH_KINDS
 from ui.views.settings.form import FieldRows, SettingsTab, browse_button, combo, note, select, spin
 
@@ -21,7 +21,7 @@ DEVICE_CHOICES = (("auto", "Auto"), ("cpu", "CPU"), ("npu", "NPU"))
 
 class PerformanceTab(SettingsTab):
     title = "Performance"
-    fields = ("device_policy", "draft", "draft_max")
+    fields = ("device_policy", "draft", "draft_max", "draft_paths")
 
     def __init__(self, rows: FieldRows, *, npu_available: bool, npu_label: str) -> None:
         super().__init__(rows)
@@ -35,11 +35,14 @@ class PerformanceTab(SettingsTab):
         self.draft_browse = browse_button()
         self.draft_browse.clicked.connect(self._browse_draft_model)
         self.draft_max = spin("draft_max", *DRAFT_MAX_RANGE)
+        self.draft_paths = spin("draft_paths", *DRAFT_PATHS_RANGE)
         drafting.addRow(QLabel("&Drafting:", buddy=self.draft_kind), self.draft_kind)
         rows.row(drafting, "Draft mode&l:", "draft", self.draft_path, self.draft_browse)
         rows.row(drafting, "Max dra&ft length:", "draft_max", self.draft_max)
+        rows.row(drafting, "Draft pat&hs:", "draft_paths", self.draft_paths)
         drafting.addRow("", note("Drafting guesses the next words and checks them in one step: answers come "
-                                 "faster and stay exactly the same."))
+                                 "faster and stay exactly the same. More than one path checks several guesses "
+                                 "side by side; it pays only when guesses often differ (see the README)."))
         self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
         self.finish()
 
@@ -49,12 +52,14 @@ class PerformanceTab(SettingsTab):
         select(self.draft_kind, kind)
         self.draft_path.setText(path if kind in PATH_KINDS else "")
         self.draft_max.setValue(s.draft_max)
+        self.draft_paths.setValue(s.draft_paths)
         self._update_draft_path_enabled()
 
     def values(self) -> dict[str, Any]:
         kind = self.draft_kind.currentData()
         draft = f"{kind}:{self.draft_path.text().strip()}" if kind in PATH_KINDS else kind
-        return {"device_policy": self.device_policy.currentData(), "draft": draft, "draft_max": self.draft_max.value()}
+        return {"device_policy": self.device_policy.currentData(), "draft": draft, "draft_max": self.draft_max.value(),
+                "draft_paths": self.draft_paths.value()}
 
     def focus_widget(self, field: str) -> QWidget:
         if field == "draft":
