@@ -24,6 +24,8 @@ from model_store.installed import embedded_model_file
 from model_store.regular_file import NotRegularFile, open_regular
 
 DEFAULT_MODEL = "default"
+MODEL_ELSE = "use --model default"  # what else to do when a model's file is not there
+DRAFT_ELSE = "choose another drafting choice, such as auto"  # ... a draft model's or an EAGLE-3 head's
 
 
 def embedded_model_path() -> Path:
@@ -50,13 +52,14 @@ def check_head_file(path: Path) -> None:
         raise ModelLoadError(path, exc.reason) from None
 
 
-def check_model_file(path: Path) -> dict[str, Value]:
+def check_model_file(path: Path, otherwise: str = MODEL_ELSE) -> dict[str, Value]:
     """The file's metadata (:func:`model_store.gguf_meta.read_metadata`); raises :class:`ModelLoadError`
-    naming the file and the reason if it cannot be a usable GGUF."""
+    naming the file and the reason if it cannot be a usable GGUF (``otherwise``: what the user can do
+    instead when there is no file at all)."""
     try:
         path.stat()
     except OSError as exc:
-        raise ModelLoadError(path, _unreachable(path, exc)) from None
+        raise ModelLoadError(path, _unreachable(path, exc, otherwise)) from None
     if path.is_dir():
         raise ModelLoadError(path, "it is a folder, not a model file; give the path of a .gguf file")
     if not os.access(path, os.R_OK):
@@ -77,7 +80,7 @@ def check_model_file(path: Path) -> dict[str, Value]:
         raise ModelLoadError(path, str(exc)) from None
 
 
-def _unreachable(path: Path, error: OSError) -> str:
+def _unreachable(path: Path, error: OSError, otherwise: str) -> str:
     """Why ``path`` leads to no file (``stat`` failed with ``error``)."""
     if error.errno == errno.ELOOP:
         return ("it is a symbolic link that leads back to itself (a loop of links), so there is no file to read; "
@@ -85,7 +88,7 @@ def _unreachable(path: Path, error: OSError) -> str:
     if path.is_symlink():
         return f"it is a symbolic link to {os.readlink(path)}, which does not exist; point to the .gguf file itself"
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
-        return "no such file; check the path, or use --model default"
+        return f"no such file; check the path, or {otherwise}"
     return f"it cannot be opened ({error.strerror}); check the path and its folders' permissions"
 
 

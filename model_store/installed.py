@@ -257,6 +257,24 @@ class ModelLibrary:
             )
         return model.path
 
+    def resolve_head(self, head_id: str) -> Path:
+        """The file of the installed EAGLE-3 head ``head_id`` (for ``--draft eagle3:ID``).
+
+        Raises:
+            StoreError: If no head has that id, or its registered file has vanished.
+        """
+        head_id = head_id.strip()
+        row = self.db.execute("SELECT id FROM models WHERE id = ? AND target_hidden_size IS NOT NULL",
+                              [head_id]).fetchone()
+        if row is None:
+            raise StoreError(f"no installed EAGLE-3 head is called '{head_id}'; `hearth models list` shows the "
+                             "heads and `hearth models import FILE` adds one (or give the head's .gguf path)")
+        head = self.get(head_id)
+        if head.missing:
+            raise StoreError(f"EAGLE-3 head '{head_id}' is registered but its file {head.path} is gone; import "
+                             f"it again, or unregister it with `hearth models rm {head_id}`")
+        return head.path
+
     def _find(self, ref: str) -> InstalledModel:
         try:
             model = self.get(ref)

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from app.services.context_info import context_details, context_json, grown_line
-from app.services.draft_heads import with_installed_head
+from app.services.draft_heads import resolve_draft_files, with_installed_head
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from app.services.pending_turn import CUT_OFF
@@ -222,11 +222,10 @@ def draft_options(args: argparse.Namespace) -> dict:
         parse_draft_spec(draft)  # refused here, before a conversation is made for the message
     except DraftRefused as exc:
         raise UserError(f"--draft: {exc}", kind="invalid_value", field="draft", allowed=SPEC_HELP) from None
-    if draft.startswith("model:"):  # an installed model's id works here as in --model
-        try:
-            draft = "model:" + resolve_model_ref(draft.removeprefix("model:"), app_data_dir())
-        except ModelRefError as exc:
-            raise UserError(f"--draft {args.draft}: {exc}") from exc
+    try:  # an installed model's id works here as in --model, and an installed head's id as eagle3:ID
+        draft = resolve_draft_files(draft, app_data_dir())
+    except ModelRefError as exc:
+        raise UserError(f"--draft {args.draft}: {exc}") from exc
     return {"draft": draft, "draft_max": args.draft_max}
 
 

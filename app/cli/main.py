@@ -19,6 +19,8 @@ from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
 from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS
 
+DRAFT_CHOICES = "auto, off, lookup, mtp, model:PATH|ID or eagle3:PATH|ID"  # ID: an installed model or head
+
 
 def _add_model_flag(parser: argparse.ArgumentParser, *, default: str | None = "default") -> None:
     parser.add_argument("--model", default=default,
@@ -68,8 +70,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
                         help="make words of the answer's last 64 tokens less likely: 1 = off (default), "
                              "1.1 stops most loops, at most 2")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
-                        help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft}); "
-                             "never changes the output")
+                        help=f"speculative drafting: {DRAFT_CHOICES} (default {DEFAULTS.draft}); never changes the output")
     parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",
                         help=f"longest draft (default {DEFAULTS.draft_max})")
     _add_draft_paths_flag(parser)
@@ -97,7 +98,7 @@ def _add_serve_command(sub) -> None:
     serve.add_argument("--api-key", default=None, metavar="KEY",
                        help="require 'Authorization: Bearer KEY' (or set HEARTH_API_KEY, kept out of the process list)")
     serve.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
-                       help=f"speculative drafting: auto, off, lookup, mtp or model:PATH|ID (default {DEFAULTS.draft})")
+                       help=f"speculative drafting: {DRAFT_CHOICES} (default {DEFAULTS.draft})")
     _add_draft_paths_flag(serve)
     serve.add_argument("--cors", default=None, metavar="ORIGIN", help="let web pages from ORIGIN call the API")
     serve.add_argument("--max-queue", type=_positive, default=16, metavar="N",

@@ -31,8 +31,8 @@ from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.serve.models import ModelRefused, model_table
-from app.services.draft_heads import with_installed_head
-from app.services.model_refs import model_file
+from app.services.draft_heads import resolve_draft_files, with_installed_head
+from app.services.model_refs import ModelRefError, model_file
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
 from app.services.paths import user_paths
 from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
@@ -138,9 +138,9 @@ class Server:
         self.api_key = args.api_key or os.environ.get(KEY_ENV) or None
         check_exposure(args.host, self.api_key)
         try:
-            self.draft = parse_draft_spec(args.draft)
-        except DraftRefused as exc:
-            raise ServeRefused(str(exc)) from None
+            self.draft = parse_draft_spec(resolve_draft_files(args.draft, app_data_dir()))
+        except (DraftRefused, ModelRefError) as exc:
+            raise ServeRefused(f"--draft {args.draft}: {exc}") from None
         try:
             self.models = model_table(args.model, args.allow_switch)
         except ModelRefused as exc:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import msgspec
 
-from app.services.model_refs import open_library
+from app.services.model_refs import open_library, resolve_head_ref, resolve_model_ref
 from engine import protocol as p
 from engine.backends.base import ModelFacts
+from engine.speculative.draft_choice import draft_text, parse_draft_spec
 from model_store.db import StoreError
 from model_store.eagle3_heads import ModelShape
 
@@ -49,3 +50,19 @@ def with_installed_head(command: p.Answer, facts: ModelFacts, data_dir: Path) ->
     if head is None:
         return command
     return msgspec.structs.replace(command, draft=p.DraftSpec("auto", str(head)))
+
+
+def resolve_draft_files(text: str, data_dir: Path) -> str:
+    """A drafting choice with an installed id in place of its file: ``model:ID`` as ``--model ID`` resolves,
+    ``eagle3:ID`` as an installed head's file; paths and the other choices are kept as they are.
+
+    Raises:
+        DraftRefused: If ``text`` is no drafting choice.
+        ModelRefError: If the id names nothing installed (the message says what to do).
+    """
+    spec = parse_draft_spec(text)
+    if spec.kind == "model":
+        return draft_text(p.DraftSpec("model", resolve_model_ref(spec.path, data_dir)))
+    if spec.kind == "eagle3":
+        return draft_text(p.DraftSpec("eagle3", resolve_head_ref(spec.path, data_dir)))
+    return text

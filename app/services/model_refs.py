@@ -61,6 +61,21 @@ def resolve_model_ref(ref: str, data_dir: Path) -> str:
         raise ModelRefError(str(exc)) from exc
 
 
+def resolve_head_ref(ref: str, data_dir: Path) -> str:
+    """A path for the engine to load as an EAGLE-3 head: ``ref`` itself when it looks like a path,
+    else the file of the installed head with that id."""
+    if looks_like_path(ref):
+        return ref
+    try:
+        library = open_library(data_dir)
+        try:
+            return str(library.resolve_head(ref))
+        finally:
+            library.db.close()
+    except StoreError as exc:
+        raise ModelRefError(str(exc)) from exc
+
+
 def _unknown(ref: str, library: ModelLibrary) -> str | None:
     """What to say of a ref that names nothing Hearth knows: neither installed nor in the catalogue
     (None when it is one of them: the library's own message then says what is wrong, such as

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_cpp import LlamaContext, LlamaModel
-from engine.model_files import check_model_file
+from engine.model_files import DRAFT_ELSE, check_model_file
 from engine.sampling import SamplingParams
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
@@ -43,7 +43,7 @@ class DraftModel(Proposer):
 
     def __init__(self, path: Path, target: LlamaModel, *, n_ctx: int, n_threads: int,
                  sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.1) -> None:
-        check_model_file(path)
+        check_model_file(path, DRAFT_ELSE)
         self.model = LlamaModel(path)
         try:
             check_same_vocabulary(target, self.model)

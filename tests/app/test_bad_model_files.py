@@ -33,7 +33,7 @@ def write_unknown_arch_gguf(path):
 def test_missing_file(capsys, tmp_path):
     code, err = run_info(capsys, tmp_path / "nope.gguf")
     assert code == 1
-    assert "nope.gguf" in err and "no such file" in err
+    assert "nope.gguf" in err and "no such file" in err and "--model default" in err
 
 
 def test_directory(capsys, tmp_path):
