@@ -43,6 +43,7 @@ class Drafting:
         self._mtp: MtpDrafter | None = None
         self._eagle3: Eagle3Drafter | None = None
         self._refused_heads: set[Path] = set()  # heads auto found unusable here: not loaded again for each request
+        self._policies: dict[tuple, DraftPolicy] = {}  # per drafter: the last request's policy, carried over
 
     def close(self) -> None:
         if self._draft_model is not None:
@@ -70,12 +71,25 @@ class Drafting:
         def make(session: ModelSession, sampling: SamplingParams, rng: np.random.Generator) -> SpeculativeSource:
             if isinstance(proposer, (DraftModel, MtpDrafter, Eagle3Drafter)):
                 proposer.configure(sampling, rng)
-            policy = DraftPolicy(limit, auto_off=auto_off)
+            policy = self._policy((kind, spec.path, limit, auto_off, paths), limit, auto_off)
             if paths > 1:
                 return TreeSource(session, sampling, rng, proposer, policy, width=paths, max_rows=self._tree_rows())
             return SpeculativeSource(session, sampling, rng, proposer, policy)
 
         return make, DraftStats(kind=kind)
+
+    def _policy(self, key: tuple, limit: int, auto_off: bool) -> DraftPolicy:
+        """A new request's policy: carried over from the last request with the same drafter and limits
+        (see :mod:`engine.speculative.policy`), else a fresh one."""
+        last = self._policies.get(key)
+        policy = last.carried_over() if last is not None else DraftPolicy(limit, auto_off=auto_off)
+        self._policies[key] = policy
+        return policy
+
+    def forget_speeds(self) -> None:
+        """Start every drafter's next request afresh, as after loading the model (the benches use it to
+        measure a first answer)."""
+        self._policies.clear()
 
     @staticmethod
     def _tree_rows() -> int:

@@ -5,6 +5,12 @@ accepted nothing. Auto-off compares measured speed, not a model: tokens per seco
 drafting rounds against tokens per second over recent plain steps (a short plain probe is run when
 there is no recent plain measurement). When drafting is slower it is switched off, with the numbers
 as the reason, and tried again every so often, since the text being written can change.
+
+A policy carries over between requests with the same drafter on the same loaded model
+(:meth:`DraftPolicy.carried_over`): a drafter that lost starts the next answer switched off, still
+counting towards its re-probe, and one that won starts at the length it reached with the plain speed
+already measured. So a losing drafter's warm-up (two rounds of a 3-path tree cost 45-66 ms on the
+bench hybrid, ``tests/bench/bench_auto_off.py``) is paid once per model, not once per answer.
 """
 
 from __future__ import annotations
@@ -49,6 +55,17 @@ class DraftPolicy:
     def off(self) -> bool:
         return self.mode in ("off", "probe_draft")
 
+    def carried_over(self) -> DraftPolicy:
+        """The policy for the next request with this drafter: it starts where this one ended (mode,
+        length, measured speeds, re-probe interval), and reports auto-off if it starts switched off."""
+        following = DraftPolicy(self.max_draft, self.auto_off)
+        following.length, following.mode, following.count = self.length, self.mode, self.count
+        following.drafting.samples.extend(self.drafting.samples)
+        following.plain.samples.extend(self.plain.samples)
+        following.reprobe_every, following.reason = self.reprobe_every, self.reason
+        following.ever_off = self.off
+        return following
+
     def draft_length(self) -> int:
         """How many tokens to draft now; 0 means a plain step."""
         return self.length if self.max_draft > 0 and self.mode in ("draft", "probe_draft") else 0
@@ -79,6 +96,7 @@ class DraftPolicy:
         elif self.mode == "off":
             self.count += 1
             if self.count >= self.reprobe_every:
+                self.drafting.samples.clear()  # judged on its own rounds now, not on those that lost long ago
                 self._enter("probe_draft")
 
     def _enter(self, mode: str) -> None:

@@ -4,6 +4,7 @@ silence, and no choice changes a token."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.generation import Generation, GenerationSettings
@@ -61,5 +62,35 @@ def test_a_refused_head_is_not_loaded_again_for_each_request(tiny, eagle3_smollm
         assert drafting.plan(DraftSpec("auto", str(eagle3_smollm2)), 4)[1].kind == "mtp"
         assert eagle3_smollm2 in drafting._refused_heads  # noqa: SLF001
         assert drafting.plan(DraftSpec("auto", str(eagle3_smollm2)), 4)[1].kind == "mtp"
+    finally:
+        drafting.close()
+
+
+def policy_state(policy) -> tuple:
+    return policy.mode, policy.count, policy.length, list(policy.plain.samples), list(policy.drafting.samples)
+
+
+def test_the_next_answer_with_the_same_drafter_goes_on_from_where_auto_off_left_it(smol):
+    """Whatever this request's timings decided, the next request with that drafter starts from it; after
+    forget_speeds (as after a load) it starts afresh; no token changes."""
+    drafting = Drafting(smol)
+    sampling, rng = GenerationSettings(GREEDY).sampling, np.random.default_rng(0)
+    try:
+        plain, _ = tokens(smol)
+        make, _ = drafting.plan(DraftSpec("lookup"), 4, auto_off=True)
+        first = make(smol, sampling, rng).policy
+        assert policy_state(first) == ("draft", 0, 2, [], [])  # a fresh policy
+        drafting.forget_speeds()
+        generation = Generation(smol, raw_prompt_tokens(smol.model, PROMPT), GenerationSettings(GREEDY, max_tokens=24),
+                                make_source=drafting.plan(DraftSpec("lookup"), 4, auto_off=True)[0])
+        list(generation)
+        assert generation.token_ids == plain
+        ended = generation.source.policy
+        assert ended.plain.samples or ended.drafting.samples  # it measured something
+        following = drafting.plan(DraftSpec("lookup"), 4, auto_off=True)[0](smol, sampling, rng).policy
+        assert policy_state(following) == policy_state(ended) and following.ever_off == ended.off
+        drafting.forget_speeds()
+        afresh = drafting.plan(DraftSpec("lookup"), 4, auto_off=True)[0](smol, sampling, rng).policy
+        assert policy_state(afresh) == ("draft", 0, 2, [], [])
     finally:
         drafting.close()

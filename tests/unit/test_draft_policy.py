@@ -44,3 +44,33 @@ def test_without_auto_off_drafting_never_stops():
     policy = DraftPolicy(max_draft=4, auto_off=False)
     rounds, plain = drive(policy, draft_s_per_token=0.05, plain_s=0.01)
     assert rounds == 400 and not policy.off
+
+
+def test_a_drafter_that_lost_starts_the_next_answer_switched_off_and_says_why():
+    first = DraftPolicy(max_draft=4)
+    drive(first, draft_s_per_token=0.02, plain_s=0.01, steps=40)
+    assert first.off
+    following = first.carried_over()
+    assert following.off and following.ever_off and following.draft_length() == 0
+    assert following.reason == first.reason and "switched off" in following.reason
+    rounds, _ = drive(following, draft_s_per_token=0.02, plain_s=0.01, steps=40)
+    assert rounds == 0  # no warm-up rounds paid again
+
+
+def test_the_re_probe_count_goes_on_across_answers():
+    policy = DraftPolicy(max_draft=4)
+    drive(policy, draft_s_per_token=0.02, plain_s=0.01, steps=40)
+    rounds = 0
+    for _ in range(DraftPolicy.REPROBE_EVERY // 40 + 2):  # answers of 40 tokens each
+        policy = policy.carried_over()
+        rounds += drive(policy, draft_s_per_token=0.004, plain_s=0.01, steps=40)[0]
+    assert rounds > 0 and not policy.off  # drafting got fast: the re-probe found it and it is back on
+
+
+def test_a_drafter_that_won_goes_on_at_its_length_without_probing_plain_again():
+    first = DraftPolicy(max_draft=4)
+    drive(first, draft_s_per_token=0.004, plain_s=0.01, steps=40)
+    following = first.carried_over()
+    assert not following.off and not following.ever_off and following.length == first.length == 3
+    rounds, plain = drive(following, draft_s_per_token=0.004, plain_s=0.01, steps=20)
+    assert rounds == 20 and plain == 0
