@@ -75,9 +75,6 @@ def checked(command: p.Command) -> p.Command:
 
 
 ClientEvent = p.Event | EngineDead
-_TERMINAL = (p.Finished, p.ModelLoaded, p.ModelUnloaded, p.Pong, p.ConversationOpened, p.TextMeasured, p.DocumentRead,
-             p.Calibrated)
-_ENDS_WITH_ITS_OWN_EVENT = (*p.ANSWERS, p.ReadDocument)  # an Error is followed by Finished / DocumentRead
 _ids = itertools.count(1)
 
 
@@ -115,11 +112,6 @@ class CtrlC:
         if self.pressed:
             raise KeyboardInterrupt
         self.pressed = True
-
-
-def ends_request(command: p.Command, event: p.Event) -> bool:
-    """Whether ``event`` is the last one of ``command``'s request."""
-    return isinstance(event, _TERMINAL) or (isinstance(event, p.Error) and not isinstance(command, _ENDS_WITH_ITS_OWN_EVENT))
 
 
 def new_request_id(prefix: str = "r") -> str:
@@ -202,7 +194,7 @@ class EngineClient(ABC):
                 continue
             self._note_context(event)
             yield event
-            if ends_request(command, event):
+            if p.ends_request(event):
                 return
 
     def _note_context(self, event: ClientEvent) -> None:
@@ -239,7 +231,7 @@ class EngineClient(ABC):
                     continue
                 self._note_context(event)
                 on_event(event)
-                if isinstance(event, EngineDead) or ends_request(command, event):
+                if isinstance(event, EngineDead) or p.ends_request(event):
                     return ctrl_c.pressed
 
     def load_model(self, model: str, *, n_ctx: int = 0, n_threads: int = 0, draft_max: int = 4, draft_paths: int = 1,

@@ -23,7 +23,7 @@ from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceI
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
 from model_store.fit import BUDGET_PERCENT_RANGE, DEFAULT_BUDGET_PERCENT
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 
 Unavailable = Literal["unavailable"]
 UNAVAILABLE: Unavailable = "unavailable"
@@ -439,7 +439,7 @@ class Telemetry(_Message, tag="telemetry"):
 
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
-    "generation_failed", "internal", "cpu_unsupported", "context_full",
+    "generation_failed", "internal", "cpu_unsupported", "context_full", "cancelled",
     # a remote engine (engine.remote): the message says what happened and what to do
     "remote_unreachable", "remote_tls", "remote_auth", "remote_model", "remote_busy", "remote_timeout",
     "remote_disconnected", "remote_bad_reply", "remote_refused",
@@ -450,12 +450,53 @@ class Error(_Message, tag="error"):
     code: ErrorCode
     message: str
     request_id: str | None = None
+    # whether it ends its request: False when the request's own closing event follows it (an answer's
+    # Finished, a document read's DocumentRead: see :func:`ends_request`)
+    final: bool = True
 
 
 Event = Union[
     Ready, ModelLoading, ModelLoaded, ModelUnloaded, PromptProgress, TokenDelta, Finished, ConversationOpened, Pong,
     Telemetry, Error, TextMeasured, DocumentRead, Calibrated, ContextGrown, RemoteWaiting,
 ]
+
+# -------------------------------------------------------------------------------- how a request ends
+# Every request ends with exactly one event for which ends_request() is true, as llama.cpp's server
+# results say is_stop(). A failed answer or document read ends with its own closing event after the
+# Error (so its caller always gets the stats and the finish reason); any other failed request ends
+# with its Error. The worker keeps this (engine.request_lifecycle); every client follows the flag.
+
+CLOSING_EVENTS = (Finished, ModelLoaded, ModelUnloaded, Pong, ConversationOpened, TextMeasured, DocumentRead, Calibrated)
+
+
+def ends_request(event: Event) -> bool:
+    """Whether ``event`` is the last one of its request."""
+    if isinstance(event, Error):
+        return event.request_id is not None and event.final
+    return isinstance(event, CLOSING_EVENTS)
+
+
+def closes_with_its_own_event(kind: str) -> bool:
+    """Whether a request of this kind (its tag) ends with its own closing event even when it fails."""
+    return kind in _OWN_CLOSING
+
+
+def failure_events(kind: str, request_id: str, code: ErrorCode, message: str,
+                   reason: Literal["error", "cancelled"] = "error") -> list[Event]:
+    """How a request of ``kind`` that failed ends: its Error, then its own closing event if it has one."""
+    if kind not in _OWN_CLOSING:
+        return [Error(code=code, message=message, request_id=request_id)]
+    return [Error(code=code, message=message, request_id=request_id, final=False), closing_event(kind, request_id, reason)]
+
+
+def closing_event(kind: str, request_id: str, reason: Literal["error", "cancelled"]) -> Event:
+    """The closing event of an answer or a document read that ended with ``reason`` and nothing to report."""
+    if kind == ReadDocument.__struct_config__.tag:
+        return DocumentRead(request_id=request_id, finish_reason=reason, tokens=0, timings=Timings())
+    return Finished(request_id=request_id, finish_reason=reason, timings=Timings())
+
+
+_OWN_CLOSING = frozenset(cls.__struct_config__.tag for cls in (*ANSWERS, ReadDocument))
 
 # ------------------------------------------------------------------------------------- encoding
 

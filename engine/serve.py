@@ -14,15 +14,16 @@ import os
 import platform
 import queue
 import sys
-import threading
 
 from engine import protocol as p
 from engine.backends import cpu_check
 from engine.backends.cpu_variants import CpuBackendError
+from engine.backends.faults import raise_if_injected
 from engine.backends.llama_cpp import BACKEND_VERSION, build_info, init_backend
 from engine.core import EngineCore, Emit
 from engine.devices.info import device_infos
 from engine.devices.probe import DeviceProbe, start_probe
+from engine.request_lifecycle import Requests, request_kind
 from engine.telemetry.sampler import TelemetryThread
 
 
@@ -59,8 +60,7 @@ def cpu_backend_info(choice: cpu_check.CpuChoice | None) -> p.CpuBackendInfo | N
 
 class WorkerLoop:
     def __init__(self, emit: Emit, telemetry_interval_ms: int = 1000) -> None:
-        self._emit_lock = threading.Lock()
-        self._send = emit
+        self.requests = Requests(emit)  # every event goes out through it: each request ends once
         self._queue: queue.Queue[p.Command | None] = queue.Queue()
         self._cancelled: set[str] = set()
         self._aborting = False
@@ -69,8 +69,7 @@ class WorkerLoop:
         self.telemetry = TelemetryThread(self.core.live, self.emit, telemetry_interval_ms)
 
     def emit(self, event: p.Event) -> None:
-        with self._emit_lock:
-            self._send(event)
+        self.requests.emit(event)
 
     def _is_cancelled(self, request_id: str) -> bool:
         return self._aborting or request_id in self._cancelled
@@ -131,8 +130,7 @@ class WorkerLoop:
                 command = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(command, p.ANSWERS):
-                self.emit(p.Finished(request_id=command.request_id, finish_reason="cancelled", timings=p.Timings()))
+            self.requests.drop(command)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -147,14 +145,15 @@ class WorkerLoop:
             self.core.close()
 
     def _handle(self, command: p.Command) -> None:
+        """Run one request; whatever happens in it, it ends with one closing event (engine.request_lifecycle)."""
+        rid = command.request_id
+        self.requests.begin(command)
         try:
+            raise_if_injected(request_kind(command))
             self.core.handle(command)
         except Exception as exc:  # a bug, not bad input: report it and keep serving
             print(f"hearth worker: internal error: {exc!r}", file=sys.stderr)
-            rid = getattr(command, "request_id", None)
             self.emit(p.Error(code="internal", message=f"internal error: {exc!r}", request_id=rid))
-            if isinstance(command, p.ANSWERS):
-                self.emit(p.Finished(request_id=command.request_id, finish_reason="error", timings=p.Timings()))
         finally:
-            rid = getattr(command, "request_id", None)
+            self.requests.end(command, "cancelled" if self._is_cancelled(rid) else "error")
             self._cancelled.discard(rid)

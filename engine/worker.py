@@ -71,20 +71,14 @@ def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
     loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
 
 
-ANSWER_KINDS = {cls.__struct_config__.tag for cls in p.ANSWERS}
-
-
 def refuse(loop: WorkerLoop, rid: str | None, kind: str, problem: str) -> None:
     """Answer a command that cannot be served (a value out of range, a branch built on messages
-    never sent) as its request's failure; the worker goes on serving. A request ends with the event
-    that ends it when it succeeds: Finished for an answer, DocumentRead for a document."""
-    loop.emit(p.Error(code="bad_request", message=problem, request_id=rid))
+    never sent) as its request's failure, ended as its kind ends (engine.request_lifecycle); the
+    worker goes on serving."""
     if rid is None:
-        return
-    if kind in ANSWER_KINDS:
-        loop.emit(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
-    elif kind == p.ReadDocument.__struct_config__.tag:
-        loop.emit(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=p.Timings()))
+        loop.emit(p.Error(code="bad_request", message=problem))
+    else:
+        loop.requests.fail(kind, rid, "bad_request", problem)
 
 
 def main() -> None:

@@ -90,7 +90,7 @@ class EngineBridge(QObject):
         elif _shows_a_decode(event) and not self._decoded:
             self._decoded = True
             self.early_deaths = 0
-        elif isinstance(event, (p.Finished, p.DocumentRead)):
+        elif p.ends_request(event):
             self._pending_reads.discard(rid)
 
     def _early_death(self) -> str | None:

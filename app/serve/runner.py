@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest, ends_request
+from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest
 from engine.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at
@@ -148,9 +148,7 @@ class EngineRunner:
     @staticmethod
     def _refuse(job: Job, command: p.Command, refused: InvalidRequest, events: list[ClientEvent]) -> None:
         """A command with a value out of range ends as the worker would end it (an Error, then Finished)."""
-        rid = command.request_id
-        for event in (p.Error(code="bad_request", message=str(refused), request_id=rid),
-                      p.Finished(request_id=rid, finish_reason="error", timings=p.Timings())):
+        for event in p.failure_events(command.__struct_config__.tag, command.request_id, "bad_request", str(refused)):
             events.append(event)
             job.deliver(event)
 
@@ -170,7 +168,7 @@ class EngineRunner:
                 continue
             events.append(event)
             job.deliver(event)
-            if isinstance(event, EngineDead) or ends_request(command, event):
+            if isinstance(event, EngineDead) or p.ends_request(event):
                 return
 
     def _worker_gone(self) -> EngineDead | None:

@@ -10,6 +10,10 @@ dictionary lookup per stage.
 
 ``HEARTH_TEST_DECODE_PACE_MS=N`` pauses N ms after each streamed decode step, so a test can act
 while an answer is still being written however fast this machine decodes its tiny model.
+
+``HEARTH_TEST_INTERNAL_ERROR="KIND[,...]"`` makes the worker's loop raise when it takes a request of
+one of these kinds (``read_document``, ``chat``, ...): the bug no input can cause on purpose, so a test
+can see each request still end (engine.request_lifecycle).
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ import signal
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 STAGES = ("canary", "load", "decode")
 PACE_ENV = "HEARTH_TEST_DECODE_PACE_MS"  # read once per request (engine.core)
+INTERNAL_ERROR_ENV = "HEARTH_TEST_INTERNAL_ERROR"
+
+
+class InjectedError(RuntimeError):
+    """The internal error the test switch asked for."""
+
+
+def raise_if_injected(kind: str) -> None:
+    """Raise :class:`InjectedError` if the switch names this kind of request."""
+    kinds = os.environ.get(INTERNAL_ERROR_ENV, "")
+    if kinds and kind in (item.strip() for item in kinds.split(",")):
+        raise InjectedError(f"injected for {kind} ({INTERNAL_ERROR_ENV})")
 
 
 def injected_signal(stage: str, variant: str) -> signal.Signals | None:

@@ -161,21 +161,19 @@ class RemoteClient(EngineClient):
                 self._cancelled.add(request_id)
 
     def _answer_cancelled(self, command: p.Command) -> None:
-        rid = command.request_id
-        if isinstance(command, p.ANSWERS):
-            self._events.put(p.Finished(request_id=rid, finish_reason="cancelled", timings=p.Timings()))
-        elif isinstance(command, p.ReadDocument):
-            self._events.put(p.DocumentRead(request_id=rid, finish_reason="cancelled", tokens=0, timings=p.Timings()))
+        kind, rid = command.__struct_config__.tag, command.request_id
+        if p.closes_with_its_own_event(kind):
+            self._events.put(p.closing_event(kind, rid, "cancelled"))
         else:
-            self._events.put(p.Error(code="bad_request", message="cancelled", request_id=rid))
+            self._events.put(p.Error(code="cancelled", message="cancelled", request_id=rid))
 
     def _fail(self, command: p.Command, code: str, message: str) -> None:
         rid = getattr(command, "request_id", None)
-        self._events.put(p.Error(code=code, message=message, request_id=rid))
-        if isinstance(command, p.ANSWERS):
-            self._events.put(p.Finished(request_id=rid, finish_reason="error", timings=p.Timings()))
-        elif isinstance(command, p.ReadDocument):
-            self._events.put(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=p.Timings()))
+        if rid is None:
+            self._events.put(p.Error(code=code, message=message))
+            return
+        for event in p.failure_events(command.__struct_config__.tag, rid, code, message):
+            self._events.put(event)
 
     def _progress(self, stream: AnswerStream) -> None:
         self._telemetry(stream)

@@ -228,11 +228,11 @@ class ScriptedEngine(EngineClient):
 
     def _refuse(self, command: p.Command, code: p.ErrorCode, message: str) -> None:
         rid = getattr(command, "request_id", None)
-        self._emit(p.Error(code=code, message=message, request_id=rid))
-        if isinstance(command, p.ANSWERS):
-            self._emit(p.Finished(request_id=rid, finish_reason="error", timings=Timings()))
-        elif isinstance(command, p.ReadDocument):
-            self._emit(p.DocumentRead(request_id=rid, finish_reason="error", tokens=0, timings=Timings()))
+        if rid is None:
+            self._emit(p.Error(code=code, message=message))
+            return
+        for event in p.failure_events(command.__struct_config__.tag, rid, code, message):
+            self._emit(event)
 
     def _cancel(self, request_id: str) -> None:
         held = self._held
