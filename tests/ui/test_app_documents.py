@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from model_store.documents import DocumentStore
 from model_store.extract import READ_CHUNK_BYTES, DocumentError
 from tests.helpers.documents import write_document
-from tests.helpers.gui import stored, write_settings
+from tests.helpers.gui import stored, watch_notices, write_settings
 
 
 def test_attach_progress_cancel_attach_again_and_ask(start_app, hybrid_tiny, tmp_path):
@@ -189,3 +189,21 @@ def test_a_file_dropped_on_the_chat_is_read_as_a_document(start_app, tiny_settin
     app.window.chat_view.dropEvent(event)
     app.qtbot.waitUntil(lambda: app.window.status_line.text().startswith("Read dropped.md"), timeout=60_000)
     assert app.controller.messages.rows()[-1].document.title == "dropped.md"
+
+
+def test_a_read_that_meets_an_internal_error_ends_says_so_and_leaves_the_app_answering(start_app, hybrid_tiny, tmp_path,
+                                                                                       monkeypatch):
+    """The worker's bug (injected: HEARTH_TEST_INTERNAL_ERROR) ends the read with its DocumentRead: the window
+    is not left reading for ever, says what happened, takes the document back out, and answers next."""
+    monkeypatch.setenv("HEARTH_TEST_INTERNAL_ERROR", "read_document")
+    write_settings(model=str(hybrid_tiny), temperature=0.0, max_tokens=8, draft="off")
+    app = start_app()
+    app.wait_loaded()
+    documents, window = app.window.documents, app.window
+    notices = watch_notices(app)
+    assert documents.attach(write_document(tmp_path / "notes.txt", 300))
+    app.qtbot.waitUntil(lambda: "did not finish" in window.status_line.text(), timeout=60_000)
+    assert not documents.busy and not window.document_progress.isVisible()
+    assert any(kind == "error" and "internal error" in text for kind, text in notices), notices
+    assert not any(row.document for row in app.controller.messages.rows())
+    assert app.send_and_wait("Still there?").finished.finish_reason in ("stop", "length")
