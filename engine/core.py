@@ -45,6 +45,7 @@ from engine.turn_events import PendingDelta, Turn, closing_event
 from engine.turns import SnapshotCursor, TurnStart, chat_messages, open_turns, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
+from model_store.fit import DEFAULT_BUDGET_PERCENT
 from model_store.snapshots import SnapshotCorrupt
 
 Emit = Callable[[p.Event], None]
@@ -140,7 +141,8 @@ class EngineCore:
         self.session = open_session(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
                                     draft_max=command.draft_max, draft_width=command.draft_paths,
                                     kv_type=command.kv_type,
-                                    memory_percent=command.memory_percent, on_progress=on_progress)
+                                    memory_percent=command.memory_percent or DEFAULT_BUDGET_PERCENT,
+                                    on_progress=on_progress)
         self.session.display_name = command.name
         self.loaded_with = command
         self.drafting = Drafting(self.session)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine import protocol as p
+from engine.draft_spans import add_span
 from engine.backends.llama_cpp import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
@@ -239,7 +240,7 @@ class _TextOut:
         decoded = self.utf8.feed(self.model.piece(token))
         self._ids.append(token)
         self._n_from_draft += from_draft
-        p.add_span(self._decoded_spans, len(decoded), from_draft)
+        add_span(self._decoded_spans, len(decoded), from_draft)
         self._route(self.stops.feed(decoded))
 
     def _route(self, released: str) -> None:
@@ -250,7 +251,7 @@ class _TextOut:
         self._ready_reasoning += reasoning
         self._ready += answer
         for chars, drafted in spans:
-            p.add_span(self._spans, chars, drafted)
+            add_span(self._spans, chars, drafted)
 
     def ready(self) -> bool:
         return bool(self._ready or self._ready_reasoning)
@@ -267,7 +268,7 @@ class _TextOut:
     def finish(self) -> TextDelta | None:
         if not self.stopped:
             tail = self.utf8.flush()
-            p.add_span(self._decoded_spans, len(tail), False)
+            add_span(self._decoded_spans, len(tail), False)
             self._route(self.stops.feed(tail))
             self._route(self.stops.flush())
         self._sort(*self.splitter.flush())

@@ -10,7 +10,8 @@ import msgspec
 import numpy as np
 import psutil
 
-from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError, default_threads
+from engine.backends.base import ContextSettings, ModelLoadError, default_threads
+from engine.protocol import ModelFacts
 from engine.backends.llama_cpp import DecodeAborted, LlamaContext, LlamaModel
 from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.model_files import check_model_file, resolve_model_ref

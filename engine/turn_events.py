@@ -7,6 +7,7 @@ fast model sends a few events per frame interval, not one per token; the first g
 from __future__ import annotations
 
 from engine import protocol as p
+from engine.draft_spans import add_span
 from engine.generation import Generation, TextDelta
 from engine.records import DraftStats, Timings
 
@@ -43,7 +44,7 @@ class PendingDelta:
         self.n_tokens += len(delta.token_ids)
         self.n_from_draft += delta.n_from_draft
         for chars, from_draft in delta.spans:
-            p.add_span(self.spans, chars, from_draft)
+            add_span(self.spans, chars, from_draft)
 
     def due(self, now: float) -> bool:
         return self.last_sent is None or now - self.last_sent >= COALESCE_S

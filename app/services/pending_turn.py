@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from engine import protocol as p
+from engine.draft_spans import add_span
 from engine.client import ClientEvent, EngineDead
 from model_store.conversations import Message
 from model_store.writer_lock import WriterLock
@@ -60,7 +61,7 @@ class PendingTurn:
             self._take_reasoning(event)
             self._unread.append(event.text)
             for length, drafted in event.draft_spans or [(len(event.text), False)]:
-                p.add_span(self.draft_spans, length, drafted)
+                add_span(self.draft_spans, length, drafted)
         elif isinstance(event, p.Error):
             self.errors.append(event.message)
         elif isinstance(event, p.Finished):

@@ -1,12 +1,11 @@
-"""Types shared by the inference backends: settings in, facts and errors out."""
+"""Types shared by the inference backends: settings in, errors out (a model's facts are a wire type:
+:class:`engine.protocol.ModelFacts`)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import msgspec
 
 
 class ModelLoadError(Exception):
@@ -40,52 +39,3 @@ class ContextSettings:
     flash_attn: bool = True  # explicit, not "auto": it changes numerics and the KV layout in state blobs
     kv_type: str = "f16"  # the attention cache's element type: "f16" or "q8_0" (p.KvType)
     kv_unified: bool = False  # one attention cache for all sequences (copies share cells instead of buffers)
-
-
-class ModelFacts(msgspec.Struct, frozen=True):
-    """What a loaded model is; sent to the GUI and printed by ``hearth info``."""
-
-    path: str
-    file_bytes: int
-    arch: str
-    name: str
-    description: str
-    n_params: int
-    size_bytes: int
-    n_ctx_train: int
-    n_embd: int
-    n_layer: int
-    n_layer_mtp: int
-    n_vocab: int
-    is_recurrent: bool
-    is_hybrid: bool
-    supports_rollback: bool
-    has_chat_template: bool
-    backend_version: str
-    # what its chat template does about reasoning (engine.prompts.thinking_facts): whether the answer
-    # starts in a <think> block by default, and whether ``enable_thinking`` switches that
-    thinks: bool = False
-    thinking_switch: bool = False
-
-    # -- what the model can do, read everywhere from here (never recomputed from is_recurrent/is_hybrid) --
-
-    @property
-    def has_recurrent_state(self) -> bool:
-        """A fixed-size recurrent state (SSM, Gated DeltaNet, short convolutions) besides or instead of attention."""
-        return self.is_recurrent or self.is_hybrid
-
-    @property
-    def has_attention_kv(self) -> bool:
-        """An attention KV cache that grows with every token (every model but a purely recurrent one)."""
-        return self.is_hybrid or not self.is_recurrent
-
-    @property
-    def can_roll_back(self) -> bool:
-        """Whether rejected draft tokens can be taken back out of the state (a KV cache always can;
-        a recurrent state only through llama.cpp's rollback planes)."""
-        return self.supports_rollback or not self.has_recurrent_state
-
-    @property
-    def has_mtp(self) -> bool:
-        """A multi-token-prediction head that can draft for the model itself."""
-        return self.n_layer_mtp > 0

@@ -23,7 +23,8 @@ import llama_cpp
 import numpy as np
 
 from engine.backends import cpu_check
-from engine.backends.base import ContextSettings, ModelFacts, ModelLoadError
+from engine.backends.base import ContextSettings, ModelLoadError
+from engine.protocol import ModelFacts
 from engine.backends.cpu_variants import CpuBackendError, load_library
 from engine.backends.faults import crash_if_injected, injected_signal
 from engine.model_files import weight_type

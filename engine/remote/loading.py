@@ -9,7 +9,7 @@ known on this computer: the rest is 0, and its devices are the engine.
 from __future__ import annotations
 
 from engine import protocol as p
-from engine.backends.base import ModelFacts
+from engine.protocol import ModelFacts
 from engine.remote.api import ServerModel
 from engine.remote.errors import RemoteError
 from engine.remote.redact import redact

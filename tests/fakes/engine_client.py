@@ -57,10 +57,11 @@ from dataclasses import dataclass
 import msgspec
 
 from engine import protocol as p
-from engine.backends.base import ModelFacts
+from engine.protocol import ModelFacts
 from engine.client import EngineClient, EngineDead, EngineError, checked
 from engine.deaths import engine_dead
 from engine.records import Timings
+from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 DEFAULT_ANSWER = ("Hello", " from", " the", " scripted", " engine.")
 NO_MODEL = "no model is loaded; load one first"  # the real worker's words
@@ -282,7 +283,7 @@ class ScriptedEngine(EngineClient):
                                mode="fixed" if command.n_ctx else "auto", kv_type=command.kv_type,
                                kv_bytes=self.n_ctx * 1024, estimated_bytes=(100 << 20) + self.n_ctx * 1024,
                                available_bytes=1 << 30,
-                               budget_bytes=(1 << 30) * command.memory_percent // 100,
+                               budget_bytes=(1 << 30) * (command.memory_percent or DEFAULT_BUDGET_PERCENT) // 100,
                                max_n_ctx=min(self.n_ctx + growth, self.n_ctx_train))
 
     def _unload(self, command: p.UnloadModel, step: Step) -> None:

@@ -159,7 +159,7 @@ def cases_for(kind: str, field: str) -> list[Case]:
     return int_cases(kind, field, field_type)
 
 
-# Chat and AnswerTurn take exactly the answer fields Complete takes (engine.protocol._Answering): driven there.
+# Chat and AnswerTurn take exactly the answer fields Complete takes (engine.protocol.commands._Answering): driven there.
 SHARED = {key for key in numeric_fields() if key[0] in ("chat", "answer_turn") and key not in NOT_DRIVEN}
 assert {field for _, field in SHARED} <= {field for kind, field in numeric_fields() if kind == "complete"}
 DRIVEN = sorted(key for key in numeric_fields() if key not in NOT_DRIVEN and key not in SHARED and key[0] != "hello")

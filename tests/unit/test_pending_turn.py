@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.services.pending_turn import PendingTurn
 from engine import protocol as p
+from engine.draft_spans import add_span
 from model_store.conversations import Message
 
 N_DELTAS = 4000  # one token each: a long answer
@@ -57,5 +58,5 @@ def test_draft_spans_cover_the_text_merged_by_origin():
 def test_add_span_merges_a_run_of_the_same_origin_and_skips_nothing_new():
     spans: list[list] = []
     for chars, drafted in ((2, False), (3, False), (0, True), (1, True), (4, False)):
-        p.add_span(spans, chars, drafted)
+        add_span(spans, chars, drafted)
     assert spans == [[5, False], [1, True], [4, False]]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QWidget
 
-from engine.backends.base import ModelFacts
+from engine.protocol import ModelFacts
 
 LABEL = "Think before answering"
 CHOICE_TIP = ("Let the model reason before it answers (its thinking shows above the answer, closed once the "

@@ -1,0 +1,36 @@
+"""The wire protocol between the app and the worker process that owns the model.
+
+Every message is a ``msgspec.Struct`` tagged by its ``kind`` field and encoded as msgpack in a
+frame (see :mod:`engine.framing`). There are no pickles, no
+exceptions and no method names on the wire: a frame that does not decode to a known message is
+answered with an :class:`Error` and the worker keeps serving. The first exchange is
+:class:`Hello` then :class:`Ready`; a different :data:`PROTOCOL_VERSION` ends the worker with a
+clear error. Per-request messages carry ``request_id``. Text travels as deltas, never the whole
+answer again; large data (state snapshots) never crosses the pipe, only ids and sizes.
+
+The package: :mod:`~engine.protocol.limits` (each field's range, the sampling rules, the request
+defaults), :mod:`~engine.protocol.commands`, :mod:`~engine.protocol.events` (with how a request ends)
+and :mod:`~engine.protocol.codec`. It imports nothing from the backends or the store. This module
+names every wire type, so ``from engine import protocol as p`` reaches them all.
+"""
+
+from engine.protocol.codec import check_command, decode_command, decode_event, encode  # noqa: F401
+from engine.protocol.commands import (ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat,  # noqa: F401
+                                      ChatTurn, Command, Complete, DraftSpec, Hello, LoadModel, MeasureText,
+                                      OpenConversation, Ping, ReadDocument, SetTelemetry, Shutdown, TemplateSpec,
+                                      UnloadModel)
+from engine.protocol.events import (CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown,  # noqa: F401
+                                    ConversationOpened, DocumentRead, Error, ErrorCode, Event, Finished, ModelFacts,
+                                    ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready,
+                                    RemoteWaiting, Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event,
+                                    closing_event, ends_request, failure_events)
+from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT,  # noqa: F401
+                                    MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES, MAX_TELEMETRY_INTERVAL_MS,
+                                    MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION,
+                                    REPEAT_PENALTY_RANGE, REPEAT_WINDOW, CalibrationLength, DraftLength, DraftPaths,
+                                    KnownPrefix, MemoryPercent, RequestDefaults, SamplingSpec, Tokens,
+                                    sampling_problem)
+from engine.command_check import InvalidCommand  # noqa: F401
+from engine.records import DraftStats, Timings  # noqa: F401
+from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
+                            NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
