@@ -130,7 +130,8 @@ class WorkerLoop:
                 command = self._queue.get_nowait()
             except queue.Empty:
                 return
-            self.requests.drop(command)
+            if command is not None:  # (None: an earlier stop's sentinel; stop puts one back)
+                self.requests.drop(command)
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -81,3 +81,15 @@ def test_a_queued_request_dropped_by_an_abort_ends_cancelled(kind, closing):
 def test_a_refused_request_ends_as_its_kind_ends(kind):
     events = p.failure_events(kind, "r", "bad_request", "out of range")
     assert ends_once(events) and events[0].code == "bad_request"
+
+
+def test_an_abort_after_a_stop_drops_the_queue_without_a_word_about_the_stop_itself():
+    """The queue may already hold the stop's sentinel (None) when an abort drains it: only requests end."""
+    from engine.serve import WorkerLoop
+
+    sent: list[p.Event] = []
+    loop = WorkerLoop(sent.append, telemetry_interval_ms=0)
+    loop._queue.put(COMMANDS["chat"])
+    loop.stop(abort=False)  # a drain: its sentinel waits behind the chat
+    loop.stop(abort=True)
+    assert [type(e) for e in sent] == [p.Finished] and sent[0].finish_reason == "cancelled"
