@@ -1,7 +1,7 @@
 """The engine core: the one owner of the loaded model, running one command at a time.
 
 It turns commands into events through an ``emit`` callable and knows nothing of pipes or threads
-(see :mod:`engine.serve`). The commands are a closed set, dispatched with ``match`` (a new one that
+(see :mod:`engine.worker_loop`). The commands are a closed set, dispatched with ``match`` (a new one that
 is not handled fails the type check). Every request that reads into the state takes one path,
 :meth:`EngineCore.run_turn`: stand on a snapshot or start clean, read, write unless it is a
 document, save the turn end's snapshot, and end with one closing event (``Finished`` for an answer,
@@ -112,7 +112,7 @@ class EngineCore:
             case p.Ping():
                 self.emit(p.Pong(request_id=command.request_id))
             case p.Hello() | p.Cancel() | p.SetTelemetry() | p.Shutdown():
-                pass  # the serving loop's own (engine.serve); they never reach the core
+                pass  # the worker loop's own (engine.worker_loop); they never reach the core
             case _:
                 assert_never(command)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine import protocol as p
 from engine.client import ClientEvent, EngineClient, EngineError, checked
-from engine.serve import WorkerLoop
+from engine.worker_loop import WorkerLoop
 
 
 class InprocClient(EngineClient):

@@ -19,7 +19,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.framing import FrameError, frame, read_frames
-from engine.serve import WorkerLoop
+from engine.worker_loop import WorkerLoop
 from engine.transcripts import ReceivedTranscripts, UnknownTranscript
 
 PR_SET_PDEATHSIG = 1

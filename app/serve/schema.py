@@ -30,7 +30,7 @@ MAX_STOPS = 4  # OpenAI's limit
 Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]  # OpenAI's range
 Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]  # OpenAI's range (Hearth takes only 0)
 TopK = Annotated[int, msgspec.Meta(ge=0, le=p.MAX_TOKENS)]  # more than any vocabulary; llama.cpp's is an int32
-Tokens = Annotated[int, msgspec.Meta(ge=1, le=p.MAX_TOKENS)]
+TokenCount = Annotated[int, msgspec.Meta(ge=1, le=p.MAX_TOKENS)]
 
 
 class RequestRefused(Exception):
@@ -89,8 +89,8 @@ class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class ChatRequest(_Sampling, kw_only=True):
     messages: list[ChatMessageIn]
-    max_tokens: Tokens | None = None
-    max_completion_tokens: Tokens | None = None
+    max_tokens: TokenCount | None = None
+    max_completion_tokens: TokenCount | None = None
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None

@@ -87,8 +87,8 @@ def template_clock(conversation: Conversation) -> float:
     return float(clock) if isinstance(clock, (int, float)) else conversation.created_at
 
 
-def generate_command(history: list[Message], conversation: Conversation, answer_id: str,
-                     options: TurnOptions) -> p.AnswerTurn:
+def answer_turn_command(history: list[Message], conversation: Conversation, answer_id: str,
+                        options: TurnOptions) -> p.AnswerTurn:
     """The engine's request for this turn. Raises :class:`DraftRefused` for a drafting choice that is not one."""
     return p.AnswerTurn(
         request_id=new_request_id("turn"),
@@ -118,7 +118,7 @@ def begin_answer(store: ConversationStore, conversation_id: str, history: list[M
     """Store an empty answer to the last message of ``history`` and build the engine's command."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    command = generate_command(history, store.get(conversation_id), answer.id, options)
+    command = answer_turn_command(history, store.get(conversation_id), answer.id, options)
     return PendingTurn(conversation_id, user, answer, command, writer=writer)
 
 

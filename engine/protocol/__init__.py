@@ -15,21 +15,22 @@ names every wire type, so ``from engine import protocol as p`` reaches them all.
 """
 
 from engine.protocol.codec import check_command, decode_command, decode_event, encode  # noqa: F401
-from engine.protocol.commands import (ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat,  # noqa: F401
-                                      ChatTurn, Command, Complete, DraftSpec, Hello, LoadModel, MeasureText,
-                                      OpenConversation, Ping, ReadDocument, SetTelemetry, Shutdown, TemplateSpec,
-                                      UnloadModel)
-from engine.protocol.events import (CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown,  # noqa: F401
-                                    ConversationOpened, DocumentRead, Error, ErrorCode, Event, Finished, ModelFacts,
-                                    ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready,
-                                    RemoteWaiting, Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event,
-                                    closing_event, ends_request, failure_events)
-from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT,  # noqa: F401
-                                    MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES, MAX_TELEMETRY_INTERVAL_MS,
-                                    MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION,
-                                    REPEAT_PENALTY_RANGE, REPEAT_WINDOW, CalibrationLength, DraftLength, DraftPaths,
-                                    KnownPrefix, MemoryPercent, RequestDefaults, SamplingSpec, Tokens,
-                                    sampling_problem)
+from engine.protocol.commands import (  # noqa: F401
+    ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat, ChatTurn, Command, Complete, DraftSpec, Hello,
+    LoadModel, MeasureText, OpenConversation, Ping, ReadDocument, SetTelemetry, Shutdown, TemplateSpec, UnloadModel,
+)
+from engine.protocol.events import (  # noqa: F401
+    CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown, ConversationOpened, DocumentRead, Error, ErrorCode, Event,
+    Finished, ModelFacts, ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready, RemoteWaiting,
+    Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event, closing_event, ends_request,
+    failure_events,
+)
+from engine.protocol.limits import (  # noqa: F401
+    DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES,
+    MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION, REPEAT_PENALTY_RANGE,
+    REPEAT_WINDOW, CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
+    SamplingSpec, TokenCount, sampling_problem,
+)
 from engine.command_check import InvalidCommand  # noqa: F401
 from engine.records import DraftStats, Timings  # noqa: F401
 from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401

@@ -9,7 +9,7 @@ import msgspec
 
 from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_STORED_BYTES,
                                     MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, CalibrationLength,
-                                    DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, Tokens)
+                                    DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, TokenCount)
 from engine.reports import KvType
 
 
@@ -47,7 +47,7 @@ class LoadModel(_Message, tag="load_model"):
     # 0 ("auto"): the longest context ``memory_percent`` % of the available memory holds, capped at
     # the trained length. Never under 256 tokens (llama.cpp's step); a fixed one is refused at once
     # when it cannot fit in memory (engine.context_memory). Either grows on demand (ContextGrown).
-    n_ctx: Tokens = 0
+    n_ctx: TokenCount = 0
     kv_type: KvType = "f16"
     memory_percent: MemoryPercent = 0  # of the available memory an automatic context may fill; 0: the default
     n_threads: Annotated[int, msgspec.Meta(ge=0, le=MAX_THREADS)] = 0  # 0: one per available core
@@ -137,7 +137,7 @@ class MeasureText(_Message, tag="measure_text"):
     request_id: str
     text: str
     keep: Literal["all", "first", "last"] = "all"
-    budget_tokens: Tokens = 0  # 0: the context minus room for questions and answers
+    budget_tokens: TokenCount = 0  # 0: the context minus room for questions and answers
 
 
 class ReadDocument(_Message, tag="read_document"):

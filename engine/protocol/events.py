@@ -231,7 +231,8 @@ Event = Union[
 # Error (so its caller always gets the stats and the finish reason); any other failed request ends
 # with its Error. The worker keeps this (engine.request_lifecycle); every client follows the flag.
 
-CLOSING_EVENTS = (Finished, ModelLoaded, ModelUnloaded, Pong, ConversationOpened, TextMeasured, DocumentRead, Calibrated)
+CLOSING_EVENTS = (Finished, ModelLoaded, ModelUnloaded, Pong, ConversationOpened, TextMeasured, DocumentRead,
+                  Calibrated)
 
 
 def ends_request(event: Event) -> bool:
@@ -251,7 +252,8 @@ def failure_events(kind: str, request_id: str, code: ErrorCode, message: str,
     """How a request of ``kind`` that failed ends: its Error, then its own closing event if it has one."""
     if kind not in _OWN_CLOSING:
         return [Error(code=code, message=message, request_id=request_id)]
-    return [Error(code=code, message=message, request_id=request_id, final=False), closing_event(kind, request_id, reason)]
+    return [Error(code=code, message=message, request_id=request_id, final=False),
+            closing_event(kind, request_id, reason)]
 
 
 def closing_event(kind: str, request_id: str, reason: Literal["error", "cancelled"]) -> Event:

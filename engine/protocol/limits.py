@@ -33,7 +33,7 @@ MIN_CALIBRATION_LENGTH = 2  # a prefill timing needs a token before the one it r
 MAX_STORED_BYTES = 2**63 - 1  # sizes kept in SQLite, whose integers are 64-bit signed
 MAX_CLOCK = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last moment a template's date can show
 
-Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
 DraftLength = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT)]
 DraftPaths = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT_PATHS)]
 CalibrationLength = Annotated[int, msgspec.Meta(ge=MIN_CALIBRATION_LENGTH, le=MAX_TOKENS)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.services.documents import read_command
-from app.services.turn import TurnOptions, generate_command, open_conversation_command
+from app.services.turn import TurnOptions, answer_turn_command, open_conversation_command
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 
@@ -40,7 +40,7 @@ WANTED = [("user", "first"), ("user", "second"), ("assistant", "half an ans"),  
 
 def test_a_new_answer_reads_no_empty_unfinished_answers(store, branch):
     conversation_id, history = branch
-    command = generate_command(history[:-1], store.get(conversation_id), "answer-id", TurnOptions())
+    command = answer_turn_command(history[:-1], store.get(conversation_id), "answer-id", TurnOptions())
     assert [(t.role, t.content) for t in command.messages] == WANTED
 
 

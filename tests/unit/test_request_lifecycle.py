@@ -85,7 +85,7 @@ def test_a_refused_request_ends_as_its_kind_ends(kind):
 
 def test_an_abort_after_a_stop_drops_the_queue_without_a_word_about_the_stop_itself():
     """The queue may already hold the stop's sentinel (None) when an abort drains it: only requests end."""
-    from engine.serve import WorkerLoop
+    from engine.worker_loop import WorkerLoop
 
     sent: list[p.Event] = []
     loop = WorkerLoop(sent.append, telemetry_interval_ms=0)

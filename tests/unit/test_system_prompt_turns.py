@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.turn import TurnOptions, Writer, generate_command, open_conversation_command, start_turn
+from app.services.turn import TurnOptions, Writer, answer_turn_command, open_conversation_command, start_turn
 from app.services.documents import read_command
 from engine import protocol as p
 from model_store.conversations import ConversationStore
@@ -36,7 +36,7 @@ def test_an_existing_conversation_keeps_its_own_and_a_change_is_sent_with_the_ne
     assert turn.command.messages[0] == p.ChatTurn("system", "Answer in French.")
     store.set_system_prompt(conversation.id, "")
     history = store.current_branch(conversation.id)
-    command = generate_command(history, store.get(conversation.id), "answer-id", TurnOptions())
+    command = answer_turn_command(history, store.get(conversation.id), "answer-id", TurnOptions())
     assert [m.role for m in command.messages] == ["user"], "empty: none is sent (the model's own default)"
 
 
@@ -53,5 +53,5 @@ def test_a_branch_that_starts_with_a_system_message_is_sent_as_it_is(store):
     conversation = store.create("api", system_prompt="Be brief.")
     system = store.add_message(conversation.id, "system", "You are a poet.", parent_id=None)
     store.add_message(conversation.id, "user", "Hi", parent_id=system.id)
-    command = generate_command(store.current_branch(conversation.id), store.get(conversation.id), "a", TurnOptions())
+    command = answer_turn_command(store.current_branch(conversation.id), store.get(conversation.id), "a", TurnOptions())
     assert [(m.role, m.content) for m in command.messages] == [("system", "You are a poet."), ("user", "Hi")]
