@@ -103,7 +103,7 @@ class ChatRequest(_Sampling, kw_only=True):
 
 class CompletionRequest(_Sampling, kw_only=True):
     prompt: str | list[str]
-    max_tokens: Tokens = 16  # OpenAI's default for completions
+    max_tokens: TokenCount = 16  # OpenAI's default for completions
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = None
