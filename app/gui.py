@@ -7,9 +7,9 @@ from functools import partial
 from app.services.engines import EngineRegistry
 from app.services.paths import user_paths
 from app.services.settings import data_dir, load_settings, save_settings, snapshot_budget_bytes
-from engine.client import EngineClient
-from engine.process_client import ProcessClient
-from engine.remote.routing import RoutingClient
+from app.engine_clients.client import EngineClient
+from app.engine_clients.process_client import ProcessClient
+from app.engine_clients.remote.routing import RoutingClient
 from model_store.db import database_path
 from model_store.installed import models_folder
 from model_store.storage_problems import StoreError

@@ -9,7 +9,25 @@ from __future__ import annotations
 
 import signal
 
-from engine.client import CRASH_WORDS, EngineDead
+import msgspec
+
+# Signals that mean a crash inside native code (not a kill from outside), in words a user reads.
+CRASH_WORDS = {"SIGILL": "illegal instruction", "SIGSEGV": "invalid memory access", "SIGBUS": "bus error",
+               "SIGFPE": "arithmetic fault", "SIGABRT": "aborted"}
+
+
+class EngineDead(msgspec.Struct):
+    """The worker is gone. Reported once per worker; restart the client to go on."""
+
+    exit_code: int | None
+    message: str
+    signal: str = ""  # "SIGILL", ... when a signal ended it
+    cpu_variant: str = ""  # the CPU build of llama.cpp it was running
+
+    @property
+    def crashed(self) -> bool:
+        """It died inside native code (not killed from outside, not a clean exit)."""
+        return self.signal in CRASH_WORDS
 
 
 # Windows ends a process that crashes in native code with an exception code as its exit status

@@ -90,12 +90,12 @@ class SnapshotReport(msgspec.Struct):
 
 
 class RemoteReport(msgspec.Struct):
-    """What a remote OpenAI-compatible engine did for a request (engine.remote): the engine and the
+    """What a remote OpenAI-compatible engine did for a request (app.engine_clients.remote): the engine and the
     model that answered, and the prompt tokens it counted (None: it did not report usage, as
     llama-cpp-python's server does not in a stream). Local snapshots, drafting and devices do not
     apply there; ``cached_tokens`` is the server's own prefix reuse when it reports one (vLLM,
     another Hearth), else None. ``closed_by_hearth``: the limit the engine went past, so that Hearth
-    closed its stream ("max_tokens", "max_bytes": engine.remote.limits); "" when it kept within them."""
+    closed its stream ("max_tokens", "max_bytes": app.engine_clients.remote.limits); "" when it kept within them."""
 
     engine: str
     model: str

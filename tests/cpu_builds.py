@@ -10,7 +10,7 @@ import functools
 import os
 
 from engine.backends.cpu_check import VARIANT_ENV
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 
 
 @functools.cache

@@ -31,8 +31,8 @@ from engine.speculative.draft_choice import parse_draft_spec
 from engine.backends.base import ContextSettings, default_threads
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_cpp import LlamaContext, LlamaModel, init_backend
-from engine.client import new_request_id
-from engine.inproc_client import InprocClient
+from app.engine_clients.client import new_request_id
+from app.engine_clients.inproc_client import InprocClient
 from engine.prompts import raw_prompt_tokens
 
 LONG_TEXT = " ".join(f"entry {i}: the keeper logged the light, the wind and the tide." for i in range(60))

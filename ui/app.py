@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.services.engines import EngineRegistry
 from app.services.settings import Settings
-from engine.client import EngineClient
+from app.engine_clients.client import EngineClient
 from ui.bridge import EngineBridge
 from ui.controller import ChatController
 from ui.document_controller import DocumentController

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 
 from engine import protocol as p
-from engine.client import EngineClient, EngineDead, EngineError
+from app.engine_clients.client import EngineClient, EngineDead, EngineError
 
 
 class EngineBridge(QObject):

@@ -29,7 +29,7 @@ from app.services.turn import (
     start_turn,
 )
 from engine import protocol as p
-from engine.client import EngineDead
+from app.engine_clients.client import EngineDead
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name

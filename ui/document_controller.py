@@ -31,8 +31,8 @@ from app.services.documents import (
 )
 from app.services.turn import THINKING_SETTING
 from engine import protocol as p
-from engine.client import EngineDead
-from engine.remote.spec import REMOTE_PREFIX
+from app.engine_clients.client import EngineDead
+from app.engine_clients.remote.spec import REMOTE_PREFIX
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import DocumentStore

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from model_store.conversations import Message
 from ui.item_models.messages import MessageRow
 

@@ -16,7 +16,7 @@ from app.services.context_info import grown_line
 from app.services.model_refs import model_file
 from app.services.settings import AUTO_CONTEXT
 from engine import protocol as p
-from engine.client import EngineDead, new_request_id
+from app.engine_clients.client import EngineDead, new_request_id
 from ui.formatting import model_name
 from ui.notices import ENGINE, MODEL
 from ui.remote_text import remote_name

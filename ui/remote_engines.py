@@ -1,15 +1,15 @@
 """The window's network work for remote engines (a server's model list, a test), done off the GUI
 thread.
 
-(The window's client itself is a :class:`~engine.remote.routing.RoutingClient` around the local
+(The window's client itself is a :class:`~app.engine_clients.remote.routing.RoutingClient` around the local
 worker's, made in :mod:`app.gui`: loading ``engine:NAME`` switches it to that remote engine, loading
 a local model switches it back. It asks the :class:`~app.services.engines.EngineRegistry` for the
 engine at load time, so an engine added or edited in Settings → Engines is used as saved, with its
 key read from where it is kept.)
 
-:class:`RemoteWork` runs the blocking calls of :mod:`engine.remote.probe` on threads of their own
+:class:`RemoteWork` runs the blocking calls of :mod:`app.engine_clients.remote.probe` on threads of their own
 (through :class:`~ui.background.Background`) and hands back their results, or the sentence a
-:class:`~engine.remote.errors.RemoteError` carries, on the GUI thread.
+:class:`~app.engine_clients.remote.errors.RemoteError` carries, on the GUI thread.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.services.engines import EngineProblem
-from engine.remote.errors import RemoteError
-from engine.remote.probe import ProbeResult, list_models, probe
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.remote.errors import RemoteError
+from app.engine_clients.remote.probe import ProbeResult, list_models, probe
+from app.engine_clients.remote.spec import RemoteEngine
 from ui.background import Background
 from ui.remote_text import sentence
 

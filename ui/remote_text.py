@@ -1,7 +1,7 @@
 """What the window says about remote engines: pure functions from names, stats and probe results to
 text, so every view words them the same way and tests read them without a display.
 
-An engine is named by a model reference ``engine:NAME`` (:data:`engine.remote.spec.REMOTE_PREFIX`);
+An engine is named by a model reference ``engine:NAME`` (:data:`app.engine_clients.remote.spec.REMOTE_PREFIX`);
 every other reference is a model on this computer. An answer's stats name the engine that wrote it
 (``stats["engine"]``, absent or ``"local"`` for this computer), the model (``stats["model"]``) and,
 for a remote engine, what the server reported (``stats["remote"]``, a
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from engine.remote.spec import LOCAL_ENGINE, REMOTE_PREFIX
+from app.engine_clients.remote.spec import LOCAL_ENGINE, REMOTE_PREFIX
 from ui.formatting import model_name
 
 THIS_COMPUTER = "This computer"
@@ -105,7 +105,7 @@ def consent_question(name: str, url: str) -> str:
 
 
 def probe_text(result: Any) -> str:
-    """A test's outcome (a :class:`~engine.remote.probe.ProbeResult`) in a line: ``"Works: 85 ms to
+    """A test's outcome (a :class:`~app.engine_clients.remote.probe.ProbeResult`) in a line: ``"Works: 85 ms to
     list the models, 41.2 tok/s, 3 models."`` (with the address's warning), or the error."""
     if not result.ok:
         return sentence(result.error or "the engine did not answer")

@@ -24,7 +24,7 @@ from app.services.draft_heads import with_installed_head
 from app.services.settings import app_data_dir
 from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
 from engine.protocol import ModelFacts
-from engine.client import EngineClient
+from app.engine_clients.client import EngineClient
 from model_store.conversations import Conversation, ConversationStore
 
 CHAT_WHO = "a `hearth chat` command"

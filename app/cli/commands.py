@@ -23,11 +23,11 @@ from app.cli.terminal_text import json_text, visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
 from engine import protocol as p
-from engine.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
+from app.engine_clients.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
 from engine.command_check import shown
 from engine.deaths import engine_dead
-from engine.process_client import ProcessClient
-from engine.remote.limits import OVERRUN_WORDS
+from app.engine_clients.process_client import ProcessClient
+from app.engine_clients.remote.limits import OVERRUN_WORDS
 from engine.speculative.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
 from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 

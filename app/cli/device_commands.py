@@ -18,7 +18,7 @@ from app.services.model_refs import model_display_name
 from app.services.settings import SettingsError, app_data_dir, current_settings, save_settings
 from app.services.paths import user_paths
 from engine import protocol as p
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from engine.devices.calibration import crossover, stored_calibration
 from engine.devices.info import device_infos
 from engine.devices.probe import start_probe

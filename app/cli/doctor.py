@@ -26,11 +26,11 @@ from app.services.engines import EngineRegistry, entry_json
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
 from app.services.model_refs import ModelRefError, resolve_model_ref
 from engine import protocol as p
-from engine.client import EngineDead, EngineError, new_request_id
+from app.engine_clients.client import EngineDead, EngineError, new_request_id
 from engine.devices.cpu import probe_cpu
 from engine.devices.info import device_infos
 from engine.devices.probe import start_probe
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from model_store.db import StoreError, database_path, open_database
 from model_store.download_errors import format_bytes
 from model_store.file_hashes import file_sha256

@@ -22,7 +22,7 @@ from app.services.documents import (
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import json_text, visible
 from engine import protocol as p
-from engine.client import EngineClient, EngineDead
+from app.engine_clients.client import EngineClient, EngineDead
 from model_store.conversations import ConversationStore
 from model_store.documents import DocumentStore
 from model_store.extract import DocumentError, extract_text

@@ -18,8 +18,8 @@ from app.cli.remote_engine import engine_error, open_registry, remote_engine
 from app.cli.terminal_text import json_text, visible
 from app.cli.user_error import UserError
 from app.services.engines import EngineEntry, EngineProblem, entry_json
-from engine.remote.probe import ProbeResult, probe
-from engine.remote.spec import UrlProblem, check_url
+from app.engine_clients.remote.probe import ProbeResult, probe
+from app.engine_clients.remote.spec import UrlProblem, check_url
 
 # -- hearth engines ... ----------------------------------------------------------------------------
 

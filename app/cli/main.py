@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and bad flags end here, before the engine stack is imported
     run = _command(args.run)
     from app.cli.commands import UserError, invalid_value
-    from engine.client import InvalidRequest
+    from app.engine_clients.client import InvalidRequest
     from model_store.storage_problems import StoreError
     try:
         return run(args)

@@ -13,9 +13,9 @@ from app.cli.terminal_text import visible
 from app.cli.user_error import UserError
 from app.services.engines import EngineNotFound, EngineProblem, EngineRegistry
 from engine import protocol as p
-from engine.client import EngineError
-from engine.remote.client import RemoteClient
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.client import EngineError
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.spec import RemoteEngine
 
 LEAVES = "messages leave this computer"
 

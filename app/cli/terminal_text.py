@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.remote.spec import BIDI_CONTROLS
+from app.engine_clients.remote.spec import BIDI_CONTROLS
 
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _BIDI_CONTROLS = tuple(sorted(map(ord, BIDI_CONTROLS)))  # ALM, LRM, RLM, LRE..RLO, LRI..PDI

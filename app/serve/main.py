@@ -39,8 +39,8 @@ from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, P
 from app.services.pending_turn import PendingTurn
 from app.services.turn import TurnOptions
 from engine import protocol as p
-from engine.client import EngineClient, EngineError, new_request_id
-from engine.process_client import ProcessClient
+from app.engine_clients.client import EngineClient, EngineError, new_request_id
+from app.engine_clients.process_client import ProcessClient
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
 from model_store.after_crash import open_conversation_store
 from model_store.db import database_path

@@ -32,7 +32,7 @@ from app.serve.replies import ApiError, Reply, usage
 from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, note_logged, read_body
 from app.serve.runner import EngineRunner, Job, QueueFull, SwitchFailed, WaitedTooLong
 from app.services.serve_contract import REQUEST_PREFIX
-from engine.client import ClientEvent, EngineDead
+from app.engine_clients.client import ClientEvent, EngineDead
 from engine import protocol as p
 
 MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest
+from app.engine_clients.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest
 from engine.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from app.services.turn import (CLOCK_SETTING, Writer, conversation_turns, hold_conversation, template_clock,
                                template_spec)
 from engine import protocol as p
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import Document, DocumentStore

@@ -9,7 +9,7 @@ Design:
   written atomically and privately (0600), as ``settings.json`` is.
 * A file that cannot be read as a list of engines is set aside as ``engines.json.broken`` (the
   user's bytes are kept) and reported in :attr:`EngineRegistry.problems`; Hearth goes on with none.
-* Names follow :func:`engine.remote.spec.engine_name_problem`; addresses :func:`check_url`, at
+* Names follow :func:`app.engine_clients.remote.spec.engine_name_problem`; addresses :func:`check_url`, at
   ``add`` and again at each use (a hand-edited file, or a name that now resolves elsewhere).
 """
 
@@ -24,7 +24,7 @@ import msgspec
 from app.services.engine_keys import KeyKind, KeyProblem, KeyVault, key_problem, secret_store
 from app.services.paths import user_paths
 from app.services.settings import move_aside, write_atomically
-from engine.remote.spec import RemoteEngine, UrlProblem, check_url, control_problem, engine_name_problem
+from app.engine_clients.remote.spec import RemoteEngine, UrlProblem, check_url, control_problem, engine_name_problem
 from model_store.own_files import read_own_bytes
 
 SCHEMA_VERSION = 1

@@ -14,7 +14,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.draft_spans import add_span
-from engine.client import ClientEvent, EngineDead
+from app.engine_clients.client import ClientEvent, EngineDead
 from model_store.conversations import Message
 from model_store.writer_lock import WriterLock
 

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from app.services.pending_turn import PendingTurn
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineDead, new_request_id
+from app.engine_clients.client import ClientEvent, EngineClient, EngineDead, new_request_id
 from engine.speculative.draft_choice import parse_draft_spec
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import write_transaction

@@ -161,7 +161,7 @@ class Finished(_Message, tag="finished"):
     snapshot: SnapshotReport | None = None
     draft: DraftStats | None = None
     devices: DevicePlan | None = None  # the devices that actually ran this request's phases, and why
-    remote: RemoteReport | None = None  # set when a remote engine answered (engine.remote)
+    remote: RemoteReport | None = None  # set when a remote engine answered (app.engine_clients.remote)
     # what ended a "length" answer: "max_tokens" (the request's limit) or "context" (the context is full);
     # "" for any other finish, or where it is not known
     cut_by: Literal["", "max_tokens", "context"] = ""
@@ -169,7 +169,7 @@ class Finished(_Message, tag="finished"):
 
 class RemoteWaiting(_Message, tag="remote_waiting"):
     """A remote engine said it is busy (429, 503) before the answer began: the request is sent again
-    after ``wait_s`` seconds (engine.remote.retry). ``message`` says so in words."""
+    after ``wait_s`` seconds (app.engine_clients.remote.retry). ``message`` says so in words."""
 
     request_id: str
     message: str
@@ -205,7 +205,7 @@ class Telemetry(_Message, tag="telemetry"):
 ErrorCode = Literal[
     "bad_frame", "bad_message", "protocol_mismatch", "no_model", "model_load_failed", "bad_request",
     "generation_failed", "internal", "cpu_unsupported", "context_full", "cancelled",
-    # a remote engine (engine.remote): the message says what happened and what to do
+    # a remote engine (app.engine_clients.remote): the message says what happened and what to do
     "remote_unreachable", "remote_tls", "remote_auth", "remote_model", "remote_busy", "remote_timeout",
     "remote_disconnected", "remote_bad_reply", "remote_refused",
 ]

@@ -25,11 +25,11 @@ CHILD = """
 import json, sys, time
 start = float(sys.argv[2])
 from engine import protocol as p
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 if sys.argv[1] == "worker":
-    from engine.process_client import ProcessClient as Client
+    from app.engine_clients.process_client import ProcessClient as Client
 else:
-    from engine.inproc_client import InprocClient as Client
+    from app.engine_clients.inproc_client import InprocClient as Client
 client = Client()
 client.start()
 ready = time.time() - start

@@ -5,7 +5,7 @@ Python spin, each ending by itself after ``--spin-seconds`` so none outlives the
 when their phase ends) keep the cores busy while, alternating A/B then B/A for ``--rounds``:
 
 * Hearth reads a generated document of about ``--doc-tokens`` tokens through the real worker
-  process (:class:`~engine.process_client.ProcessClient`, the ``ReadDocument`` command
+  process (:class:`~app.engine_clients.process_client.ProcessClient`, the ``ReadDocument`` command
   ``hearth doc load`` sends), then answers a question on it (an ``AnswerTurn`` of up to ``--gen``
   tokens, greedy, no drafting, as ``hearth send`` runs it);
 * a bare loop on llama-cpp-python's C API, with the same model, threads, context and batch size,
@@ -55,7 +55,7 @@ from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import LlamaModel  # noqa: E402
 from engine.chat_template import ChatMessage  # noqa: E402
 from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.process_client import ProcessClient  # noqa: E402
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from engine.prompts import render_for, rendered_tokens  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402

@@ -33,10 +33,10 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
 from engine import protocol as p  # noqa: E402
-from engine.client import new_request_id  # noqa: E402
+from app.engine_clients.client import new_request_id  # noqa: E402
 from engine.context_memory import model_memory  # noqa: E402
 from engine.model_files import check_model_file  # noqa: E402
-from engine.process_client import ProcessClient  # noqa: E402
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from engine.session import open_session  # noqa: E402
 from model_store.fit import longest_context  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402

@@ -36,7 +36,7 @@ from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import init_backend  # noqa: E402
-from engine.inproc_client import InprocClient  # noqa: E402
+from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
 from model_store.documents import DocumentStore  # noqa: E402

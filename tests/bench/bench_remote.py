@@ -2,7 +2,7 @@
 
 One ``llama_cpp.server`` (llama-cpp-python's OpenAI-compatible server, tests/helpers/llama_server.py)
 runs SmolLM2 on 127.0.0.1. Each round sends the same streaming chat request twice, once through the
-``openai`` client and once through Hearth's :class:`~engine.remote.client.RemoteClient` (which of the
+``openai`` client and once through Hearth's :class:`~app.engine_clients.remote.client.RemoteClient` (which of the
 two goes first alternates by round): one user message, greedy (temperature 0), the same
 ``top_p`` and ``max_tokens``, usage asked for. The body Hearth sends is the same as the raw one, so
 the server does the same work; what differs is the client.
@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
-from engine.client import EngineDead, new_request_id  # noqa: E402
-from engine.remote.client import RemoteClient  # noqa: E402
-from engine.remote.spec import RemoteEngine  # noqa: E402
+from app.engine_clients.client import EngineDead, new_request_id  # noqa: E402
+from app.engine_clients.remote.client import RemoteClient  # noqa: E402
+from app.engine_clients.remote.spec import RemoteEngine  # noqa: E402
 from tests.helpers.llama_server import LlamaServer, llama_server, pin_cpu_build  # noqa: E402
 
 PROMPT = "Write a long story about a lighthouse keeper and the ships she guides home."

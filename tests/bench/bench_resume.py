@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.services.turn import open_conversation, send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
-from engine.client import EngineClient  # noqa: E402
-from engine.inproc_client import InprocClient  # noqa: E402
-from engine.process_client import ProcessClient  # noqa: E402
+from app.engine_clients.client import EngineClient  # noqa: E402
+from app.engine_clients.inproc_client import InprocClient  # noqa: E402
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from engine.model_files import embedded_model_path  # noqa: E402
 from engine.prompts import raw_prompt_tokens  # noqa: E402
 from engine.session import open_session  # noqa: E402

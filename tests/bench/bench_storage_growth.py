@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
-from engine.process_client import ProcessClient  # noqa: E402
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine import protocol as p  # noqa: E402
-from engine.client import EngineClient, new_request_id  # noqa: E402
-from engine.inproc_client import InprocClient  # noqa: E402
-from engine.process_client import ProcessClient  # noqa: E402
+from app.engine_clients.client import EngineClient, new_request_id  # noqa: E402
+from app.engine_clients.inproc_client import InprocClient  # noqa: E402
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
 

@@ -21,8 +21,8 @@ from engine.backends.canary import WEIGHT_TYPES
 from engine.backends.cpu_check import CHECK_FILE_ENV, VARIANT_ENV, CanaryResult, CpuChoice, cache_key, choose
 from engine.backends.cpu_variants import CpuBackendError, read_variant_set
 from engine.backends.faults import FAULT_ENV
-from engine.client import new_request_id
-from engine.process_client import ProcessClient
+from app.engine_clients.client import new_request_id
+from app.engine_clients.process_client import ProcessClient
 
 VARIANTS = read_variant_set()
 pytestmark = pytest.mark.skipif(VARIANTS is None, reason="llama-cpp-python is not Hearth's portable build")

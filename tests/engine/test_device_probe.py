@@ -11,13 +11,13 @@ import pytest
 
 from engine import protocol as p
 from engine.backends.qnn import EpDeviceFacts, QnnUnavailable, choose_device
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from engine.devices.cpu import probe_cpu
 from engine.devices.info import QnnInfo
 from engine.devices.probe import (
     CACHE_FILE, DeviceProbe, cache_key, parse_child_output, probe_qnn_in_child, read_cached, write_cached,
 )
-from engine.inproc_client import InprocClient
+from app.engine_clients.inproc_client import InprocClient
 from engine.worker_loop import make_ready
 
 QNN_EP, CPU_EP = "QNNExecutionProvider", "CPUExecutionProvider"

@@ -11,10 +11,10 @@ import pytest
 
 from app.services.turn import send_turn
 from engine import protocol as p
-from engine.client import EngineError
-from engine.remote.client import RemoteClient
-from engine.remote.retry import RetryPolicy
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.client import EngineError
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.retry import RetryPolicy
+from app.engine_clients.remote.spec import RemoteEngine
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.helpers.fault_proxy import FaultProxy

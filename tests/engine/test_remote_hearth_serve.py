@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineError
-from engine.inproc_client import InprocClient
-from engine.remote.client import RemoteClient
-from engine.remote.routing import RoutingClient
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.client import EngineError
+from app.engine_clients.inproc_client import InprocClient
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.routing import RoutingClient
+from app.engine_clients.remote.spec import RemoteEngine
 from tests.helpers.serve import http, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]

@@ -13,11 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.client import EngineError
-from engine.remote.client import RemoteClient
-from engine.remote.probe import probe
-from engine.remote.redact import REDACTED, redact
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.client import EngineError
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.probe import probe
+from app.engine_clients.remote.redact import REDACTED, redact
+from app.engine_clients.remote.spec import RemoteEngine
 from tests.helpers.cli import error_line, hearth
 from tests.helpers.memory_keyring import keyring_env
 

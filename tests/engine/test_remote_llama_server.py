@@ -11,9 +11,9 @@ import pytest
 
 from app.services.turn import regenerate_turn, send_turn
 from engine import protocol as p
-from engine.remote.client import RemoteClient
-from engine.remote.probe import probe
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.probe import probe
+from app.engine_clients.remote.spec import RemoteEngine
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from engine import protocol as p
-from engine.remote.client import RemoteClient
-from engine.remote.limits import AnswerBudget, byte_cap
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.limits import AnswerBudget, byte_cap
+from app.engine_clients.remote.spec import RemoteEngine
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.helpers.cli import hearth

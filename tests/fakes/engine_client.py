@@ -1,9 +1,9 @@
-"""A scripted :class:`~engine.client.EngineClient`: the real protocol, without a worker or a model.
+"""A scripted :class:`~app.engine_clients.client.EngineClient`: the real protocol, without a worker or a model.
 
 Tests of the GUI's controllers use it in place of a worker process, so they run in milliseconds. It
 speaks the messages of :mod:`engine.protocol`, and every command goes through
-:func:`engine.client.checked` as with the real clients, so a value out of range is refused the same
-way (:class:`~engine.client.InvalidRequest`). Each command gets the answer a healthy worker gives,
+:func:`app.engine_clients.client.checked` as with the real clients, so a value out of range is refused the same
+way (:class:`~app.engine_clients.client.InvalidRequest`). Each command gets the answer a healthy worker gives,
 unless the test scripted another one for the next command of its type::
 
     engine.script(p.AnswerTurn, answer("Hel", "lo"))   # these deltas, then Finished(stop)
@@ -26,7 +26,7 @@ it cannot grow); a ReadDocument longer than the context then grows it first.
 As with the real worker, a request that needs a model gets ``Error(no_model)`` before a model is
 loaded; an ``Error`` for a request that writes an answer (``p.ANSWERS``) or a ``ReadDocument`` is
 followed by its own ending (``Finished`` / ``DocumentRead`` with ``error``); and a death is one
-:class:`~engine.client.EngineDead` (worded by :func:`engine.deaths.engine_dead`), after which
+:class:`~app.engine_clients.client.EngineDead` (worded by :func:`engine.deaths.engine_dead`), after which
 :meth:`~EngineClient.restart` brings up a fresh one.
 
 What it does NOT do (tests/process and tests/ui/test_app_*.py cover these with a real worker):
@@ -58,7 +58,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.protocol import ModelFacts
-from engine.client import EngineClient, EngineDead, EngineError, checked
+from app.engine_clients.client import EngineClient, EngineDead, EngineError, checked
 from engine.deaths import engine_dead
 from engine.records import Timings
 from model_store.fit import DEFAULT_BUDGET_PERCENT

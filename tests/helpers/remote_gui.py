@@ -2,8 +2,8 @@
 engine that answers ``engine:NAME`` as a remote engine does.
 
 :class:`RemoteScripted` is the scripted engine of :mod:`tests.fakes.engine_client` with the events a
-:class:`~engine.remote.routing.RoutingClient` delivers once a remote engine is loaded: a
-``ModelLoaded`` whose devices are the engine (``engine.remote.loading.model_loaded``, the real one),
+:class:`~app.engine_clients.remote.routing.RoutingClient` delivers once a remote engine is loaded: a
+``ModelLoaded`` whose devices are the engine (``app.engine_clients.remote.loading.model_loaded``, the real one),
 a ``Finished`` carrying the :class:`~engine.protocol.RemoteReport`, and a failure that arrives after
 part of the answer (a remote stream cut short). Everything else is the scripted engine's.
 """
@@ -21,8 +21,8 @@ import msgspec
 
 from app.gui import app_parts
 from engine import protocol as p
-from engine.remote.loading import model_loaded
-from engine.remote.spec import REMOTE_PREFIX, RemoteEngine
+from app.engine_clients.remote.loading import model_loaded
+from app.engine_clients.remote.spec import REMOTE_PREFIX, RemoteEngine
 from tests.fakes.engine_client import ScriptedEngine
 from tests.helpers.gui import RunningApp
 from ui.app import build_window

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.services.turn import send_turn
 from engine import protocol as p
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 

@@ -1,8 +1,8 @@
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineDead, new_request_id
-from engine.process_client import ProcessClient
+from app.engine_clients.client import EngineDead, new_request_id
+from app.engine_clients.process_client import ProcessClient
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import psutil
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineError, new_request_id
+from app.engine_clients.client import EngineError, new_request_id
 from engine.context_memory import CONTEXT_STEP, model_memory
 from engine.model_files import check_model_file
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from tests.process.conftest import collect, finished, wait_for
 

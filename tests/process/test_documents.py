@@ -11,7 +11,7 @@ from app.services.documents import (
 )
 from app.services.turn import send_turn
 from engine import protocol as p
-from engine.inproc_client import InprocClient
+from app.engine_clients.inproc_client import InprocClient
 from model_store.conversations import ConversationStore
 from model_store.db import StoreError, database_path, open_database
 from model_store.documents import DocumentStore, text_sha256

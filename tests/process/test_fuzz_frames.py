@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine import protocol as p
 from engine.framing import HEADER, MAGIC, MAX_FRAME_BYTES, frame
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import wait_for
 
 pytestmark = pytest.mark.process

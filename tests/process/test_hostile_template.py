@@ -10,7 +10,7 @@ import pytest
 
 from engine import protocol as p
 from engine.backends.llama_cpp import quantize
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from tests.process.conftest import collect, finished, generate, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from engine.backends.qnn import cpu_session, run
 from engine.npu.qwen35_graph import export_prefill
 from engine.npu.runner import NpuPrefiller
 from engine.npu.service import CHUNK, RequestPrefill
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from engine.prompts import raw_prompt_tokens
 from engine.session import open_session
 from model_store.conversations import ConversationStore

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
-from engine.client import new_request_id
-from engine.process_client import ProcessClient
+from app.engine_clients.client import new_request_id
+from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import wait_for
 
 pytestmark = pytest.mark.process

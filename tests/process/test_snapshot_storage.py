@@ -10,7 +10,7 @@ import pytest
 
 from app.services.turn import send_turn
 from engine import protocol as p
-from engine.client import EngineError
+from app.engine_clients.client import EngineError
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore

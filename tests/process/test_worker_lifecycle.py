@@ -10,9 +10,9 @@ import psutil
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineDead, EngineError, new_request_id
-from engine.inproc_client import InprocClient
-from engine.process_client import ProcessClient
+from app.engine_clients.client import EngineDead, EngineError, new_request_id
+from app.engine_clients.inproc_client import InprocClient
+from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import collect, finished, generate, text_of, wait_for
 
 pytestmark = pytest.mark.process
@@ -129,7 +129,7 @@ def test_kill_9_is_reported_once_and_restart_recovers(worker, hybrid_tiny):
 
 PARENT = textwrap.dedent("""
     import sys, time
-    from engine.process_client import ProcessClient
+    from app.engine_clients.process_client import ProcessClient
     client = ProcessClient()
     client.start()
     print(client.pid, flush=True)

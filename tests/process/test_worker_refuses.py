@@ -20,9 +20,9 @@ import pytest
 
 from app.serve.runner import EngineRunner, Job
 from engine import protocol as p
-from engine.client import new_request_id
+from app.engine_clients.client import new_request_id
 from engine.framing import frame
-from engine.process_client import ProcessClient
+from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import finished, text_of
 
 pytestmark = pytest.mark.process

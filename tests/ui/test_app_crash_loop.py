@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from engine import protocol as p
-from engine.client import EngineDead
-from engine.process_client import ProcessClient
+from app.engine_clients.client import EngineDead
+from app.engine_clients.process_client import ProcessClient
 from tests.cpu_builds import auto_build, safe_build
 from tests.helpers.gui import watch_notices, write_settings
 from ui.bridge import EngineBridge

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from app.services.engines import EngineEntry, EngineRegistry
 from app.services.settings import Settings
-from engine.remote.probe import ProbeResult
+from app.engine_clients.remote.probe import ProbeResult
 from tests.helpers.memory_keyring import FILE_ENV, FileKeyring
 from tests.helpers.remote_gui import secret_store
 from ui.remote_text import answered_by_line, marker_text, probe_text

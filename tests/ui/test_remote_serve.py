@@ -1,7 +1,7 @@
 """The window against a real remote engine: ``hearth serve`` (SmolLM2, with an API key) on 127.0.0.1.
 
 Settings → Engines fetches the server's models and tests it over the network, off the GUI thread;
-the window, talking through the same :class:`~engine.remote.routing.RoutingClient` as ``python -m
+the window, talking through the same :class:`~app.engine_clients.remote.routing.RoutingClient` as ``python -m
 app`` (around the scripted local engine, so only the remote side is real), answers on the server
 and stores which engine and model did. Keys go to a keyring backend on a file of the test's.
 """
@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
 from app.services.engines import EngineEntry, EngineRegistry
-from engine.remote.routing import RoutingClient
+from app.engine_clients.remote.routing import RoutingClient
 from tests.fakes.engine_client import ScriptedEngine
 from tests.helpers.gui import stored
 from tests.helpers.memory_keyring import FILE_ENV, FileKeyring

@@ -10,7 +10,7 @@ from app.serve import conversations as api
 from app.serve.schema import Turn as T
 from app.services.turn import TurnOptions
 from engine import protocol as p
-from engine.client import prepare_database
+from app.engine_clients.client import prepare_database
 from model_store.after_crash import open_conversation_store
 from model_store.db import StoreError, database_path
 

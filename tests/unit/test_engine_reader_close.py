@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from engine.client import EngineDead
-from engine.process_client import ProcessClient
+from app.engine_clients.client import EngineDead
+from app.engine_clients.process_client import ProcessClient
 
 
 class ClosedUnderTheRead:

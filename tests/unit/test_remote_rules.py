@@ -8,13 +8,13 @@ import threading
 import pytest
 
 from engine import protocol as p
-from engine.remote.answer import chunk_reasoning, chunk_text, request_body
-from engine.remote.api import model_context
-from engine.remote.errors import RemoteError, from_status
-from engine.remote.loading import pick_model
-from engine.remote.api import ServerModel
-from engine.remote.retry import RetryPolicy, with_retries
-from engine.remote.spec import DEFAULT_CONTEXT, RemoteEngine, UrlProblem, check_url, engine_name_problem
+from app.engine_clients.remote.answer import chunk_reasoning, chunk_text, request_body
+from app.engine_clients.remote.api import model_context
+from app.engine_clients.remote.errors import RemoteError, from_status
+from app.engine_clients.remote.loading import pick_model
+from app.engine_clients.remote.api import ServerModel
+from app.engine_clients.remote.retry import RetryPolicy, with_retries
+from app.engine_clients.remote.spec import DEFAULT_CONTEXT, RemoteEngine, UrlProblem, check_url, engine_name_problem
 
 
 @pytest.mark.parametrize("url", ["https://gpu.example.com/v1", "https://gpu.example.com:8443/v1/"])

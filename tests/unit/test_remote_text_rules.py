@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.remote.spec import UrlProblem, check_url, control_problem, engine_name_problem
+from app.engine_clients.remote.spec import UrlProblem, check_url, control_problem, engine_name_problem
 
 BAD = ["\r", "\n", "\x00", "\x1b", "\x7f", "\x85", "\x9b", "\u202e", "\u2066", "\u200f"]
 

@@ -1,5 +1,5 @@
 """The scripted engine client the controller tests use (tests/fakes/engine_client.py) keeps the
-real clients' contract: commands checked by ``engine.client.checked``, a request that needs a model
+real clients' contract: commands checked by ``app.engine_clients.client.checked``, a request that needs a model
 refused without one, each request ended by its own event, a death reported once and a restart."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
-from engine.client import EngineDead, EngineError, InvalidRequest, checked, new_request_id
+from app.engine_clients.client import EngineDead, EngineError, InvalidRequest, checked, new_request_id
 from tests.fakes.engine_client import ScriptedEngine, die, fail, hold
 
 

@@ -4,7 +4,7 @@
 Design:
 
 * The form checks what it can as the user types: the address through
-  :func:`engine.remote.spec.check_url`, whose warning (plain ``http://`` to this computer or a
+  :func:`app.engine_clients.remote.spec.check_url`, whose warning (plain ``http://`` to this computer or a
   private network) shows under it and whose refusal (plain ``http://`` over the internet) shows in
   red and keeps OK from saving. Everything else is the registry's to refuse
   (:meth:`~app.services.engines.EngineRegistry.add`): its sentence shows in the form, which stays open.
@@ -14,7 +14,7 @@ Design:
   empty keeps the key it has.
 * "Fetch models" fills the model list from the server's ``/v1/models`` and, when the server says
   how long a model's context is, the context box; otherwise the user fills it (default
-  :data:`~engine.remote.spec.DEFAULT_CONTEXT`). Fetching and testing run off the GUI thread
+  :data:`~app.engine_clients.remote.spec.DEFAULT_CONTEXT`). Fetching and testing run off the GUI thread
   (:class:`ui.remote_engines.RemoteWork`); their results reach a form that is still open only.
 """
 
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.services.engine_keys import KeyProblem
 from app.services.engines import EngineEntry, EngineProblem, EngineRegistry, secret_store
-from engine.remote.spec import DEFAULT_CONTEXT, RemoteEngine, UrlProblem, check_url
+from app.engine_clients.remote.spec import DEFAULT_CONTEXT, RemoteEngine, UrlProblem, check_url
 from ui.remote_engines import RemoteWork
 from ui.remote_text import probe_text, sentence
 from ui.theme import set_tone

@@ -1,7 +1,7 @@
 """The engine in a child process (``python -m engine.worker``), talked to over its stdin/stdout.
 
 A reader thread turns frames into events on a queue. When the stream ends without the app having
-asked for it, the worker died: one :class:`~engine.client.EngineDead` event says so, with the exit
+asked for it, the worker died: one :class:`~app.engine_clients.client.EngineDead` event says so, with the exit
 status or the signal that killed it.
 """
 
@@ -18,7 +18,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.child_command import WORKER, module_command
-from engine.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
 from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
 from engine.transcripts import SentTranscripts

@@ -19,7 +19,7 @@ with one rule (:class:`AnswerBudget`):
 Either way the stream is closed (the server sees the connection go) and the answer ends as a
 "length" finish cut by ``max_tokens``, with ``RemoteReport.closed_by_hearth`` saying which limit the
 engine went past. No time cap is set here: a slow engine that keeps within its limits is waited for
-(the read timeout of :mod:`engine.remote.api` covers one that goes silent).
+(the read timeout of :mod:`app.engine_clients.remote.api` covers one that goes silent).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every failure of the network, TLS, the server's answer or its stream becomes one code (the
 protocol's ``remote_*`` error codes) and one sentence that says what happened and what to do.
 ``retry_after`` is set for the answers worth waiting for (429, 503); whether to wait is
-:mod:`engine.remote.retry`'s decision.
+:mod:`app.engine_clients.remote.retry`'s decision.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import ssl
 
 import httpx2
 
-from engine.remote.redact import redact
-from engine.remote.spec import is_control
+from app.engine_clients.remote.redact import redact
+from app.engine_clients.remote.spec import is_control
 
 
 class RemoteError(Exception):
@@ -37,7 +37,7 @@ def _plain(text: str) -> str:
 
 def _server_words(body: object, key: str) -> str:
     """The server's own explanation from an OpenAI-shaped (or any JSON) error body, without the
-    engine's ``key`` or any Bearer token (:func:`~engine.remote.redact.redact`), without control
+    engine's ``key`` or any Bearer token (:func:`~app.engine_clients.remote.redact.redact`), without control
     characters (:func:`_plain`), shortened."""
     if isinstance(body, dict):
         error = body.get("error", body)

@@ -2,7 +2,7 @@
 
 The model is the one asked for (a server's model id), else the engine's own choice, else the
 first the server lists. Its context is what the user set for the engine, else what the server
-says, else :data:`~engine.remote.spec.DEFAULT_CONTEXT`. A remote model's facts say only what is
+says, else :data:`~app.engine_clients.remote.spec.DEFAULT_CONTEXT`. A remote model's facts say only what is
 known on this computer: the rest is 0, and its devices are the engine.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from engine import protocol as p
 from engine.protocol import ModelFacts
-from engine.remote.api import ServerModel
-from engine.remote.errors import RemoteError
-from engine.remote.redact import redact
-from engine.remote.spec import DEFAULT_CONTEXT, REMOTE_PREFIX, RemoteEngine
+from app.engine_clients.remote.api import ServerModel
+from app.engine_clients.remote.errors import RemoteError
+from app.engine_clients.remote.redact import redact
+from app.engine_clients.remote.spec import DEFAULT_CONTEXT, REMOTE_PREFIX, RemoteEngine
 
 
 def pick_model(engine: RemoteEngine, listed: list[ServerModel], asked: str = "") -> tuple[str, int]:

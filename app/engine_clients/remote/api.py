@@ -1,7 +1,7 @@
 """The few calls Hearth makes to an OpenAI-compatible server, over ``httpx2`` (the HTTP client
 huggingface-hub already brings): the model list, and streamed chat or text completions read as
 server-sent events. TLS is verified; redirects are not followed (a key is never sent on to
-another host); every failure is a :class:`~engine.remote.errors.RemoteError`.
+another host); every failure is a :class:`~app.engine_clients.remote.errors.RemoteError`.
 
 Servers differ in what they say about a model's context: vLLM's ``max_model_len``, llama.cpp
 server's ``meta.n_ctx_train``, Ollama and llama-cpp-python say nothing (:func:`model_context`).
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 import httpx2
 import msgspec
 
-from engine.remote.errors import RemoteError, from_status, from_transport
-from engine.remote.spec import RemoteEngine
+from app.engine_clients.remote.errors import RemoteError, from_status, from_transport
+from app.engine_clients.remote.spec import RemoteEngine
 
 CONNECT_TIMEOUT_S = 10.0
 # Between two pieces of a stream (and before the first: a long prompt on a busy server). The test

@@ -1,5 +1,5 @@
 """The engine on a thread of this process, for the CLI, tests and benchmarks (the GUI uses
-:class:`engine.process_client.ProcessClient`)."""
+:class:`app.engine_clients.process_client.ProcessClient`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
 from engine.worker_loop import WorkerLoop
 
 

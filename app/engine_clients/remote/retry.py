@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import msgspec
 
-from engine.remote.errors import RemoteError
+from app.engine_clients.remote.errors import RemoteError
 
 T = TypeVar("T")
 

@@ -10,12 +10,12 @@ import time
 import msgspec
 
 from engine import protocol as p
-from engine.remote.answer import AnswerStream
-from engine.remote.api import OpenAIApi, ServerModel
-from engine.remote.errors import RemoteError
-from engine.remote.loading import pick_model
-from engine.remote.retry import RetryPolicy
-from engine.remote.spec import RemoteEngine, UrlProblem, check_url
+from app.engine_clients.remote.answer import AnswerStream
+from app.engine_clients.remote.api import OpenAIApi, ServerModel
+from app.engine_clients.remote.errors import RemoteError
+from app.engine_clients.remote.loading import pick_model
+from app.engine_clients.remote.retry import RetryPolicy
+from app.engine_clients.remote.spec import RemoteEngine, UrlProblem, check_url
 
 PROBE_PROMPT = "Count from one to ten."
 PROBE_TOKENS = 16

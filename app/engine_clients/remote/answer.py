@@ -5,7 +5,7 @@ request to the first text, decode speed between the first and the last piece).
 A stop closes the connection (the server stops generating); a failure after text has arrived
 keeps that text (it was already sent as deltas) and ends the answer with ``error``. An engine that
 goes on past ``max_tokens`` (or sends more text than that many tokens hold) has its stream closed
-here (:mod:`engine.remote.limits`). Only the standard sampling fields are sent (temperature,
+here (:mod:`app.engine_clients.remote.limits`). Only the standard sampling fields are sent (temperature,
 top_p, seed); top_k and min_p are Hearth's own and not every server takes them, so the engine's
 defaults apply to those.
 """
@@ -19,10 +19,10 @@ from contextlib import ExitStack
 
 from engine import protocol as p
 from engine.records import Timings
-from engine.remote.api import OpenAIApi, OpenStream
-from engine.remote.errors import RemoteError
-from engine.remote.limits import AnswerBudget
-from engine.remote.retry import RetryPolicy, with_retries
+from app.engine_clients.remote.api import OpenAIApi, OpenStream
+from app.engine_clients.remote.errors import RemoteError
+from app.engine_clients.remote.limits import AnswerBudget
+from app.engine_clients.remote.retry import RetryPolicy, with_retries
 
 Emit = Callable[[p.Event], None]
 

@@ -1,7 +1,7 @@
 """How the app talks to the engine: one :class:`EngineClient` interface, two ways to run it.
 
-:class:`engine.inproc_client.InprocClient` runs the worker loop on a thread in this process (CLI, tests, benchmarks);
-:class:`engine.process_client.ProcessClient` runs it in a child process (the GUI), so a crash there
+:class:`app.engine_clients.inproc_client.InprocClient` runs the worker loop on a thread in this process (CLI, tests, benchmarks);
+:class:`app.engine_clients.process_client.ProcessClient` runs it in a child process (the GUI), so a crash there
 cannot take the window down. Both speak the same messages and behave the same. Events are read
 with :meth:`EngineClient.next_event`; the blocking helpers (:meth:`~EngineClient.load_model`,
 :meth:`~EngineClient.stream`) are for callers that do one thing at a time.
@@ -22,30 +22,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import msgspec
 
 from engine import protocol as p
+from engine.deaths import CRASH_WORDS, EngineDead  # noqa: F401 (the worker's death is one of a client's events)
 from model_store.db import StoreError, database_path, open_database
 from model_store.fit import DEFAULT_BUDGET_PERCENT
-
-
-# Signals that mean a crash inside native code (not a kill from outside), in words a user reads.
-CRASH_WORDS = {"SIGILL": "illegal instruction", "SIGSEGV": "invalid memory access", "SIGBUS": "bus error",
-               "SIGFPE": "arithmetic fault", "SIGABRT": "aborted"}
-
-
-class EngineDead(msgspec.Struct):
-    """The worker is gone. Reported once per worker; restart the client to go on."""
-
-    exit_code: int | None
-    message: str
-    signal: str = ""  # "SIGILL", ... when a signal ended it
-    cpu_variant: str = ""  # the CPU build of llama.cpp it was running
-
-    @property
-    def crashed(self) -> bool:
-        """It died inside native code (not killed from outside, not a clean exit)."""
-        return self.signal in CRASH_WORDS
 
 
 class EngineError(Exception):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from engine import protocol as p
-from engine.remote.answer import AnswerStream
+from app.engine_clients.remote.answer import AnswerStream
 
 
 def remote_telemetry(engine_name: str, stream: AnswerStream, *, idle: bool) -> p.Telemetry:

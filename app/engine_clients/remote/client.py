@@ -1,4 +1,4 @@
-"""A remote engine behind the :class:`~engine.client.EngineClient` interface.
+"""A remote engine behind the :class:`~app.engine_clients.client.EngineClient` interface.
 
 Commands are answered one at a time, in order, on a thread of this process (an HTTP stream needs no
 process of its own: nothing native runs here). The handshake and the model list come first
@@ -16,15 +16,15 @@ import threading
 import time
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineError, checked
-from engine.remote.answer import AnswerStream
-from engine.remote.api import OpenAIApi
-from engine.remote.errors import RemoteError
-from engine.remote.loading import model_loaded, pick_model
-from engine.remote.measure import TokenCounter, text_measured
-from engine.remote.retry import RetryPolicy, default_policy
-from engine.remote.spec import RemoteEngine
-from engine.remote.telemetry import remote_telemetry
+from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.remote.answer import AnswerStream
+from app.engine_clients.remote.api import OpenAIApi
+from app.engine_clients.remote.errors import RemoteError
+from app.engine_clients.remote.loading import model_loaded, pick_model
+from app.engine_clients.remote.measure import TokenCounter, text_measured
+from app.engine_clients.remote.retry import RetryPolicy, default_policy
+from app.engine_clients.remote.spec import RemoteEngine
+from app.engine_clients.remote.telemetry import remote_telemetry
 
 NO_SNAPSHOTS = "a remote engine keeps no state on this computer: the conversation is sent with each message"
 

@@ -12,8 +12,8 @@ import math
 
 from engine import protocol as p
 from engine.document_room import ANSWER_ROOM, TEMPLATE_ROOM
-from engine.remote.api import OpenAIApi
-from engine.remote.errors import RemoteError
+from app.engine_clients.remote.api import OpenAIApi
+from app.engine_clients.remote.errors import RemoteError
 
 CHARS_PER_TOKEN_ESTIMATE = 3
 

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 
 from engine import protocol as p
-from engine.client import ClientEvent, EngineClient, EngineError, checked, new_request_id
-from engine.remote.client import RemoteClient
-from engine.remote.spec import REMOTE_PREFIX, RemoteEngine
+from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked, new_request_id
+from app.engine_clients.remote.client import RemoteClient
+from app.engine_clients.remote.spec import REMOTE_PREFIX, RemoteEngine
 
 PUMP_POLL_S = 0.2
 
