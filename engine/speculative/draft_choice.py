@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.protocol import DraftSpec
 
-SPEC_HELP = "auto, off, lookup, mtp, model:PATH or eagle3:PATH"
+SPEC_HELP = "auto, off, lookup, mtp, model:PATH|ID or eagle3:PATH|ID"  # ID: an installed model or head (the app resolves it)
 PATH_KINDS = ("model", "eagle3")  # the choices written KIND:PATH
 
 
