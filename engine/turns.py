@@ -112,9 +112,9 @@ class SnapshotCursor:
             except SnapshotUnusable as exc:
                 notes.append(f"the saved state was refused ({exc}); the conversation was read again")
             else:
-                rest = target.suffix(len(snapshot.text))
-                start = TurnStart(snapshot, rendered_tokens(model, rest, bos=False), snapshot.text, rest.text, restored,
-                                  replayed, notes)
+                rest = target.suffix(snapshot.text_chars)
+                start = TurnStart(snapshot, rendered_tokens(model, rest, bos=False), target.text[:snapshot.text_chars],
+                                  rest.text, restored, replayed, notes)
         if start is None:
             self.live = None
             start = TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
@@ -168,7 +168,7 @@ class SnapshotCursor:
         except SnapshotUnusable as exc:
             notes.append(f"the saved state was refused ({exc}); it will be read again")
             return TurnStart(None, [], "", "", notes=notes)
-        return TurnStart(snapshot, [], snapshot.text, "", restored, replayed, notes)
+        return TurnStart(snapshot, [], target[:snapshot.text_chars], "", restored, replayed, notes)
 
     def _fits(self, snapshot: SnapshotRecord) -> bool:
         """A snapshot can stand in this context (with room for the next token)."""
@@ -180,7 +180,7 @@ class SnapshotCursor:
             if message.id is None:
                 continue
             snapshot = store.find(message.id, self.keeper.fingerprint)
-            if snapshot is not None and target.startswith(snapshot.text):
+            if snapshot is not None and snapshot.starts(target):
                 return snapshot
             if snapshot is None and store.for_message(message.id):
                 notes.append("the saved state was made by another model file or other settings; "

@@ -308,3 +308,20 @@ def m011_eagle3_heads(db: sqlite_utils.Database) -> None:
     JSON list). NULL for every model."""
     db.execute("ALTER TABLE models ADD COLUMN target_hidden_size INTEGER")
     db.execute("ALTER TABLE models ADD COLUMN target_layers TEXT")
+
+
+@migration
+def m012_snapshot_text_digest(db: sqlite_utils.Database) -> None:
+    """A snapshot keeps the length and digest of the text its state holds, not the text: every row
+    repeated the whole conversation so far, so that text grew with the square of its length."""
+    from model_store.snapshots import text_digest  # the one definition of the digest (it imports this module)
+
+    db.execute("ALTER TABLE snapshots ADD COLUMN text_chars INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE snapshots ADD COLUMN text_digest TEXT NOT NULL DEFAULT ''")
+    last = -1
+    while rows := db.execute("SELECT rowid, text FROM snapshots WHERE rowid > ? ORDER BY rowid LIMIT 200",
+                             [last]).fetchall():  # a few rows at a time: each holds a whole conversation
+        db.conn.executemany("UPDATE snapshots SET text_chars = ?, text_digest = ? WHERE rowid = ?",
+                            ((len(text), text_digest(text), rowid) for rowid, text in rows))
+        last = rows[-1][0]
+    db.execute("ALTER TABLE snapshots DROP COLUMN text")

@@ -5,7 +5,10 @@ after the last token of one message (``message_id``) for one model configuration
 (``fingerprint``: weights hash, quantisation, context size, backend version). Its bytes come as
 named *parts* -- for example ``"recurrent"`` (the fixed-size recurrent layers' state), ``"kv"``
 (attention keys/values from ``kv_start`` on), ``"prefill_tokens"``, ``"decoded_tokens"``. The
-store never interprets them; ``layout`` (JSON) is the engine's description of how to.
+store never interprets them; ``layout`` (JSON) is the engine's description of how to. The
+rendered text the state holds is kept only as its length and digest (``text_chars``,
+``text_digest``): enough to tell whether a new rendering starts with it, and a row stays the same
+size however long the conversation grows.
 
 Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``, so
 neither writing nor reading ever needs more than one chunk beyond the part itself in memory
@@ -27,6 +30,7 @@ kept whole: it is the one that resumes the conversation.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 import uuid
@@ -57,7 +61,8 @@ class SnapshotRecord:
     format_version: int
     n_tokens: int
     kv_start: int
-    text: str
+    text_chars: int  # the length of the rendered text the state holds (characters)
+    text_digest: str  # and its digest (:func:`text_digest`): the text itself is not kept
     layout: dict[str, Any]
     checksums: dict[str, str]
     part_bytes: dict[str, int]
@@ -68,10 +73,23 @@ class SnapshotRecord:
         """Whether the part ``name`` is stored (it may have been dropped by eviction)."""
         return name in self.part_bytes
 
+    def holds(self, text: str) -> bool:
+        """Whether the state holds exactly ``text`` (as rendered when it was saved)."""
+        return len(text) == self.text_chars and text_digest(text) == self.text_digest
+
+    def starts(self, text: str) -> bool:
+        """Whether the text the state holds is a prefix of ``text``: a turn can stand on it."""
+        return len(text) >= self.text_chars and text_digest(text[:self.text_chars]) == self.text_digest
+
     @property
     def nbytes(self) -> int:
         """The total size of the stored parts."""
         return sum(self.part_bytes.values())
+
+
+def text_digest(text: str) -> str:
+    """The digest a snapshot keeps of its text (any text: a template may write lone surrogates)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 # The record's fields are the table's columns (dict fields are JSON text).
@@ -127,7 +145,8 @@ class SnapshotStore:
             format_version: The engine's serialisation format.
             n_tokens: Tokens in the sequence.
             kv_start: First position the ``"kv"`` part covers.
-            text: The text the state corresponds to (lets the engine check a prefix match).
+            text: The text the state corresponds to; only its length and digest are kept, to
+                check a prefix match (:meth:`SnapshotRecord.starts`).
             layout: The engine's description of the parts.
             parts: Part name to bytes; each is checksummed and split into chunks.
 
@@ -141,7 +160,7 @@ class SnapshotStore:
         now = time.time()
         record = SnapshotRecord(
             uuid.uuid4().hex, conversation_id, message_id, parent_id, fingerprint,
-            format_version, n_tokens, kv_start, text, dict(layout),
+            format_version, n_tokens, kv_start, len(text), text_digest(text), dict(layout),
             {name: part_checksum(view) for name, view in views.items()},
             {name: view.nbytes for name, view in views.items()}, now, now,
         )

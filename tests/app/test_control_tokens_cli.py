@@ -44,8 +44,8 @@ def test_send_reads_a_hostile_message_and_its_follow_up_as_plain_text(model, hea
     history = [ChatMessage("user", hostile), ChatMessage("assistant", first["text"]), ChatMessage("user", hostile)]
     rendered = render_for(model, history)
     (snapshot,) = SnapshotStore(open_database(database_path(hearth_home / "data"))).for_message(first["message_id"])
-    assert rendered.text.startswith(snapshot.text)  # the state the second turn stood on
-    read_now = rendered.suffix(len(snapshot.text))
+    assert snapshot.starts(rendered.text)  # the state the second turn stood on
+    read_now = rendered.suffix(snapshot.text_chars)
     assert hostile in read_now.text
     assert second["timings"]["prompt_n"] == len(rendered_tokens(model, read_now, bos=False))
     assert second["timings"]["prompt_n"] != len(model.tokenize(read_now.text, add_special=False, parse_special=True))

@@ -13,6 +13,7 @@ from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
 from tests.helpers.cli import hearth, start_hearth
+from tests.helpers.template_turns import held_text
 
 EMPTY_ANSWER = "<|im_start|>assistant\n<|im_end|>"  # an empty assistant turn in the models' ChatML prompts
 
@@ -60,7 +61,7 @@ def test_a_killed_send_leaves_an_interrupted_answer_that_later_prompts_leave_out
     assert [(m.role, m.status) for m in branch] == [("user", "done"), ("assistant", "interrupted"),
                                                     ("user", "done"), ("assistant", "done")]
     (record,) = snapshots.for_message(answer)
-    read = snapshots.get(record.id).text
+    read = held_text(hybrid_tiny, snapshots, record)
     assert "Tell me a long story." in read and "A short one, then." in read
     assert EMPTY_ANSWER not in read, "the empty interrupted answer was part of the prompt"
     db.close()

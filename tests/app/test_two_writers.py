@@ -24,6 +24,7 @@ from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
 from model_store.writer_lock import process_started, take_writer_lock
 from tests.helpers.cli import error_line, hearth, start_hearth
+from tests.helpers.template_turns import held_text
 
 ROUNDS = 4
 # Long enough that one answer is still being written when the other command has loaded its model.
@@ -60,7 +61,7 @@ def test_two_sends_at_once_take_turns_and_each_reads_the_others_answer(hearth_ho
         if answer.role != "assistant":
             continue
         (record,) = snapshots.for_message(answer.id)
-        read = snapshots.get(record.id).text
+        read = held_text(hybrid_tiny, snapshots, record)
         for earlier in branch[:i]:
             assert earlier.content in read, f"answer {i} was written without seeing message: {earlier.content!r}"
     db.close()

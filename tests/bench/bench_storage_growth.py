@@ -1,5 +1,5 @@
 """How a long conversation's storage grows, turn by turn: the data folder, and inside the database the
-snapshot rows' text, their state parts and the messages, at turns 10, 100 and 200 (issue 34's measure:
+snapshot rows (their own columns), their state parts and the messages, at turns 10, 100 and 200 (issue 34's measure:
 it should grow linearly, by about the same bytes per turn early and late).
 
 A 200-turn conversation with the tiny hybrid model, driven through a real worker process and the real
@@ -34,15 +34,21 @@ MARKS = (10, 100, 200)
 
 
 def sizes(data_dir: Path) -> dict[str, int]:
-    """Bytes of the data folder's files, and of each kind of row in its database."""
-    folder = sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file())
+    """Bytes of the data folder's files (its write-ahead log folded in first), and of each kind of row in
+    its database: a snapshot row's own columns, its state parts, the messages."""
     db = sqlite3.connect(database_path(data_dir))
     try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # else the folder's size is the log's, growing in steps
+        folder = sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file())
+
         def total(sql: str) -> int:
             return db.execute(sql).fetchone()[0] or 0
 
+        columns = [row[1] for row in db.execute("PRAGMA table_info(snapshots)")]
+        row_bytes = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
         return {"folder": folder,
-                "snapshot_text": total("SELECT sum(length(CAST(text AS BLOB))) FROM snapshots"),
+                "database_file": total("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size"),
+                "snapshot_rows": total(f"SELECT sum({row_bytes}) FROM snapshots"),
                 "snapshot_parts": total("SELECT sum(length(data)) FROM snapshot_parts"),
                 "messages": total("SELECT sum(length(CAST(content AS BLOB))) FROM messages"),
                 "snapshots": total("SELECT count(*) FROM snapshots")}

@@ -59,3 +59,15 @@ def chain_tokens(snapshots: SnapshotStore, record: SnapshotRecord) -> list[int]:
 def question_snapshot(store: ConversationStore, message: Message) -> SnapshotRecord | None:
     found = SnapshotStore(store.db).for_message(message.id)
     return found[0] if found else None
+
+
+def held_text(model_path: Path, snapshots: SnapshotStore, record: SnapshotRecord) -> str:
+    """The text the snapshot's state holds, spelled from its token records (the store keeps only the
+    text's length and digest, which it must match)."""
+    oracle = TemplateOracle(model_path, now=0)
+    try:
+        text = oracle.detokenize(chain_tokens(snapshots, record))
+    finally:
+        oracle.close()
+    assert record.holds(text), "the snapshot's tokens do not spell the text it was saved with"
+    return text

@@ -16,6 +16,7 @@ from model_store.conversations import ConversationStore, Message
 from model_store.snapshots import SnapshotStore
 from tests.helpers.real_models import REAL_TINY, real_model
 from tests.helpers.snapshot_chat import USER_MESSAGES, Chat
+from tests.helpers.template_turns import held_text
 
 pytestmark = pytest.mark.process
 
@@ -87,4 +88,5 @@ def test_each_real_template_writes_the_system_prompt_first_and_later_turns_reuse
     assert not first.errors and second.finished.snapshot.restored, second.finished.snapshot.notes
     snapshots = SnapshotStore(chat.store.db)
     record = (snapshots.for_message(first.user.id) or snapshots.for_message(first.answer.id))[0]  # the first turn's
-    assert PIRATE in record.text and record.text.index(PIRATE) < record.text.index(USER_MESSAGES[0])
+    held = held_text(family_model, snapshots, record)
+    assert PIRATE in held and held.index(PIRATE) < held.index(USER_MESSAGES[0])

@@ -11,10 +11,11 @@ import sqlite_utils
 from model_store.conversations import ConversationStore
 from model_store.db import StoreError, open_database, write_transaction
 from model_store.migrations import MIGRATIONS, applied_migrations, migrate
+from model_store.snapshots import SnapshotStore
 
 ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
        "m007_snapshot_references", "m008_message_reasoning", "m009_message_outcome",
-       "m010_conversation_system_prompt", "m011_eagle3_heads"]
+       "m010_conversation_system_prompt", "m011_eagle3_heads", "m012_snapshot_text_digest"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 
@@ -130,3 +131,30 @@ def test_the_worker_refuses_a_database_whose_schema_is_behind_and_writes_nothing
     check.close()
     open_database(path).close()  # the app brings it up to date
     open_database(path, migrate=False).close()
+
+
+def test_snapshots_saved_with_their_text_keep_only_its_length_and_digest_and_still_match(tmp_path):
+    path = tmp_path / "hearth.db"
+    old = sqlite_utils.Database(path)
+    migrate(old, write_transaction, upto="m011_eagle3_heads")
+    old.execute("INSERT INTO conversations (id, title, model, settings, created_at, updated_at, leaf_id)"
+                " VALUES ('c', 'old', 'default', '{}', 0, 0, NULL)")
+    old.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at, stats)"
+                " VALUES ('m', 'c', NULL, 'user', 'hi', 'done', 0, '{}')")
+    texts = {f"s{i}": f"<|im_start|>user\nQuestion {i} ☃<|im_end|>\n" * (i + 1) for i in range(450)}
+    for snapshot_id, text in texts.items():
+        old.execute("INSERT INTO snapshots (id, conversation_id, message_id, parent_id, fingerprint, format_version,"
+                    " n_tokens, kv_start, text, created_at, last_used_at) VALUES (?, 'c', 'm', NULL, 'fp', 1, 3, 0, ?,"
+                    " 0, 0)", [snapshot_id, text])
+    old.close()
+
+    db = open_database(path)
+    try:
+        assert "text" not in db["snapshots"].columns_dict
+        snapshots = SnapshotStore(db)
+        for snapshot_id, text in texts.items():
+            record = snapshots.get(snapshot_id)
+            assert record.holds(text) and record.starts(text + "<|im_start|>assistant\n")
+            assert not record.starts(text[:-1]) and not record.holds(text.replace("☃", "*"))
+    finally:
+        db.close()

@@ -250,3 +250,14 @@ def test_evict_drops_lru_inner_snapshots_and_keeps_leaves(db, snaps, save):
     assert snaps.total_bytes() == 5 * k + 2 * r
     assert snaps.evict(0, part="kv") == [s3.id, s1.id, s2.id]
     assert snaps.total_bytes() == 2 * (r + k)
+
+
+def test_a_snapshot_row_keeps_its_texts_length_and_digest_not_the_text(db, save):
+    short, long_ = "hello", "a whole document " * 60_000
+    records = [save({"kv": b"x"}, text=short), save({"kv": b"x"}, text=long_)]
+    sizes = [db.execute("SELECT length(text_digest) + length(CAST(layout AS BLOB)) FROM snapshots WHERE id = ?",
+                        [r.id]).fetchone()[0] for r in records]
+    assert sizes[0] == sizes[1]
+    assert "text" not in db["snapshots"].columns_dict
+    assert records[1].holds(long_) and records[1].starts(long_ + "<|im_start|>") and not records[1].starts(long_[:-1])
+    assert not records[0].starts("Hello") and records[0].starts("hello there")
