@@ -14,26 +14,18 @@ Not thread-safe: used only from the engine runner's thread (the SQLite connectio
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
 import msgspec
 
 from app.serve.schema import Turn
+from engine.protocol.turn_hash import ROOT, turn_hash
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, end_answer
 from model_store.conversations import ConversationStore, Message
 from model_store.db import StoreError
 
 TITLE_LENGTH = 60
 KEPT_CONVERSATIONS = 500  # the least recently continued beyond this are deleted, with their snapshots
-
-
-def chain_digest(before: str, role: str, text: str) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    for part in (before, role, text):
-        digest.update(part.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")
-    return digest.hexdigest()
 
 
 class ApiConversations:
@@ -50,7 +42,7 @@ class ApiConversations:
         conversation_id = self._conversation_for(parent, turns, model)
         self._touch(conversation_id)
         for turn in turns[matched:]:
-            digest = chain_digest(digest, turn.role, turn.text)
+            digest = turn_hash(digest, turn.role, turn.text)
             message = self.store.add_message(conversation_id, turn.role, turn.text,
                                              parent_id=parent.id if parent else None, reasoning=turn.reasoning)
             self._messages[digest] = (conversation_id, message.id)
@@ -66,9 +58,9 @@ class ApiConversations:
         turn = end_answer(self.store, turn)
         if turn.status == "done" and turn.text:
             history = self.store.branch(turn.answer.id)
-            digest = ""
+            digest = ROOT
             for message in history:
-                digest = chain_digest(digest, message.role, message.content)
+                digest = turn_hash(digest, message.role, message.content)
             self._messages[digest] = (turn.conversation_id, turn.answer.id)
         return turn
 
@@ -76,9 +68,9 @@ class ApiConversations:
         """The deepest stored message the request's messages start with, its digest, and how many
         of the request's messages it covers."""
         found: tuple[Message | None, str, int] = (None, "", 0)
-        digest = ""
+        digest = ROOT
         for index, turn in enumerate(turns):
-            digest = chain_digest(digest, turn.role, turn.text)
+            digest = turn_hash(digest, turn.role, turn.text)
             known = self._messages.get(digest)
             if known is None:
                 break

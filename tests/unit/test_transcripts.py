@@ -104,3 +104,14 @@ def test_frames_the_client_did_not_record_do_not_make_the_worker_forget_what_it_
     back = sent.shorten(answer([*named, turn("user", "again", "again")], "back"))
     assert back.known
     assert received.complete(back) == answer([*named, turn("user", "again", "again")], "back")
+
+
+def test_a_turn_hash_names_its_fields_apart_and_its_whole_branch():
+    from engine.protocol.turn_hash import ROOT, branch_hashes, turn_hash
+
+    assert turn_hash(ROOT, "user", "ab") != turn_hash(ROOT, "user", "a", "b")
+    assert turn_hash(ROOT, "user\x00", "b") != turn_hash(ROOT, "user", "\x00b")
+    first, second = branch_hashes([("user", "hi"), ("assistant", "hello")])
+    assert second == turn_hash(first, "assistant", "hello") != turn_hash(turn_hash(ROOT, "user", "hi!"), "assistant",
+                                                                         "hello")
+    assert turn_hash(ROOT, "user", "\udcff") != turn_hash(ROOT, "user", "\ufffd")  # lone surrogates hash too
