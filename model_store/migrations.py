@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
+from model_store.text_digest import text_digest
+
 
 Transaction = Callable[[sqlite_utils.Database], AbstractContextManager]
 MIGRATIONS_TABLE = "_migrations"
@@ -314,8 +316,6 @@ def m011_eagle3_heads(db: sqlite_utils.Database) -> None:
 def m012_snapshot_text_digest(db: sqlite_utils.Database) -> None:
     """A snapshot keeps the length and digest of the text its state holds, not the text: every row
     repeated the whole conversation so far, so that text grew with the square of its length."""
-    from model_store.snapshots import text_digest  # the one definition of the digest (it imports this module)
-
     db.execute("ALTER TABLE snapshots ADD COLUMN text_chars INTEGER NOT NULL DEFAULT 0")
     db.execute("ALTER TABLE snapshots ADD COLUMN text_digest TEXT NOT NULL DEFAULT ''")
     last = -1

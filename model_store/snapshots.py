@@ -30,7 +30,6 @@ kept whole: it is the one that resumes the conversation.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 import uuid
@@ -43,6 +42,7 @@ import sqlite_utils
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 from model_store.migrations import NO_PARENT_SNAPSHOT
 from model_store.part_checksum import ChecksumStream, part_checksum
+from model_store.text_digest import text_digest
 
 CHUNK_BYTES = 1 << 20
 
@@ -85,11 +85,6 @@ class SnapshotRecord:
     def nbytes(self) -> int:
         """The total size of the stored parts."""
         return sum(self.part_bytes.values())
-
-
-def text_digest(text: str) -> str:
-    """The digest a snapshot keeps of its text (any text: a template may write lone surrogates)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 # The record's fields are the table's columns (dict fields are JSON text).
