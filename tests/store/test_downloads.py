@@ -205,9 +205,16 @@ def test_cancel_stops_promptly_keeps_the_part_and_the_next_call_resumes(hub, hf_
     cancel = threading.Event()
     cancelled_at = []
     timer = threading.Timer(0.4, lambda: (cancelled_at.append(time.monotonic()), cancel.set()))
-    timer.start()  # another thread, as the GUI's Cancel button is
+
+    armed = []
+
+    def started(progress) -> None:  # the Cancel press comes once bytes flow, however busy the machine
+        if progress.downloaded_bytes > 0 and not armed:
+            armed.append(True)
+            timer.start()  # another thread, as the GUI's Cancel button is
+
     with pytest.raises(DownloadCancelled, match="resumes") as cancelled:
-        get(hub, hf_cache, BIG, cancel=cancel)
+        get(hub, hf_cache, BIG, cancel=cancel, on_progress=started)
     stopped = time.monotonic()
     timer.join()
     assert stopped - cancelled_at[0] < 1.0
