@@ -1,8 +1,10 @@
 """The GUI's one link to the engine: owns the client, turns its events into Qt signals.
 
-A plain reader thread waits on the client's event queue and emits each event as a signal; the
-receivers live on the GUI thread, so Qt queues the calls and the GUI never waits on the engine.
-Sending is a write into a pipe, which does not block on the engine's work.
+The client's own reader thread hands each event to the bridge, which emits it as a signal; the
+receivers live on the GUI thread, so Qt queues the calls and the GUI never waits on the engine (one
+thread from the pipe to the window: :mod:`app.engine_clients.outlet`). A supervising thread only
+starts the worker and waits for its death. Sending is a write into a pipe, which does not block on
+the engine's work.
 
 When the worker dies the bridge says so once (:attr:`EngineBridge.died`), starts a fresh worker by
 itself and reports :attr:`EngineBridge.ready` again; the window then reloads the model and reopens
@@ -22,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from engine import protocol as p
 from app.engine_clients.client import EngineClient, EngineDead, EngineError
@@ -34,10 +36,12 @@ class EngineBridge(QObject):
     died = Signal(object)  # EngineDead: the worker stopped without being asked to
     gave_up = Signal(str)  # the worker could not be (re)started; the message says why
     crash_loop = Signal(object, str)  # (EngineDead, "loading the model" | "reading the input"): left down
+    _relayed = Signal(object)  # always queued: an event put on the GUI thread (an answer at once) waits its turn too
 
     def __init__(self, make_client: Callable[[], EngineClient], *, max_restarts: int = 3,
                  restart_window_s: float = 60.0, telemetry_interval_ms: int = 500) -> None:
         super().__init__()
+        self._relayed.connect(self.event.emit, Qt.ConnectionType.QueuedConnection)
         self.client = make_client()
         self.max_restarts = max_restarts
         self.restart_window_s = restart_window_s
@@ -51,10 +55,12 @@ class EngineBridge(QObject):
         self._pending_load: str | None = None
         self._pending_reads: set[str] = set()
         self._decoded = False
+        self._death: EngineDead | None = None
+        self._died_now = threading.Event()  # set by the reader when the worker dies
 
     def start(self, first: bool = True) -> None:
         """Start the worker and the reader thread; returns at once."""
-        self._thread = threading.Thread(target=self._run, args=(first,), name="engine-bridge", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(first,), name="engine-supervisor", daemon=True)
         self._thread.start()
 
     def retry(self, cpu_variant: str | None = None) -> None:
@@ -105,6 +111,7 @@ class EngineBridge(QObject):
         """Stop the worker (cancelling any answer) and the reader thread."""
         self._stopping.set()
         self.alive = False
+        self._died_now.set()
         self.client.close(mode="abort", timeout=timeout)
         if self._thread is not None:
             self._thread.join(timeout)
@@ -114,7 +121,7 @@ class EngineBridge(QObject):
             if not self._start_worker(first):
                 return
             first = False
-            dead = self._pump()
+            dead = self._wait_for_death()
             if dead is None:
                 return
             self.alive = False
@@ -141,22 +148,27 @@ class EngineBridge(QObject):
             return False
         self._pending_load, self._decoded = None, False
         self._pending_reads.clear()
+        self._death = None
+        self._died_now.clear()
         self.alive = True
         self.client.send(p.SetTelemetry(interval_ms=self.telemetry_interval_ms))
         self.ready.emit(ready)
+        self.client.hand_events_to(self._relay)  # the events since the handshake first
         return True
 
-    def _pump(self) -> EngineDead | None:
-        """Relay events until the worker dies (returned) or the bridge stops (None)."""
-        while not self._stopping.is_set():
-            event = self.client.next_event(0.2)
-            if event is None:
-                continue
-            if isinstance(event, EngineDead):
-                return None if self._stopping.is_set() else event
-            self._track(event)
-            self.event.emit(event)
-        return None
+    def _relay(self, event: p.Event | EngineDead) -> None:
+        """On the client's reader thread: an event becomes a signal; the worker's death wakes the supervisor."""
+        if isinstance(event, EngineDead):
+            self._death = event
+            self._died_now.set()
+            return
+        self._track(event)
+        self._relayed.emit(event)
+
+    def _wait_for_death(self) -> EngineDead | None:
+        """The worker's death, or None when the bridge stops first."""
+        self._died_now.wait()
+        return None if self._stopping.is_set() else self._death
 
     def _too_many_restarts(self) -> bool:
         now = time.monotonic()

@@ -14,7 +14,6 @@ that request only; :class:`EngineDead` (the worker exited or was killed) is repo
 from __future__ import annotations
 
 import itertools
-import queue
 import signal
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 
 from engine import protocol as p
+from app.engine_clients.outlet import EventOutlet
 from engine.deaths import CRASH_WORDS, EngineDead  # noqa: F401 (the worker's death is one of a client's events)
 from model_store.db import StoreError, database_path, open_database
 from model_store.fit import DEFAULT_BUDGET_PERCENT
@@ -118,14 +118,23 @@ class EngineClient(ABC):
         """Queue a command for the engine; never blocks on the engine's work. Raises
         :class:`InvalidRequest` (checked by :func:`checked`) for a value out of its field's range."""
 
-    _events: queue.Queue[ClientEvent]  # filled by the implementation's reader
+    _events: EventOutlet  # filled by the implementation's reader; a fresh one per launch
+
+    def _new_outlet(self) -> EventOutlet:
+        """A fresh outlet for a new launch; the last one's late events are dropped."""
+        self._events.close()
+        self._events = EventOutlet()
+        return self._events
 
     def next_event(self, timeout: float | None = None) -> ClientEvent | None:
-        """The next event, or None after ``timeout`` seconds."""
-        try:
-            return self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        """The next event, or None after ``timeout`` seconds (until :meth:`hand_events_to`)."""
+        return self._events.get(timeout)
+
+    def hand_events_to(self, sink: Callable[[ClientEvent], None]) -> None:
+        """From now on, hand each event (and the engine's death) to ``sink`` on the thread that reads it,
+        instead of queueing it for :meth:`next_event`; until the next launch, which queues again for
+        its handshake (:mod:`app.engine_clients.outlet`)."""
+        self._events.hand_to(sink)
 
     @abstractmethod
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None: ...

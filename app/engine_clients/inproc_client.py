@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 from pathlib import Path
 
 from engine import protocol as p
-from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.client import EngineClient, EngineError, checked
+from app.engine_clients.outlet import EventOutlet
 from engine.worker_loop import WorkerLoop
 
 
@@ -19,13 +19,12 @@ class InprocClient(EngineClient):
     def __init__(self, telemetry_interval_ms: int = 1000, data_dir: Path | None = None) -> None:
         self.telemetry_interval_ms = telemetry_interval_ms
         self.data_dir = data_dir
-        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._events = EventOutlet()
         self._loop: WorkerLoop | None = None
         self._thread: threading.Thread | None = None
 
     def _launch(self) -> None:
-        self._events = queue.Queue()
-        self._loop = WorkerLoop(self._events.put, self.telemetry_interval_ms)
+        self._loop = WorkerLoop(self._new_outlet().put, self.telemetry_interval_ms)
         self._thread = threading.Thread(target=self._loop.run, name="engine", daemon=True)
         self._thread.start()
 

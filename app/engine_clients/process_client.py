@@ -1,6 +1,6 @@
 """The engine in a child process (``python -m engine.worker``), talked to over its stdin/stdout.
 
-A reader thread turns frames into events on a queue. When the stream ends without the app having
+A reader thread turns frames into events and hands them on (:mod:`app.engine_clients.outlet`). When the stream ends without the app having
 asked for it, the worker died: one :class:`~app.engine_clients.client.EngineDead` event says so, with the exit
 status or the signal that killed it.
 """
@@ -8,7 +8,6 @@ status or the signal that killed it.
 from __future__ import annotations
 
 import os
-import queue
 import subprocess
 import threading
 from pathlib import Path
@@ -18,7 +17,8 @@ import msgspec
 
 from engine import protocol as p
 from engine.child_command import WORKER, module_command
-from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.client import EngineClient, EngineError, checked
+from app.engine_clients.outlet import EventOutlet
 from engine.deaths import describe_exit, engine_dead
 from engine.framing import FrameError, frame, read_frames
 from engine.transcripts import SentTranscripts
@@ -33,7 +33,7 @@ class ProcessClient(EngineClient):
         self.log_path = log_path
         self.env = env
         self.process: subprocess.Popen | None = None
-        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._events = EventOutlet()
         self._send_lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._closing = False
@@ -46,7 +46,7 @@ class ProcessClient(EngineClient):
 
     def _launch(self) -> None:
         self._closing = False
-        self._events = queue.Queue()
+        events = self._new_outlet()
         self._sent, self.sent_bytes = SentTranscripts(), 0  # a new worker was sent nothing
         stderr: IO | None = None
         if self.log_path is not None:
@@ -59,11 +59,11 @@ class ProcessClient(EngineClient):
         )
         if stderr is not None:
             stderr.close()
-        self._reader = threading.Thread(target=self._read, args=(self.process, self._events),
+        self._reader = threading.Thread(target=self._read, args=(self.process, events),
                                         name="engine-reader", daemon=True)
         self._reader.start()
 
-    def _read(self, process: subprocess.Popen, events: queue.Queue) -> None:
+    def _read(self, process: subprocess.Popen, events: EventOutlet) -> None:
         try:
             self._read_events(process.stdout, events)
         except (OSError, ValueError):
@@ -74,7 +74,7 @@ class ProcessClient(EngineClient):
             events.put(engine_dead(code, ready.cpu.variant if ready is not None and ready.cpu is not None else ""))
 
     @staticmethod
-    def _read_events(stream, events: queue.Queue) -> None:
+    def _read_events(stream, events: EventOutlet) -> None:
         for item in read_frames(stream):
             if isinstance(item, FrameError):
                 events.put(p.Error(code="bad_frame", message=f"the engine sent a bad frame: {item}"))

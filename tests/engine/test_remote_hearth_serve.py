@@ -82,7 +82,6 @@ def test_the_worker_is_told_what_was_set_on_either_client():
     with pytest.raises(EngineError):
         routing.start(timeout=0.2)
     assert (sent[0].snapshot_budget_bytes, sent[0].cpu_variant) == (123 * 2**20, "safe")
-    routing._stop.set()
 
 
 def test_an_engine_the_registry_cannot_give_is_an_error_for_that_load_only(server):

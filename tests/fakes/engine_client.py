@@ -46,7 +46,6 @@ What it does NOT do (tests/process and tests/ui/test_app_*.py cover these with a
 
 from __future__ import annotations
 
-import queue
 import signal
 import threading
 import time
@@ -59,6 +58,7 @@ import msgspec
 from engine import protocol as p
 from engine.protocol import ModelFacts
 from app.engine_clients.client import EngineClient, EngineDead, EngineError, checked
+from app.engine_clients.outlet import EventOutlet
 from engine.deaths import engine_dead
 from engine.records import Timings
 from model_store.fit import DEFAULT_BUDGET_PERCENT
@@ -123,7 +123,7 @@ class ScriptedEngine(EngineClient):
         self.loaded: p.ModelLoaded | None = None
         self.telemetry_interval_ms = 0
         self.starts = 0  # handshakes answered: 2 after one restart
-        self._events: queue.Queue = queue.Queue()
+        self._events = EventOutlet()
         self._scripts: dict[type, deque[Step]] = defaultdict(deque)
         self._held: _Held | None = None
         self._alive = False
@@ -188,7 +188,7 @@ class ScriptedEngine(EngineClient):
 
     def _launch(self) -> None:
         with self._lock:
-            self._events = queue.Queue()
+            self._new_outlet()
             self._alive, self._dead, self._held, self.loaded = True, False, None, None
 
     def send(self, command: p.Command) -> None:
@@ -204,7 +204,6 @@ class ScriptedEngine(EngineClient):
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         with self._lock:
             self._alive, self._held = False, None
-            self._events.put(None)  # wakes a reader waiting in next_event at once, as after a timeout
 
     # -- answers ---------------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ import threading
 import time
 
 from engine import protocol as p
-from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked
+from app.engine_clients.client import EngineClient, EngineError, checked
+from app.engine_clients.outlet import EventOutlet
 from app.engine_clients.remote.answer import AnswerStream
 from app.engine_clients.remote.api import OpenAIApi
 from app.engine_clients.remote.errors import RemoteError
@@ -33,7 +34,7 @@ class RemoteClient(EngineClient):
     def __init__(self, engine: RemoteEngine, *, policy: RetryPolicy | None = None) -> None:
         self.engine = engine
         self.policy = policy or default_policy()
-        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._events = EventOutlet()
         self._commands: queue.Queue[p.Command | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._api: OpenAIApi | None = None
@@ -47,7 +48,8 @@ class RemoteClient(EngineClient):
         self._last_telemetry = 0.0
 
     def _launch(self) -> None:
-        self._events, self._commands = queue.Queue(), queue.Queue()
+        self._new_outlet()
+        self._commands = queue.Queue()
         self._api = OpenAIApi(self.engine)
         self._thread = threading.Thread(target=self._serve, name=f"remote-{self.engine.name}", daemon=True)
         self._thread.start()

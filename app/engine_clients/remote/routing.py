@@ -3,34 +3,28 @@
 Loading the model reference ``engine:NAME`` switches to the remote engine NAME (its model is the
 engine's choice): this computer's model is unloaded to give its memory back, and the worker stays up
 for the next switch back, which is the load of any other model. Events of both reach the one queue
-the window reads; while a remote engine is in use the worker's telemetry is left out (the window
+the window reads, passed on by each client's own reader (no relay thread); while a remote engine is in use the worker's telemetry is left out (the window
 shows the engine's), and the events of the unload this client asked for itself are not passed on.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 
 from engine import protocol as p
 from app.engine_clients.client import ClientEvent, EngineClient, EngineError, checked, new_request_id
+from app.engine_clients.outlet import EventOutlet
 from app.engine_clients.remote.client import RemoteClient
 from app.engine_clients.remote.spec import REMOTE_PREFIX, RemoteEngine
-
-PUMP_POLL_S = 0.2
-
 
 class RoutingClient(EngineClient):
     def __init__(self, local: EngineClient, resolve: Callable[[str], RemoteEngine]) -> None:
         self.local = local
         self.resolve = resolve  # engine name -> the engine with its key; raises with a sentence if it cannot
         self.remote: RemoteClient | None = None
-        self._events: queue.Queue[ClientEvent] = queue.Queue()
+        self._events = EventOutlet()
         self._own_requests: set[str] = set()  # requests this client sent itself: their answers stay here
         self._telemetry_ms = 0
-        self._stop = threading.Event()  # ends the worker's pump
-        self._remote_stop = threading.Event()  # ends the remote engine's pump
 
     def __getattr__(self, name: str):  # pid, process, log_path ... are the worker's
         return getattr(self.__dict__["local"], name)
@@ -53,14 +47,13 @@ class RoutingClient(EngineClient):
         return ready
 
     def _launch(self) -> None:
-        self._events, self._stop = queue.Queue(), threading.Event()
+        self._new_outlet()
         self.local._launch()
-        self._pump(self.local, self._stop)
+        self._route(self.local)
 
-    def send(self, command: p.Command) -> None:
-        command = checked(command)
+    def send(self, command: p.Command) -> None:  # checked once, by the client it goes to
         if isinstance(command, p.LoadModel):
-            self._load(command)
+            self._load(checked(command))  # here first: a refused load must not unload this computer's model
         elif isinstance(command, p.SetTelemetry):
             self._telemetry_ms = command.interval_ms
             self.local.send(command)
@@ -74,7 +67,6 @@ class RoutingClient(EngineClient):
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         self._drop_remote()
         self.local.close(mode, timeout)
-        self._stop.set()
 
     # ---------------------------------------------------------------------------------------------
 
@@ -101,23 +93,21 @@ class RoutingClient(EngineClient):
             return
         self.remote = remote
         remote.send(p.SetTelemetry(interval_ms=self._telemetry_ms))
-        self._remote_stop = threading.Event()
-        self._pump(remote, self._remote_stop)
+        self._route(remote)
         remote.send(command)
 
     def _drop_remote(self) -> None:
         remote, self.remote = self.remote, None
         if remote is not None:
-            self._remote_stop.set()
+            remote.hand_events_to(_dropped)  # what it says while closing is no longer the window's
             remote.close(mode="abort", timeout=5.0)
 
-    def _pump(self, client: EngineClient, stopped: threading.Event) -> None:
-        def forward() -> None:
-            while not stopped.is_set():
-                event = client.next_event(PUMP_POLL_S)
-                if event is not None and self._passes(client, event):
-                    self._events.put(event)
-        threading.Thread(target=forward, name="engine-routing", daemon=True).start()
+    def _route(self, client: EngineClient) -> None:
+        """Pass ``client``'s events on, on its own reader's thread, into this client's outlet."""
+        def forward(event: ClientEvent) -> None:
+            if self._passes(client, event):
+                self._events.put(event)
+        client.hand_events_to(forward)
 
     def _passes(self, client: EngineClient, event: ClientEvent) -> bool:
         rid = getattr(event, "request_id", None)
@@ -128,3 +118,7 @@ class RoutingClient(EngineClient):
         if client is self.local and isinstance(event, p.Telemetry) and self.remote is not None:
             return False
         return not (client is not self.local and isinstance(event, p.Ready))
+
+
+def _dropped(event: ClientEvent) -> None:
+    """A sink for the events of an engine no longer in use."""
