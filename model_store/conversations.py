@@ -337,6 +337,16 @@ class ConversationStore:
         )
         return [_message(row) for row in rows]
 
+    def versions(self, conversation_id: str) -> dict[str | None, builtins.list[str]]:
+        """Every fork of the conversation in one read: parent id (None: the start) -> the ids of its
+        children, oldest first (:meth:`siblings` for each message at once)."""
+        forks: dict[str | None, builtins.list[str]] = {}
+        for message_id, parent_id in self.db.execute(
+                "SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY created_at, rowid",
+                [conversation_id]):
+            forks.setdefault(parent_id, []).append(message_id)
+        return forks
+
     def newest_leaf(self, message_id: str) -> str:
         """Follow the newest child from ``message_id`` down to a leaf; return the leaf's id.
 

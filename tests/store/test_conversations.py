@@ -191,6 +191,9 @@ def test_siblings_list_every_version_at_a_fork_including_first_messages(convs):
     convs.add_message(other.id, "user", "elsewhere", parent_id=None)
     assert [m.id for m in convs.siblings(first.id)] == [first.id, edited.id]
     assert [m.id for m in convs.siblings(answer.id)] == [answer.id]
+    versions = convs.versions(conv.id)  # every fork at once, the same lists
+    assert all(versions[m.parent_id] == [s.id for s in convs.siblings(m.id)] for m in (first, edited, answer))
+    assert set(versions) == {None, first.id}
 
 
 def test_newest_leaf_follows_the_newest_child_down(convs):

@@ -24,6 +24,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from app.services.pending_turn import CUT_OFF
 from model_store.conversations import ConversationStore, Message
+from model_store.db import read_transaction
 from model_store.documents import Document, DocumentStore
 
 Index = QModelIndex | QPersistentModelIndex
@@ -47,13 +48,13 @@ class MessageRow:
 
 
 def load_transcript(store: ConversationStore, conversation_id: str) -> list[MessageRow]:
-    """Read the current branch with each message's versions and documents (runs on the store thread)."""
-    documents = DocumentStore(store.db)
-    rows = []
-    for message in store.current_branch(conversation_id):
-        document = documents.for_message(message.id) if message.role == "user" else None
-        rows.append(MessageRow(message, [s.id for s in store.siblings(message.id)], document))
-    return rows
+    """Read the current branch with each message's versions and documents (runs on the store thread),
+    in a few reads whatever the conversation's length."""
+    with read_transaction(store.db):
+        branch, versions = store.current_branch(conversation_id), store.versions(conversation_id)
+        documents = {d.message_id: d for d in DocumentStore(store.db).for_conversation(conversation_id)}
+    return [MessageRow(m, versions.get(m.parent_id, [m.id]), documents.get(m.id) if m.role == "user" else None)
+            for m in branch]
 
 
 @dataclass
