@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model_store.conversations import ConversationStore
+from model_store.snapshots import SnapshotStore
 from model_store.db import open_database, read_only_problem, write_transaction
 from model_store.storage_problems import DatabaseReadOnly, DatabaseUnreachable, DiskFull
 from model_store.writer_lock import drop, holders, is_stale
@@ -38,6 +39,7 @@ class Tidied:
     interrupted: int = 0  # answers marked interrupted
     emptied: int = 0  # empty conversations deleted
     locks: int = 0  # stale lock rows dropped
+    state_files: int = 0  # snapshot files a crash left without their row, deleted
 
 
 def open_conversation_store(path: Path, *, read_only_ok: bool = False) -> ConversationStore:
@@ -56,7 +58,8 @@ def open_conversation_store(path: Path, *, read_only_ok: bool = False) -> Conver
 
 
 def tidy_after_crash(store: ConversationStore, now: float | None = None) -> Tidied:
-    """Mark interrupted answers, delete empty conversations and drop stale locks, in one transaction."""
+    """Mark interrupted answers, delete empty conversations and drop stale locks, in one transaction;
+    then delete the snapshot files a crash left without their row."""
     now = time.time() if now is None else now
     db = store.db
     with write_transaction(db):
@@ -74,7 +77,12 @@ def tidy_after_crash(store: ConversationStore, now: float | None = None) -> Tidi
                     conversation.id in abandoned or conversation.created_at < now - EMPTY_GRACE_S):
                 store.delete(conversation.id)
                 emptied += 1
-    tidied = Tidied(interrupted, emptied, len(gone))
+    try:
+        swept = SnapshotStore(db).sweep_files()
+    except OSError as exc:  # the states folder unreadable: the files wait for the next start
+        log.info("could not sweep the snapshot files: %s", exc)
+        swept = 0
+    tidied = Tidied(interrupted, emptied, len(gone), swept)
     if tidied != Tidied():
         log.info("tidied after an earlier stop: %s", tidied)
     return tidied

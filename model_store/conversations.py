@@ -25,6 +25,7 @@ from typing import Any
 import sqlite_utils
 
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
+from model_store.snapshots import SnapshotStore
 
 MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
 # How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
@@ -188,11 +189,15 @@ class ConversationStore:
         return self.get(conversation_id)
 
     def delete(self, conversation_id: str) -> None:
-        """Delete a conversation with all its messages, snapshots and snapshot parts."""
+        """Delete a conversation with all its messages, snapshots and snapshot parts (their files too,
+        where no other conversation's snapshot shares them)."""
+        snapshots = SnapshotStore(self.db)
         with write_transaction(self.db):
+            state_files = snapshots.file_checksums("s.conversation_id = ?", [conversation_id])
             cur = self.db.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
             if cur.rowcount == 0:
                 self.get(conversation_id)
+        snapshots.remove_unnamed_files(state_files)
 
     def add_message(
         self,

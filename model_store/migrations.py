@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
+from model_store.state_files import FILE_PARTS, StateFiles
 from model_store.text_digest import text_digest
 
 
@@ -325,3 +326,22 @@ def m012_snapshot_text_digest(db: sqlite_utils.Database) -> None:
                             ((len(text), text_digest(text), rowid) for rowid, text in rows))
         last = rows[-1][0]
     db.execute("ALTER TABLE snapshots DROP COLUMN text")
+
+
+@migration
+def m013_snapshot_state_files(db: sqlite_utils.Database) -> None:
+    """The state blobs of snapshots (``kv``, ``recurrent``) move out of the database into files beside
+    it, named by checksum (:mod:`model_store.state_files`). A part whose chunks no longer add up to
+    its checksum is dropped, as eviction drops one: the engine replays or re-reads instead."""
+    files = StateFiles.beside(db)
+    parts = db.execute(
+        "SELECT s.id, c.key, c.value FROM snapshots AS s, json_each(s.checksums) AS c"
+        f" WHERE c.key IN ({', '.join('?' * len(FILE_PARTS))})", sorted(FILE_PARTS)).fetchall()
+    for snapshot_id, part, checksum in parts:
+        chunks = (data for (data,) in db.execute(
+            "SELECT CAST(data AS BLOB) FROM snapshot_parts WHERE snapshot_id = ? AND part = ? ORDER BY seq",
+            [snapshot_id, part]))
+        if not files.write(checksum, chunks):
+            db.execute("UPDATE snapshots SET checksums = json_remove(checksums, '$.' || ?),"
+                       " part_bytes = json_remove(part_bytes, '$.' || ?) WHERE id = ?", [part, part, snapshot_id])
+    db.execute(f"DELETE FROM snapshot_parts WHERE part IN ({', '.join('?' * len(FILE_PARTS))})", sorted(FILE_PARTS))

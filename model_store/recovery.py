@@ -35,6 +35,7 @@ import sqlite_utils
 from model_store.db import open_database, write_transaction
 from model_store.page_reader import PageFile
 from model_store.recovered_rows import RowFinder, table_shape
+from model_store.state_files import FILE_PARTS
 
 NOT_COPIED = ("_migrations", "writer_locks")  # the new file has its own; locks belong to running processes
 BATCH_ROWS = 64  # rows per transaction (snapshot chunks are a megabyte each)
@@ -204,8 +205,9 @@ def _patch_references(db: sqlite_utils.Database, recovery: Recovery) -> None:
         ).rowcount)
         _note(recovery, "snapshot(s) missing some of their chunks were dropped", db.execute(
             "DELETE FROM snapshots WHERE EXISTS (SELECT 1 FROM json_each(snapshots.part_bytes) AS p"
-            " WHERE p.value != (SELECT coalesce(sum(length(c.data)), 0) FROM snapshot_parts AS c"
-            " WHERE c.snapshot_id = snapshots.id AND c.part = p.key))").rowcount)
+            f" WHERE p.key NOT IN ({', '.join('?' * len(FILE_PARTS))})"  # files: checked as they are read
+            " AND p.value != (SELECT coalesce(sum(length(c.data)), 0) FROM snapshot_parts AS c"
+            " WHERE c.snapshot_id = snapshots.id AND c.part = p.key))", sorted(FILE_PARTS)).rowcount)
         dropped = 0
         while rows := db.execute("PRAGMA foreign_key_check").fetchall():  # documents, snapshots, their chunks
             before = dropped

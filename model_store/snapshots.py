@@ -10,16 +10,19 @@ rendered text the state holds is kept only as its length and digest (``text_char
 ``text_digest``): enough to tell whether a new rendering starts with it, and a row stays the same
 size however long the conversation grows.
 
-Storage. Each part is split into rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``, so
-neither writing nor reading ever needs more than one chunk beyond the part itself in memory
+Storage. The state blobs (``"kv"``, ``"recurrent"``) are files beside the database, named by
+their checksum (:mod:`model_store.state_files`); the small parts (the token records) are split into
+rows of at most :data:`CHUNK_BYTES` in ``snapshot_parts``. Neither writing nor reading ever needs
+more than one chunk beyond the part itself in memory
 (:meth:`SnapshotStore.read_part` fills a preallocated buffer chunk by chunk;
 :meth:`SnapshotStore.read_part_into` hands each chunk to the caller, who puts it where it belongs).
 Each part's size and checksum (:mod:`model_store.part_checksum`) are kept on the snapshot row and
 checked on every read, chunk by chunk as it streams; a mismatch raises
 :class:`SnapshotCorrupt` and the caller falls back to a full prefill.
 
-Atomicity. A snapshot row and all its chunks are written in one transaction, so after a crash or
-a ``kill -9`` a snapshot is either whole or absent; no half-written parts are ever visible.
+Atomicity. A snapshot's files are written (then renamed) first, then its row and chunks in one
+transaction, so after a crash or a ``kill -9`` a snapshot is either whole or absent; no half-written
+part is ever visible (a file left without its row is swept later).
 
 Chains and eviction. ``parent_id`` points at the snapshot of an earlier turn of the same branch,
 so snapshots form trees like the messages they belong to. :meth:`SnapshotStore.evict` frees space
@@ -33,7 +36,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -42,6 +45,8 @@ import sqlite_utils
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
 from model_store.migrations import NO_PARENT_SNAPSHOT
 from model_store.part_checksum import ChecksumStream, part_checksum
+from model_store.state_files import FILE_PARTS, StateFiles
+from model_store.storage_problems import file_problem
 from model_store.text_digest import text_digest
 
 CHUNK_BYTES = 1 << 20
@@ -115,6 +120,7 @@ class SnapshotStore:
     def __init__(self, db: sqlite_utils.Database):
         """Wrap an open database (see :func:`model_store.db.open_database`)."""
         self.db = db
+        self.files = StateFiles.beside(db)
 
     def save(
         self,
@@ -159,6 +165,9 @@ class SnapshotStore:
             {name: part_checksum(view) for name, view in views.items()},
             {name: view.nbytes for name, view in views.items()}, now, now,
         )
+        for name, view in views.items():
+            if name in FILE_PARTS:
+                self._write_file(record, name, view)
         with write_transaction(self.db):
             row = _row(record)
             try:  # the schema checks the references (m007_snapshot_references)
@@ -166,6 +175,8 @@ class SnapshotStore:
             except sqlite3.IntegrityError as exc:
                 raise _dangling(record, exc) from None
             for name, view in views.items():
+                if name in FILE_PARTS:
+                    continue
                 self.db.conn.executemany(
                     "INSERT INTO snapshot_parts (snapshot_id, part, seq, data) VALUES (?, ?, ?, ?)",
                     ((record.id, name, seq, chunk) for seq, chunk in _chunks(view)),
@@ -275,6 +286,9 @@ class SnapshotStore:
                 raise SnapshotCorrupt(snapshot_id, part, "the snapshot does not exist")
             if not record.has_part(part):
                 raise SnapshotCorrupt(snapshot_id, part, "the part is not stored")
+            if part in FILE_PARTS:
+                self._stream_file(record, part, make_sink(record.part_bytes[part]))
+                return
             cursor = self.db.conn.execute(
                 # CAST: a damaged row holding TEXT must fail the checks, not UTF-8 decoding.
                 "SELECT seq, CAST(data AS BLOB) FROM snapshot_parts"
@@ -282,6 +296,45 @@ class SnapshotStore:
                 [snapshot_id, part],
             )
             _verified_stream(record, part, cursor, make_sink(record.part_bytes[part]))
+
+    def _write_file(self, record: SnapshotRecord, part: str, view: memoryview) -> None:
+        try:
+            written = self.files.write(record.checksums[part], (chunk for _, chunk in _chunks(view)))
+        except OSError as exc:  # a full disk, a read-only folder
+            raise file_problem(exc, self.files.path(record.checksums[part])) from None
+        if not written:
+            raise StoreError(f"cannot save a snapshot: its {part} part changed while it was written")
+
+    def _stream_file(self, record: SnapshotRecord, part: str, sink: PartSink) -> None:
+        try:
+            _verified_stream(record, part, self.files.chunks(record.checksums[part]), sink)
+        except FileNotFoundError:
+            raise SnapshotCorrupt(record.id, part, "its file is missing") from None
+        except OSError as exc:  # a symlink in its place (ELOOP), a read error
+            raise SnapshotCorrupt(record.id, part, f"its file cannot be read ({exc.strerror or exc})") from None
+
+    def named_files(self) -> set[str]:
+        """The file names of every state part a snapshot row names."""
+        rows = self.db.execute(
+            "SELECT DISTINCT c.value FROM snapshots AS s, json_each(s.checksums) AS c"
+            f" WHERE c.key IN ({', '.join('?' * len(FILE_PARTS))})", sorted(FILE_PARTS))
+        return {self.files.path(checksum).name for (checksum,) in rows}
+
+    def remove_unnamed_files(self, checksums: Iterable[str]) -> None:
+        """Delete the files of these parts that no snapshot row names any more (after a deletion)."""
+        named = self.named_files()
+        self.files.remove(c for c in set(checksums) if self.files.path(c).name not in named)
+
+    def sweep_files(self) -> int:
+        """Delete old state files no row names (left by a crash between a file and its row)."""
+        return self.files.sweep(self.named_files())
+
+    def file_checksums(self, where: str, params: list) -> list[str]:
+        """The checksums of the state parts of the snapshots ``where`` selects (before deleting them)."""
+        rows = self.db.execute(
+            f"SELECT c.value FROM snapshots AS s, json_each(s.checksums) AS c WHERE ({where})"
+            f" AND c.key IN ({', '.join('?' * len(FILE_PARTS))})", [*params, *sorted(FILE_PARTS)])
+        return [checksum for (checksum,) in rows]
 
     def touch(self, snapshot_id: str) -> None:
         """Mark a snapshot as just used (eviction drops the least recently used first)."""
@@ -309,7 +362,9 @@ class SnapshotStore:
                 "UPDATE snapshots SET checksums = ?, part_bytes = ? WHERE id = ?",
                 [to_json(checksums), to_json(sizes), snapshot_id],
             )
-            return record.part_bytes[part]
+        if part in FILE_PARTS:
+            self.remove_unnamed_files([record.checksums[part]])
+        return record.part_bytes[part]
 
     def total_bytes(self) -> int:
         """Return the size of every stored part of every snapshot."""

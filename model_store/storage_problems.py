@@ -11,6 +11,7 @@ the file; the CLI and the GUI apply it to the reads they make.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from pathlib import Path
@@ -126,6 +127,16 @@ def storage_problem(exc: BaseException, path: Path | None) -> StoreError | None:
     if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM):
         return disk_full(path, detail) or DatabaseUnreachable(path, detail)  # no room for the -shm or the WAL
     return None
+
+
+def file_problem(exc: OSError, path: Path) -> StoreError:
+    """The :class:`StoreError` a failed write of a file beside the database (``path``) stands for."""
+    detail = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return DiskFull(path, detail)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return DatabaseReadOnly(path, detail)
+    return DatabaseUnreachable(path, detail)
 
 
 def _primary_code(exc: sqlite3.DatabaseError) -> int | None:

@@ -1,5 +1,5 @@
 """How a long conversation's storage grows, turn by turn: the data folder, and inside the database the
-snapshot rows (their own columns), their state parts and the messages, at turns 10, 100 and 200 (issue 34's measure:
+snapshot rows (their own columns), their token records, the state files beside it and the messages, at turns 10, 100 and 200 (issue 34's measure:
 it should grow linearly, by about the same bytes per turn early and late).
 
 A 200-turn conversation with the tiny hybrid model, driven through a real worker process and the real
@@ -26,6 +26,7 @@ from engine import protocol as p  # noqa: E402
 from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
+from model_store.state_files import FOLDER_NAME  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 QUESTIONS = ["Hello, who are you?", "Tell me about rivers.", "Why is the sky blue?", "Name three fruits.",
@@ -49,7 +50,8 @@ def sizes(data_dir: Path) -> dict[str, int]:
         return {"folder": folder,
                 "database_file": total("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size"),
                 "snapshot_rows": total(f"SELECT sum({row_bytes}) FROM snapshots"),
-                "snapshot_parts": total("SELECT sum(length(data)) FROM snapshot_parts"),
+                "snapshot_parts": total("SELECT sum(length(data)) FROM snapshot_parts"),  # the token records
+                "state_files": sum(f.stat().st_size for f in (data_dir / FOLDER_NAME).glob("*")),
                 "messages": total("SELECT sum(length(CAST(content AS BLOB))) FROM messages"),
                 "snapshots": total("SELECT count(*) FROM snapshots")}
     finally:

@@ -2,6 +2,8 @@
 
 import pytest
 
+from model_store.snapshots import SnapshotStore
+from model_store.state_files import FILE_PARTS
 from tests.helpers.snapshot_chat import USER_MESSAGES, Chat
 
 pytestmark = pytest.mark.process
@@ -13,6 +15,17 @@ def latest_snapshot_id(chat):
 
 
 def flip_byte(chat, snapshot_id, part):
+    """Change one byte of a part, where it is kept: a file beside the database, or chunks in it."""
+    snapshots = SnapshotStore(chat.store.db)
+    if part in FILE_PARTS:  # (a part the model has none of, such as a transformer's recurrent state: nothing)
+        checksum = snapshots.get(snapshot_id).checksums.get(part)
+        if checksum is None:
+            return
+        path = snapshots.files.path(checksum)
+        data = bytearray(path.read_bytes())
+        data[10] ^= 0xFF
+        path.write_bytes(data)
+        return
     chat.store.db.execute(
         "update snapshot_parts set data = cast(substr(data, 1, 10) || x'5a' || substr(data, 12) as blob) "
         "where snapshot_id = ? and part = ? and seq = 0", [snapshot_id, part])
@@ -20,6 +33,15 @@ def flip_byte(chat, snapshot_id, part):
 
 
 def drop_last_chunk_bytes(chat, snapshot_id, part):
+    """Cut the last 7 bytes of a part."""
+    snapshots = SnapshotStore(chat.store.db)
+    if part in FILE_PARTS:
+        checksum = snapshots.get(snapshot_id).checksums.get(part)
+        if checksum is None:
+            return
+        path = snapshots.files.path(checksum)
+        path.write_bytes(path.read_bytes()[:-7])
+        return
     chat.store.db.execute("update snapshot_parts set data = substr(data, 1, length(data) - 7) "
                           "where snapshot_id = ? and part = ?", [snapshot_id, part])
     chat.store.db.conn.commit()

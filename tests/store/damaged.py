@@ -128,7 +128,7 @@ def write_spread_conversations(path: Path, conversations: int = 4, messages: int
             if role == "assistant":
                 snapshots.save(conversation_id=conversation.id, message_id=parent, parent_id=None, fingerprint="f",
                                format_version=1, n_tokens=j, kv_start=0, text="t", layout={},
-                               parts={"kv": rng.randbytes(SNAPSHOT_BYTES)})
+                               parts={"prefill_tokens": rng.randbytes(SNAPSHOT_BYTES)})  # kept in the file
     db.close()
 
 
@@ -214,7 +214,7 @@ def write_messages_then_snapshots(path: Path, conversations: int = 2, messages: 
     for conversation_id, message_id in answers:
         snapshots.save(conversation_id=conversation_id, message_id=message_id, parent_id=None, fingerprint="f",
                        format_version=1, n_tokens=1, kv_start=0, text="t", layout={},
-                       parts={"kv": rng.randbytes(SNAPSHOT_BYTES)})
+                       parts={"prefill_tokens": rng.randbytes(SNAPSHOT_BYTES)})  # kept in the file
     db.close()
     return leaves
 

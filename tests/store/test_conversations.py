@@ -61,14 +61,16 @@ def test_delete_cascades_to_messages_snapshots_and_parts(db, convs):
         first = snaps.save(
             conversation_id=conv.id, message_id=user.id, parent_id=None, fingerprint="f",
             format_version=1, n_tokens=3, kv_start=0, text="q", layout={},
-            parts={"recurrent": b"r" * 3_000_000, "kv": b"k" * 10},
+            parts={"recurrent": conv.id.encode() * 100_000, "kv": b"k" * 10, "prefill_tokens": b"\x01" * 8},
         )
         snaps.save(
             conversation_id=conv.id, message_id=answer.id, parent_id=first.id, fingerprint="f",
             format_version=1, n_tokens=5, kv_start=0, text="qa", layout={},
-            parts={"recurrent": b"R" * 100},
+            parts={"recurrent": b"R" * 100, "decoded_tokens": b"\x02" * 8},
         )
-    assert count(db, "snapshot_parts") == 2 * (3 + 1 + 1)
+    files = snaps.files.folder
+    assert count(db, "snapshot_parts") == 2 * 2  # the token records; the states are files
+    assert len(list(files.iterdir())) == 2 + 2  # each conversation's own recurrent state, and two shared ones
 
     convs.delete(gone.id)
 
@@ -76,8 +78,9 @@ def test_delete_cascades_to_messages_snapshots_and_parts(db, convs):
         convs.get(gone.id)
     assert count(db, "messages", "conversation_id = ?", [gone.id]) == 0
     assert count(db, "snapshots", "conversation_id = ?", [gone.id]) == 0
-    assert count(db, "snapshot_parts") == 5  # only keep's parts are left
+    assert count(db, "snapshot_parts") == 2  # only keep's parts are left
     assert count(db, "messages") == 2 and count(db, "snapshots") == 2
+    assert sorted(f.name for f in files.iterdir()) == sorted(snaps.named_files()) and len(snaps.named_files()) == 3
     assert [c.id for c in convs.list()] == [keep.id]
     with pytest.raises(StoreError, match="no conversation"):
         convs.delete(gone.id)

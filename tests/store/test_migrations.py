@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -11,11 +12,13 @@ import sqlite_utils
 from model_store.conversations import ConversationStore
 from model_store.db import StoreError, open_database, write_transaction
 from model_store.migrations import MIGRATIONS, applied_migrations, migrate
+from model_store.part_checksum import part_checksum
 from model_store.snapshots import SnapshotStore
 
 ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
        "m007_snapshot_references", "m008_message_reasoning", "m009_message_outcome",
-       "m010_conversation_system_prompt", "m011_eagle3_heads", "m012_snapshot_text_digest"]
+       "m010_conversation_system_prompt", "m011_eagle3_heads", "m012_snapshot_text_digest",
+       "m013_snapshot_state_files"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 
@@ -156,5 +159,40 @@ def test_snapshots_saved_with_their_text_keep_only_its_length_and_digest_and_sti
             record = snapshots.get(snapshot_id)
             assert record.holds(text) and record.starts(text + "<|im_start|>assistant\n")
             assert not record.starts(text[:-1]) and not record.holds(text.replace("☃", "*"))
+    finally:
+        db.close()
+
+
+def test_state_parts_kept_in_the_database_move_to_files_and_a_damaged_one_is_dropped(tmp_path):
+    path = tmp_path / "hearth.db"
+    old = sqlite_utils.Database(path)
+    migrate(old, write_transaction, upto="m012_snapshot_text_digest")
+    old.execute("INSERT INTO conversations (id, title, model, settings, created_at, updated_at, leaf_id)"
+                " VALUES ('c', 'old', 'default', '{}', 0, 0, NULL)")
+    old.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at, stats)"
+                " VALUES ('m', 'c', NULL, 'user', 'hi', 'done', 0, '{}')")
+    recurrent, kv, tokens = os.urandom(3 << 20), os.urandom(5000), b"\x01\x00\x00\x00"
+    parts = {"recurrent": recurrent, "kv": kv, "prefill_tokens": tokens}
+    checksums = {name: part_checksum(data) for name, data in parts.items()}
+    checksums["kv"] = part_checksum(b"other bytes")  # damaged since it was saved
+    old.execute("INSERT INTO snapshots (id, conversation_id, message_id, parent_id, fingerprint, format_version,"
+                " n_tokens, kv_start, text_chars, text_digest, checksums, part_bytes, created_at, last_used_at)"
+                " VALUES ('s', 'c', 'm', NULL, 'fp', 1, 1, 0, 2, 'd', ?, ?, 0, 0)",
+                [json.dumps(checksums), json.dumps({name: len(data) for name, data in parts.items()})])
+    for name, data in parts.items():
+        for seq, start in enumerate(range(0, len(data), 1 << 20)):
+            old.execute("INSERT INTO snapshot_parts (snapshot_id, part, seq, data) VALUES ('s', ?, ?, ?)",
+                        [name, seq, data[start:start + (1 << 20)]])
+    old.close()
+
+    db = open_database(path)
+    try:
+        snapshots = SnapshotStore(db)
+        record = snapshots.get("s")
+        assert bytes(snapshots.read_part("s", "recurrent")) == recurrent
+        assert bytes(snapshots.read_part("s", "prefill_tokens")) == tokens
+        assert not record.has_part("kv"), "a part that no longer matches its checksum is dropped, as eviction would"
+        assert db.execute("SELECT DISTINCT part FROM snapshot_parts").fetchall() == [("prefill_tokens",)]
+        assert [f.name for f in snapshots.files.folder.iterdir()] == [snapshots.files.path(checksums["recurrent"]).name]
     finally:
         db.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import tracemalloc
 
 import pytest
@@ -12,6 +13,7 @@ import xxhash
 
 from model_store.db import StoreError
 from model_store.snapshots import CHUNK_BYTES, SnapshotCorrupt
+from model_store.state_files import ORPHAN_AGE_S
 
 KIB = 1024
 
@@ -47,19 +49,21 @@ def chunk_count(db, snapshot_id, part):
 def test_round_trip_of_multi_chunk_and_empty_parts(db, snaps, save):
     big = os.urandom(5 * CHUNK_BYTES // 2)
     exact = os.urandom(CHUNK_BYTES)
-    rec = save({"recurrent": big, "kv": exact, "prefill_tokens": b"", "decoded": b"\x01\x02"})
+    rec = save({"recurrent": big, "kv": exact, "prefill_tokens": b"", "decoded": b"\x01\x02", "history": big})
 
-    assert snaps.read_part(rec.id, "recurrent") == big
+    assert snaps.read_part(rec.id, "recurrent") == big == snaps.read_part(rec.id, "history")
     assert snaps.read_part(rec.id, "kv") == exact
     assert snaps.read_part(rec.id, "prefill_tokens") == b""
     assert snaps.read_part(rec.id, "decoded") == b"\x01\x02"
-    assert [chunk_count(db, rec.id, p) for p in ("recurrent", "kv", "prefill_tokens")] == [3, 1, 0]
+    assert [chunk_count(db, rec.id, p) for p in ("history", "decoded", "prefill_tokens")] == [3, 1, 0]
+    assert [chunk_count(db, rec.id, p) for p in ("recurrent", "kv")] == [0, 0]  # files beside the database
+    assert snaps.files.path(rec.checksums["recurrent"]).read_bytes() == big
     assert rec.part_bytes == {"recurrent": len(big), "kv": CHUNK_BYTES, "prefill_tokens": 0,
-                              "decoded": 2}
+                              "decoded": 2, "history": len(big)}
     assert rec.checksums["recurrent"] == "xxh3-128:" + xxhash.xxh3_128_hexdigest(big)
     assert snaps.get(rec.id) == rec
     assert rec.has_part("kv") and not rec.has_part("nope")
-    assert rec.layout == {"n_layers": 2} and rec.nbytes == len(big) + CHUNK_BYTES + 2
+    assert rec.layout == {"n_layers": 2} and rec.nbytes == 2 * len(big) + CHUNK_BYTES + 2
 
 
 def test_parts_accept_bytearray_and_memoryview(snaps, save):
@@ -84,62 +88,114 @@ def test_read_memory_stays_bounded(snaps, save):
 
 
 def test_checksum_mismatch_names_the_part(db, snaps, save):
-    rec = save({"recurrent": os.urandom(2 * CHUNK_BYTES + 10), "kv": b"fine"})
+    rec = save({"history": os.urandom(2 * CHUNK_BYTES + 10), "decoded_tokens": b"fine"})
     (chunk,) = db.execute(
-        "SELECT data FROM snapshot_parts WHERE snapshot_id = ? AND part = 'recurrent' AND seq = 1",
+        "SELECT data FROM snapshot_parts WHERE snapshot_id = ? AND part = 'history' AND seq = 1",
         [rec.id],
     ).fetchone()
     flipped = bytearray(chunk)
     flipped[1234] ^= 0xFF
     db.execute(
-        "UPDATE snapshot_parts SET data = ? WHERE snapshot_id = ? AND part = 'recurrent'"
+        "UPDATE snapshot_parts SET data = ? WHERE snapshot_id = ? AND part = 'history'"
         " AND seq = 1",
         [bytes(flipped), rec.id],
     )
     with pytest.raises(SnapshotCorrupt) as err:
-        snaps.read_part(rec.id, "recurrent")
-    assert err.value.part == "recurrent" and err.value.snapshot_id == rec.id
+        snaps.read_part(rec.id, "history")
+    assert err.value.part == "history" and err.value.snapshot_id == rec.id
     assert "checksum" in err.value.reason
-    assert rec.id in str(err.value) and "'recurrent'" in str(err.value)
-    assert snaps.read_part(rec.id, "kv") == b"fine"
+    assert rec.id in str(err.value) and "'history'" in str(err.value)
+    assert snaps.read_part(rec.id, "decoded_tokens") == b"fine"
 
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_snapshots_written_with_sha256_checksums_are_still_checked(db, snaps, save, damaged):
     """Snapshots from before the XXH3 checksums keep their SHA-256 digests; they read, or are refused."""
     data = os.urandom(CHUNK_BYTES + 77)
-    rec = save({"recurrent": data})
-    legacy = {"recurrent": hashlib.sha256(data if not damaged else data[:-1] + b"!").hexdigest()}
+    rec = save({"history": data})
+    legacy = {"history": hashlib.sha256(data if not damaged else data[:-1] + b"!").hexdigest()}
     db.execute("UPDATE snapshots SET checksums = ? WHERE id = ?", [json.dumps(legacy), rec.id])
     if damaged:
         with pytest.raises(SnapshotCorrupt, match="checksum"):
-            snaps.read_part(rec.id, "recurrent")
+            snaps.read_part(rec.id, "history")
     else:
-        assert snaps.read_part(rec.id, "recurrent") == data
+        assert snaps.read_part(rec.id, "history") == data
 
 
 @pytest.mark.parametrize("seq", [0, 1, 2])
 def test_missing_chunk_is_detected(db, snaps, save, seq):
-    rec = save({"recurrent": os.urandom(2 * CHUNK_BYTES + 10)})
+    rec = save({"history": os.urandom(2 * CHUNK_BYTES + 10)})
     db.execute(
-        "DELETE FROM snapshot_parts WHERE snapshot_id = ? AND part = 'recurrent' AND seq = ?",
+        "DELETE FROM snapshot_parts WHERE snapshot_id = ? AND part = 'history' AND seq = ?",
         [rec.id, seq],
     )
     with pytest.raises(SnapshotCorrupt, match=f"chunk {seq} is missing") as err:
-        snaps.read_part(rec.id, "recurrent")
-    assert err.value.part == "recurrent"
+        snaps.read_part(rec.id, "history")
+    assert err.value.part == "history"
 
 
 @pytest.mark.parametrize(
     "new_data", ["substr(data, 1, 100)", "CAST(data || x'00' AS BLOB)", "data || x'00'"]
 )
 def test_size_mismatch_is_detected(db, snaps, save, new_data):
-    rec = save({"kv": os.urandom(CHUNK_BYTES + 500)})
+    rec = save({"history": os.urandom(CHUNK_BYTES + 500)})
     db.execute(
         f"UPDATE snapshot_parts SET data = {new_data} WHERE snapshot_id = ? AND seq = 1", [rec.id]
     )
     with pytest.raises(SnapshotCorrupt, match="size mismatch"):
-        snaps.read_part(rec.id, "kv")
+        snaps.read_part(rec.id, "history")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "extend", "remove", "symlink"])
+def test_a_damaged_missing_or_replaced_state_file_is_refused_by_name(snaps, save, tmp_path, damage):
+    data = os.urandom(2 * CHUNK_BYTES + 10)
+    rec = save({"recurrent": data, "kv": b"fine"})
+    path = snaps.files.path(rec.checksums["recurrent"])
+    if damage == "flip":
+        changed = bytearray(data)
+        changed[CHUNK_BYTES + 7] ^= 0xFF
+        path.write_bytes(changed)
+    elif damage == "truncate":
+        path.write_bytes(data[:-3])
+    elif damage == "extend":
+        path.write_bytes(data + b"!")
+    elif damage == "remove":
+        path.unlink()
+    else:  # a link to a file with the very bytes expected is still not followed
+        (tmp_path / "elsewhere").write_bytes(data)
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere")
+    reason = {"flip": "checksum", "truncate": "missing|size mismatch", "extend": "size mismatch",
+              "remove": "its file is missing", "symlink": "cannot be read"}[damage]
+    with pytest.raises(SnapshotCorrupt, match=reason) as err:
+        snaps.read_part(rec.id, "recurrent")
+    assert err.value.part == "recurrent" and err.value.snapshot_id == rec.id
+    assert snaps.read_part(rec.id, "kv") == b"fine"
+
+
+def test_state_files_are_private_and_shared_by_content(db, snaps, save, convs, conv):
+    first = save({"recurrent": b"same" * 1000})
+    second = save({"recurrent": b"same" * 1000}, message_id=convs.add_message(conv.id, "user", "b", parent_id=None).id)
+    path = snaps.files.path(first.checksums["recurrent"])
+    assert first.checksums == second.checksums and list(snaps.files.folder.iterdir()) == [path]
+    assert (path.stat().st_mode & 0o777, snaps.files.folder.stat().st_mode & 0o777) == (0o600, 0o700)
+    snaps.drop_part(first.id, "recurrent")
+    assert path.exists(), "the other snapshot still names it"
+    snaps.drop_part(second.id, "recurrent")
+    assert not path.exists()
+
+
+def test_a_file_a_crash_left_without_its_row_is_swept_once_old(snaps, save):
+    kept = save({"recurrent": b"kept"})
+    orphan = snaps.files.folder / ("ab" * 16)
+    orphan.write_bytes(b"left by a crash")
+    fresh = snaps.files.folder / ("cd" * 16)
+    fresh.write_bytes(b"a save on its way to its row")
+    old = time.time() - 2 * ORPHAN_AGE_S
+    for path in (orphan, snaps.files.path(kept.checksums["recurrent"])):
+        os.utime(path, (old, old))
+    assert snaps.sweep_files() == 1
+    assert not orphan.exists() and fresh.exists() and snaps.read_part(kept.id, "recurrent") == b"kept"
 
 
 def test_reading_an_absent_part_or_snapshot(snaps, save):
