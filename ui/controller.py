@@ -9,7 +9,8 @@ A conversation has one writer at a time across every window and command
 (:mod:`model_store.writer_lock`): a message sent while another one is answering in the conversation
 is refused at once (the window never waits), said in the banner, and given back to the composer.
 
-Loading the model and the worker's restarts live in :mod:`ui.model_loading`; a question asked
+Loading the model and the worker's restarts live in :mod:`ui.model_loading`; the list, opening,
+renaming, deleting and versions of conversations in :mod:`ui.conversation_browsing`; a question asked
 before the model is in waits in :mod:`ui.held_question`; what the conversation database file
 says in :mod:`ui.database_notices`. A notice about a passing state names its cause
 (:mod:`ui.notices`) and goes when the cause is gone (:attr:`ChatController.cause_gone`).
@@ -25,7 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from app.services.draft_heads import with_installed_head
 from app.services.settings import Settings, app_data_dir, sampling_spec
 from app.services.turn import (
-    THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, open_conversation_command, start_regeneration,
+    THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, start_regeneration,
     start_turn,
 )
 from engine import protocol as p
@@ -35,16 +36,17 @@ from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
 from ui.held_question import HeldQuestion, QuestionHolding
 from ui.item_models.conversations import ConversationListModel
-from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
-from ui.model_loading import RESTARTED, ModelLoader
+from ui.item_models.messages import MessageListModel, load_transcript
+from ui.model_loading import ModelLoader
 from ui.notices import MODEL, STORE
 from ui.remote_text import answering_model, remote_name
 from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
+from ui.conversation_browsing import ConversationBrowsing
 from ui.database_notices import DatabaseFileNotices
 
 
-class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices):
+class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices, ConversationBrowsing):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
@@ -124,103 +126,14 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices)
         kinds = [d.kind for d in self.devices if d.kind != "cpu" and d.available]
         return "npu" if "npu" in kinds else (kinds[0] if kinds else None)
 
-    # -- conversations ---------------------------------------------------------------------------
+    # -- turns -----------------------------------------------------------------------------------
 
-    def refresh_list(self) -> None:
-        query = self.search_text or None
-        self.store.submit(lambda s: s.list(query), self.conversations.set_conversations)
-
-    def _list_turn_in(self, conversation: Conversation) -> None:
-        """A turn began in ``conversation``: it is now the newest used. Without a search, that is
-        one row moved to the top; a search's matches are asked of the store again."""
-        if self.search_text:
-            self.refresh_list()
-        else:
-            self.conversations.put_first(conversation)
-
-    def search(self, text: str) -> None:
-        self.search_text = text.strip()
-        self.refresh_list()
-
-    def new_conversation(self) -> None:
-        self.stop()
-        self.show_conversation(None, [])
-
-    def open_conversation(self, conversation_id: str) -> None:
-        if self.conversation is not None and self.conversation.id == conversation_id:
-            return
-        self.stop()
-
-        def read(store: ConversationStore):
-            return store.get(conversation_id), load_transcript(store, conversation_id)
-
-        self.store.submit(read, lambda result: self._opened(*result))
-
-    def _opened(self, conversation: Conversation, rows: list[MessageRow]) -> None:
-        self.show_conversation(conversation, rows)
-        self.status.emit("")
-        if self.loaded is not None and rows:
-            self.open_in_engine(conversation.id)
-
-    def open_in_engine(self, conversation_id: str) -> None:
-        """Have the worker restore the conversation's newest snapshot while the user reads."""
-
-        def command(store: ConversationStore) -> p.OpenConversation:
-            return open_conversation_command(store, conversation_id)
-
-        def send(cmd: p.OpenConversation) -> None:
-            if not cmd.messages:  # nothing to restore: the engine is ready as it is
-                self._restart_done(RESTARTED)
-                return
-            self._open_request = cmd.request_id
-            self.bridge.send(cmd)
-
-        self.store.submit(command, send)
-
-    def _on_opened(self, event: p.ConversationOpened) -> None:
-        report = event.snapshot
-        if report.restored:
-            text = f"Resumed from snapshot, {report.restored_tokens:,} tokens not re-read."
-        else:
-            reason = "; ".join(report.notes) or "no snapshot saved yet"
-            text = f"No snapshot used ({reason}); the next answer reads the conversation again."
-        self.status.emit(text)
-        self._restart_done(f"The engine restarted. {text}")
-
-    def show_conversation(self, conversation: Conversation | None, rows: list[MessageRow]) -> None:
-        if (conversation.id if conversation else None) != (self.conversation.id if self.conversation else None):
-            self.status.emit("")  # what the status line said was about the conversation left
-        self.conversation = conversation
-        self.set_editing(None)
-        self.messages.set_rows(rows)
-        for turn in self._turns.values():  # an answer streaming here shows what it has written, not what is stored
+    def _show_streaming_answers(self) -> None:
+        """An answer streaming in the conversation just shown shows what it has written, not what is stored."""
+        for turn in self._turns.values():
             if turn.n_deltas:
                 self.messages.update_message(replace(turn.answer, content=turn.text, reasoning=turn.reasoning,
                                                      stats=_live_stats(turn)))
-        self.conversation_changed.emit(conversation)
-
-    def rename(self, conversation_id: str, title: str) -> None:
-        self.store.submit(lambda s: s.rename(conversation_id, title), lambda _: self.refresh_list())
-
-    def delete_now(self, conversation_id: str) -> None:
-        self.store.submit(lambda s: s.delete(conversation_id))
-
-    def switch_version(self, message_id: str, step: int) -> None:
-        """Show another version (edit or regeneration) of a message, with what followed it."""
-        if self.conversation is None or self.generating:
-            return
-        conversation_id = self.conversation.id
-
-        def switch(store: ConversationStore) -> list[MessageRow]:
-            versions = store.siblings(message_id)
-            at = [m.id for m in versions].index(message_id) + step
-            if 0 <= at < len(versions):
-                store.set_leaf(conversation_id, store.newest_leaf(versions[at].id))
-            return load_transcript(store, conversation_id)
-
-        self.store.submit(switch, self.messages.set_rows)
-
-    # -- turns -----------------------------------------------------------------------------------
 
     def set_editing(self, message: Message | None) -> None:
         self.editing = message
