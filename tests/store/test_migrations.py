@@ -136,14 +136,20 @@ def test_the_worker_refuses_a_database_whose_schema_is_behind_and_writes_nothing
     open_database(path, migrate=False).close()
 
 
-def test_snapshots_saved_with_their_text_keep_only_its_length_and_digest_and_still_match(tmp_path):
+def database_with_one_message(tmp_path, upto: str) -> tuple:
+    """A database brought up to ``upto`` only, holding conversation ``c`` and its message ``m``."""
     path = tmp_path / "hearth.db"
     old = sqlite_utils.Database(path)
-    migrate(old, write_transaction, upto="m011_eagle3_heads")
+    migrate(old, write_transaction, upto=upto)
     old.execute("INSERT INTO conversations (id, title, model, settings, created_at, updated_at, leaf_id)"
                 " VALUES ('c', 'old', 'default', '{}', 0, 0, NULL)")
     old.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at, stats)"
                 " VALUES ('m', 'c', NULL, 'user', 'hi', 'done', 0, '{}')")
+    return path, old
+
+
+def test_snapshots_saved_with_their_text_keep_only_its_length_and_digest_and_still_match(tmp_path):
+    path, old = database_with_one_message(tmp_path, upto="m011_eagle3_heads")
     texts = {f"s{i}": f"<|im_start|>user\nQuestion {i} ☃<|im_end|>\n" * (i + 1) for i in range(450)}
     for snapshot_id, text in texts.items():
         old.execute("INSERT INTO snapshots (id, conversation_id, message_id, parent_id, fingerprint, format_version,"
@@ -164,13 +170,7 @@ def test_snapshots_saved_with_their_text_keep_only_its_length_and_digest_and_sti
 
 
 def test_state_parts_kept_in_the_database_move_to_files_and_a_damaged_one_is_dropped(tmp_path):
-    path = tmp_path / "hearth.db"
-    old = sqlite_utils.Database(path)
-    migrate(old, write_transaction, upto="m012_snapshot_text_digest")
-    old.execute("INSERT INTO conversations (id, title, model, settings, created_at, updated_at, leaf_id)"
-                " VALUES ('c', 'old', 'default', '{}', 0, 0, NULL)")
-    old.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at, stats)"
-                " VALUES ('m', 'c', NULL, 'user', 'hi', 'done', 0, '{}')")
+    path, old = database_with_one_message(tmp_path, upto="m012_snapshot_text_digest")
     recurrent, kv, tokens = os.urandom(3 << 20), os.urandom(5000), b"\x01\x00\x00\x00"
     parts = {"recurrent": recurrent, "kv": kv, "prefill_tokens": tokens}
     checksums = {name: part_checksum(data) for name, data in parts.items()}
