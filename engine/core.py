@@ -42,7 +42,7 @@ from engine.records import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
 from engine.turn_events import PendingDelta, Turn, closing_event
-from engine.turns import SnapshotCursor, TurnStart, chat_messages, open_turns, snapshot_report
+from engine.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.fit import DEFAULT_BUDGET_PERCENT
@@ -80,7 +80,7 @@ class EngineCore:
         self.drafting: Drafting | None = None
         self.store = WorkerStore(None)  # the conversation database (snapshots, file digests): one connection
         self.snapshot_budget = 4 * 1024**3
-        self._turns: SnapshotCursor | None = None
+        self._cursor: SnapshotCursor | None = None
         self.loaded_with: p.LoadModel | None = None  # the command the model was loaded by (to grow its context)
 
     def configure(self, hello: p.Hello) -> None:
@@ -182,7 +182,7 @@ class EngineCore:
                                crossover=crossover(self.calibration, device), notes=notes))
 
     def unload(self) -> None:
-        self._turns = None
+        self._cursor = None
         self.store.close()
         self.plan = self.npu = None
         if self.drafting is not None:
@@ -233,7 +233,7 @@ class EngineCore:
             self.emit(p.Error(code="no_model", message="no model is loaded; load one first", request_id=rid))
             return
         try:
-            turn = self.conversation_turns().open(command.messages, command.template)
+            turn = self.snapshot_cursor().open(command.messages, command.template)
         except (ChatTemplateError, ValueError, StoreError) as exc:
             self.emit(p.Error(code="bad_request", message=str(exc), request_id=rid))
             return
@@ -277,7 +277,7 @@ class EngineCore:
                              on_chunk_start=progress.chunk_started, cancelled=lambda: self.is_cancelled(command.request_id),
                              reset=turn is None or turn.base is None, make_source=make_source, prefiller=prefill,
                              writes=writes, checkpoint=question.n_new if question else 0,
-                             on_checkpoint=lambda chunks: self._turns.mark_question(turn, chunks))
+                             on_checkpoint=lambda chunks: self._cursor.mark_question(turn, chunks))
         except Exception:
             progress.close()
             raise
@@ -293,12 +293,12 @@ class EngineCore:
         model = self.session.model
         match command:
             case p.AnswerTurn():
-                turn = self.conversation_turns().begin(command.messages, template=command.template)
+                turn = self.snapshot_cursor().begin(command.messages, template=command.template)
                 return turn, turn.new_tokens, turn.reasoning
             case p.ReadDocument():
                 if not command.messages or command.messages[-1].id is None:
                     raise ValueError("the document message has no id")
-                turn = self.conversation_turns().begin(command.messages, answer=False, template=command.template)
+                turn = self.snapshot_cursor().begin(command.messages, answer=False, template=command.template)
                 return turn, turn.new_tokens, "off"
             case p.Complete():
                 self._forget_live()
@@ -311,14 +311,14 @@ class EngineCore:
             case _:
                 assert_never(command)
 
-    def conversation_turns(self) -> SnapshotCursor:
-        if self._turns is None:
-            self._turns = open_turns(self.store, self.session)
-        return self._turns
+    def snapshot_cursor(self) -> SnapshotCursor:
+        if self._cursor is None:
+            self._cursor = open_snapshot_cursor(self.store, self.session)
+        return self._cursor
 
     def _forget_live(self) -> None:
-        if self._turns is not None:
-            self._turns.forget_live()
+        if self._cursor is not None:
+            self._cursor.forget_live()
 
     def _save_turn(self, command: p.AnswerTurn | p.ReadDocument, turn: TurnStart, run: Generation) -> p.SnapshotReport:
         """Snapshot the turn's end under its message (the answer, or the document read)."""
@@ -326,8 +326,8 @@ class EngineCore:
             message_id, what, kept = command.messages[-1].id, "the document's snapshot", "questions will re-read it"
         else:
             message_id, what, kept = command.answer_id, "this turn's snapshot", "the answer is kept"
-        record, notes = self._turns.save_end(
-            lambda: self._turns.finish(turn, run, command.conversation_id, message_id), self.snapshot_budget, what)
+        record, notes = self._cursor.save_end(
+            lambda: self._cursor.finish(turn, run, command.conversation_id, message_id), self.snapshot_budget, what)
         return snapshot_report(turn, record, [f"{note}; {kept}" for note in notes])
 
     def progress_reporter(self, rid: str) -> PrefillProgress:

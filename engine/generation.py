@@ -104,7 +104,7 @@ class Generation:
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
         self.prefiller: Prefiller = prefiller or prefill
         # 0 < checkpoint < len(prompt): the prompt is read in two parts, and ``on_checkpoint`` is called
-        # between them (the state then ends where a question ends; engine.turns saves it)
+        # between them (the state then ends where a question ends; engine.snapshot_cursor saves it)
         self.checkpoint = checkpoint if 0 < checkpoint < len(prompt_tokens) else 0
         self.on_checkpoint = on_checkpoint or (lambda chunks: None)  # given the chunks read so far
         self.source = None

@@ -87,7 +87,7 @@ class ModelSession:
         micro-batch). A recurrent state cannot be trimmed: the abort may have come after some layers
         wrote their new state and before others did, so the whole sequence is cleared and the
         session holds nothing. Either way nothing reads on from the live state after a cancelled
-        read (engine.turns forgets it); this keeps ``n_past`` true to what the context holds.
+        read (engine.snapshot_cursor forgets it); this keeps ``n_past`` true to what the context holds.
         """
         if self.has_recurrent_state:
             self.reset()

@@ -17,7 +17,7 @@ The prompt is the branch without the empty answers a stopped turn left (:func:`p
 the conversation's system prompt (:func:`conversation_turns`). A new conversation is made with the
 user's default (:attr:`TurnOptions.system_prompt`); a change applies from the next message: the
 rendering then starts differently, so the engine finds no saved state it can stand on and reads the
-conversation once (``engine.turns``), and the turns after that stand on saved state again.
+conversation once (``engine.snapshot_cursor``), and the turns after that stand on saved state again.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ class BareLoop:
 
 
 def document_tokens(model: LlamaModel, command: p.ReadDocument) -> list[int]:
-    """The tokens Hearth reads for ``command`` (engine.turns: the branch rendered without an answer cue)."""
+    """The tokens Hearth reads for ``command`` (engine.snapshot_cursor: the branch rendered without an answer cue)."""
     rendered = render_for(model, [ChatMessage(m.role, m.content) for m in command.messages], answer=False)
     return rendered_tokens(model, rendered, bos=True)
 

@@ -274,7 +274,7 @@ def chat_messages(messages: list[p.ChatTurn]) -> list[ChatMessage]:
     return [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
 
 
-def open_turns(store: WorkerStore, session: ModelSession) -> SnapshotCursor:
+def open_snapshot_cursor(store: WorkerStore, session: ModelSession) -> SnapshotCursor:
     """The snapshot cursor for ``session``, on the worker's connection to the conversation database."""
     fingerprint = model_fingerprint(store.file_digest(Path(session.facts.path)), session.context.settings)
     return SnapshotCursor(SnapshotKeeper(store.snapshots(), session, fingerprint), session)
