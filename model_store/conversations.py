@@ -193,7 +193,7 @@ class ConversationStore:
         where no other conversation's snapshot shares them)."""
         snapshots = SnapshotStore(self.db)
         with write_transaction(self.db):
-            state_files = snapshots.file_checksums("s.conversation_id = ?", [conversation_id])
+            state_files = snapshots.conversation_files(conversation_id)
             cur = self.db.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
             if cur.rowcount == 0:
                 self.get(conversation_id)

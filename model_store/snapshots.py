@@ -329,11 +329,11 @@ class SnapshotStore:
         """Delete old state files no row names (left by a crash between a file and its row)."""
         return self.files.sweep(self.named_files())
 
-    def file_checksums(self, where: str, params: list) -> list[str]:
-        """The checksums of the state parts of the snapshots ``where`` selects (before deleting them)."""
+    def conversation_files(self, conversation_id: str) -> list[str]:
+        """The checksums of a conversation's state files (read before deleting it)."""
         rows = self.db.execute(
-            f"SELECT c.value FROM snapshots AS s, json_each(s.checksums) AS c WHERE ({where})"
-            f" AND c.key IN ({', '.join('?' * len(FILE_PARTS))})", [*params, *sorted(FILE_PARTS)])
+            "SELECT c.value FROM snapshots AS s, json_each(s.checksums) AS c WHERE s.conversation_id = ?"
+            f" AND c.key IN ({', '.join('?' * len(FILE_PARTS))})", [conversation_id, *sorted(FILE_PARTS)])
         return [checksum for (checksum,) in rows]
 
     def touch(self, snapshot_id: str) -> None:
@@ -349,22 +349,27 @@ class SnapshotStore:
         Returns:
             The bytes freed (0 if the part was not stored).
         """
+        freed, checksum = self._drop_part_row(snapshot_id, part)
+        if checksum:
+            self.remove_unnamed_files([checksum])
+        return freed
+
+    def _drop_part_row(self, snapshot_id: str, part: str) -> tuple[int, str]:
+        """Drop the part from the database; (bytes freed, the checksum of its file, "" if none)."""
         with write_transaction(self.db):
             self.db.execute(
                 "DELETE FROM snapshot_parts WHERE snapshot_id = ? AND part = ?", [snapshot_id, part]
             )
             record = self.get(snapshot_id)
             if record is None or not record.has_part(part):
-                return 0
+                return 0, ""
             checksums = {k: v for k, v in record.checksums.items() if k != part}
             sizes = {k: v for k, v in record.part_bytes.items() if k != part}
             self.db.execute(
                 "UPDATE snapshots SET checksums = ?, part_bytes = ? WHERE id = ?",
                 [to_json(checksums), to_json(sizes), snapshot_id],
             )
-        if part in FILE_PARTS:
-            self.remove_unnamed_files([record.checksums[part]])
-        return record.part_bytes[part]
+        return record.part_bytes[part], record.checksums[part] if part in FILE_PARTS else ""
 
     def total_bytes(self) -> int:
         """Return the size of every stored part of every snapshot."""
@@ -404,16 +409,19 @@ class SnapshotStore:
             " WHERE EXISTS (SELECT 1 FROM snapshots AS c WHERE c.parent_id = s.id)"
             " ORDER BY s.last_used_at, s.created_at, s.rowid"
         ).fetchall()
-        evicted = []
+        evicted, dropped_files = [], []
         for snapshot_id, part_bytes in candidates:
             if total <= budget_bytes:
                 break
             if part in from_json(part_bytes):
-                freed = self.drop_part(snapshot_id, part)
+                freed, checksum = self._drop_part_row(snapshot_id, part)
                 total -= freed
+                dropped_files += [checksum] if checksum else []
                 if freed:
                     evicted.append(snapshot_id)
+        self.remove_unnamed_files(dropped_files)  # once, after every drop: not a scan of the rows per drop
         return evicted
+
 
 def _verified_stream(record: SnapshotRecord, part: str, rows: Iterator[tuple[int, bytes]], sink: PartSink) -> None:
     size = record.part_bytes[part]

@@ -317,3 +317,11 @@ def test_a_snapshot_row_keeps_its_texts_length_and_digest_not_the_text(db, save)
     assert "text" not in db["snapshots"].columns_dict
     assert records[1].holds(long_) and records[1].starts(long_ + "<|im_start|>") and not records[1].starts(long_[:-1])
     assert not records[0].starts("Hello") and records[0].starts("hello there")
+
+
+def test_eviction_removes_the_files_of_the_parts_it_drops(snaps, save):
+    root = save({"recurrent": os.urandom(4000)})
+    middle = save({"recurrent": os.urandom(4000)}, parent_id=root.id)
+    newest = save({"recurrent": os.urandom(4000)}, parent_id=middle.id)
+    assert sorted(snaps.evict(budget_bytes=4000)) == sorted([root.id, middle.id])
+    assert sorted(snaps.files.folder.iterdir()) == [snaps.files.path(newest.checksums["recurrent"])]
