@@ -84,8 +84,7 @@ class EngineCore:
         self.loaded_with: p.LoadModel | None = None  # the command the model was loaded by (to grow its context)
 
     def configure(self, hello: p.Hello) -> None:
-        self.store.close()
-        self.store = WorkerStore(Path(hello.user_dir) if hello.user_dir else None)
+        self.store.move_to(Path(hello.user_dir) if hello.user_dir else None)
         self.snapshot_budget = hello.snapshot_budget_bytes
 
     def handle(self, command: p.Command) -> None:

@@ -10,7 +10,9 @@ the worker sends passes :meth:`Requests.emit`, which is the one place that appli
   any other request that ended without a word. A request that was never run (dropped from the queue
   by an abort, or refused before it was taken) ends the same way (:meth:`Requests.fail`).
 
-So a client never waits for an event that is not coming, whatever the engine core did.
+So a client never waits for an event that is not coming, whatever the engine core did. Every event
+also passes the answer keeper on its way out (:mod:`engine.answer_keeper`), which stores a kept
+answer before its ``Finished`` leaves.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Literal
 import msgspec
 
 from engine import protocol as p
+from engine.answer_keeper import AnswerKeeper
 
 SILENT_END = "the worker ended this request without an answer (a bug); try again"
 
@@ -33,8 +36,9 @@ def request_kind(command: p.Command) -> str:
 class Requests:
     """The worker's open requests (by id, with their kind); every event goes out through :meth:`emit`."""
 
-    def __init__(self, send: Callable[[p.Event], None]) -> None:
-        self._send = send
+    def __init__(self, send: Callable[[p.Event], None], keeper: AnswerKeeper | None = None) -> None:
+        self._sink = send
+        self._keeper = keeper
         self._lock = threading.RLock()  # one event at a time: they come from the engine's and the telemetry thread
         self._open: dict[str, str] = {}
         self._errored: set[str] = set()  # open requests whose Error was sent (their closing event is not)
@@ -43,6 +47,8 @@ class Requests:
         """The worker takes ``command`` now."""
         with self._lock:
             self._open[command.request_id] = request_kind(command)
+            if self._keeper is not None:
+                self._keeper.begin(command)
 
     def emit(self, event: p.Event) -> None:
         rid = getattr(event, "request_id", None)
@@ -85,6 +91,9 @@ class Requests:
             else:
                 self._send(p.Error(code="cancelled", message="the worker stopped before it could run this request",
                                    request_id=rid))
+
+    def _send(self, event: p.Event) -> None:
+        self._sink(self._keeper.passing(event) if self._keeper is not None else event)
 
     def _close(self, rid: str) -> None:
         del self._open[rid]

@@ -20,6 +20,7 @@ from engine.backends import cpu_check
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.faults import raise_if_injected
 from engine.backends.llama_cpp import BACKEND_VERSION, build_info, init_backend
+from engine.answer_keeper import AnswerKeeper
 from engine.core import EngineCore, Emit
 from engine.devices.info import device_infos
 from engine.devices.probe import DeviceProbe, start_probe
@@ -60,12 +61,13 @@ def cpu_backend_info(choice: cpu_check.CpuChoice | None) -> p.CpuBackendInfo | N
 
 class WorkerLoop:
     def __init__(self, emit: Emit, telemetry_interval_ms: int = 1000) -> None:
-        self.requests = Requests(emit)  # every event goes out through it: each request ends once
         self._queue: queue.Queue[p.Command | None] = queue.Queue()
         self._cancelled: set[str] = set()
         self._aborting = False
         self._greeted = False
         self.core = EngineCore(self.emit, self._is_cancelled)
+        # every event goes out through it: each request ends once, and a kept answer is stored first
+        self.requests = Requests(emit, AnswerKeeper(self.core.store))
         self.telemetry = TelemetryThread(self.core.live, self.emit, telemetry_interval_ms)
 
     def emit(self, event: p.Event) -> None:

@@ -22,6 +22,11 @@ class WorkerStore:
         self.data_dir = data_dir  # the app's data folder (Hello.user_dir); None: no conversations
         self._db: sqlite_utils.Database | None = None
 
+    def move_to(self, data_dir: Path | None) -> None:
+        """Use the database of ``data_dir`` from now on (the handshake names it)."""
+        self.close()
+        self.data_dir = data_dir
+
     def db(self) -> sqlite_utils.Database:
         """The open connection. Raises ``ValueError`` without a data folder and ``StoreError`` when
         the file cannot be opened or its schema is older than this engine."""

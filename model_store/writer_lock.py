@@ -130,11 +130,27 @@ def holders(db: sqlite_utils.Database) -> list[Holder]:
     return [Holder(*row) for row in db.execute(f"SELECT {_COLUMNS} FROM writer_locks")]
 
 
+def confirm_hold(db: sqlite_utils.Database, conversation_id: str, token: str) -> None:
+    """Check that the hold ``token`` is still the conversation's row, inside the write's transaction
+    (:meth:`WriterLock.confirm`; the worker does it by the token alone when it stores an answer).
+
+    Raises:
+        WriterLockLost: If the row is gone or another writer's.
+    """
+    holder = holder_of(db, conversation_id)
+    if holder is None or holder.token != token:
+        raise WriterLockLost(conversation_id, holder)
+
+
+def remove_hold(db: sqlite_utils.Database, conversation_id: str, token: str) -> None:
+    """Delete the conversation's row if the hold ``token`` still has it (inside a write transaction)."""
+    db.execute("DELETE FROM writer_locks WHERE conversation_id = ? AND token = ?", [conversation_id, token])
+
+
 def drop(db: sqlite_utils.Database, holder: Holder) -> None:
     """Delete ``holder``'s row (if it still holds)."""
     with write_transaction(db):
-        db.execute("DELETE FROM writer_locks WHERE conversation_id = ? AND token = ?",
-                   [holder.conversation_id, holder.token])
+        remove_hold(db, holder.conversation_id, holder.token)
 
 
 class WriterLock:
@@ -155,10 +171,13 @@ class WriterLock:
         self._stop.set()
         try:
             with write_transaction(db):
-                db.execute("DELETE FROM writer_locks WHERE conversation_id = ? AND token = ?",
-                           [self.conversation_id, self.token])
+                remove_hold(db, self.conversation_id, self.token)
         except (StoreError, sqlite3.Error) as exc:
             log.info("could not release the writer lock of conversation %s: %s", self.conversation_id, exc)
+
+    def let_go(self) -> None:
+        """Stop keeping the row fresh: another process (the worker that stored the answer) removed it."""
+        self._stop.set()
 
     def confirm(self, db: sqlite_utils.Database) -> None:
         """Check that this hold's token is still in the conversation's row, before a write of the turn.
@@ -169,10 +188,11 @@ class WriterLock:
         Raises:
             WriterLockLost: If the row is gone or another writer's; nothing should be written then.
         """
-        holder = holder_of(db, self.conversation_id)
-        if holder is None or holder.token != self.token:
+        try:
+            confirm_hold(db, self.conversation_id, self.token)
+        except WriterLockLost:
             self._stop.set()
-            raise WriterLockLost(self.conversation_id, holder)
+            raise
 
     def _beat(self) -> None:
         db = None

@@ -255,7 +255,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             self._list_turn_in(conversation)
             if self.loaded is not None and remote_name(self.model_ref) is None:  # auto: an installed EAGLE-3 head
                 turn.command = with_installed_head(turn.command, self.loaded.facts, app_data_dir())
-            if not self.bridge.send(turn.command):
+            if not self.bridge.send(turn.outgoing()):
                 turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
                 self._end_turn(turn)
 

@@ -18,7 +18,7 @@ from app.services.context_info import context_details, context_json, grown_line
 from app.services.draft_heads import resolve_draft_files, with_installed_head
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
-from app.services.pending_turn import CUT_OFF
+from engine.answer_record import CUT_OFF
 from app.cli.terminal_text import json_text, visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError

@@ -183,7 +183,7 @@ class Server:
         def prepare() -> p.Command:
             holder.append(self.conversations().begin(turns, options, stop, self.runner.model))
             holder[0].command = self.with_head(holder[0].command)
-            return holder[0].command
+            return holder[0].outgoing()
 
         def finish(events) -> None:
             for event in events:

@@ -9,9 +9,11 @@ over events (the GUI: store calls on its store thread, events from its engine br
    transaction (:func:`begin_answer`) and builds the ``AnswerTurn`` command that asks the engine to
    answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
 2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
-3. :func:`end_answer` stores the answer with the turn's statistics, marked ``stopped`` if the user
-   stopped it, ``interrupted`` if the engine died (``interrupted_by`` in its stats says how) or the
-   app closed first, and lets the next writer in.
+3. the worker stores the answer when its request ends (``AnswerTurn.keep``, :mod:`engine.answer_keeper`)
+   and lets the next writer in; :func:`end_answer` then reads it back. Where the worker did not (a
+   remote engine, a worker that died, a store it could not write), :func:`end_answer` stores it from
+   the same events: marked ``stopped`` if the user stopped it, ``interrupted`` if the engine died
+   (``interrupted_by`` in its stats says how) or the app closed first.
 
 The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`), after
 the conversation's system prompt (:func:`conversation_turns`). A new conversation is made with the
@@ -194,19 +196,25 @@ def start_regeneration(store: ConversationStore, conversation_id: str, user_mess
 
 
 def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
-    """Store what the engine wrote, with its status and statistics; then let the next writer in.
+    """Store what the engine wrote, with its status and statistics; then let the next writer in. A
+    worker that stored the answer itself (:attr:`PendingTurn.stored_by_engine`) did both: the stored
+    answer is read back.
 
     Raises:
         WriterLockLost: If the turn's writer no longer holds the conversation (it was taken over
             while this process was stopped): nothing is stored, so two writers never interleave.
     """
+    if turn.stored_by_engine:  # the worker stored it and let the next writer in (engine.answer_keeper)
+        if turn.writer is not None:
+            turn.writer.let_go()
+            turn.writer = None
+        turn.answer = store.message(turn.answer.id)
+        return turn
     try:
         with write_transaction(store.db):
             if turn.writer is not None:
                 turn.writer.confirm(store.db)
-            turn.answer = store.update_message(turn.answer.id, content=turn.text, status=turn.status,
-                                               stats=turn.stats(), reasoning=turn.reasoning.strip(),
-                                               finish=turn.finish, error=turn.error)
+            turn.answer = store.update_message(turn.answer.id, **turn.stored_fields())
     finally:
         release_writer(store, turn)
     return turn
@@ -231,7 +239,7 @@ def run_answer(store: ConversationStore, client: EngineClient, turn: PendingTurn
         turn.feed(event)
 
     try:
-        client.follow(turn.command, take)
+        client.follow(turn.outgoing(), take)
     except BaseException:
         release_writer(store, turn)
         raise

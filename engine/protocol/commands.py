@@ -105,15 +105,26 @@ class Chat(_Answering, tag="chat", kw_only=True):
     template: TemplateSpec = TemplateSpec()
 
 
+class KeepAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Have the worker store the answer when it ends, as the app would (engine.answer_keeper): under
+    the conversation's writer lock (``writer_token``; "": the app took none), then let the next writer in."""
+
+    writer_token: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    model: Annotated[str, msgspec.Meta(max_length=1024)] = ""  # the answer's stats name it
+    started_at: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLOCK)] = 0.0  # when the app began the turn
+
+
 class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
     """Answer the last message of a conversation's branch: start from the deepest snapshot on it,
-    read only what follows, and snapshot the turn's end under ``answer_id``."""
+    read only what follows, snapshot the turn's end under ``answer_id``, and (with ``keep``) store
+    the answer there too."""
 
     conversation_id: str
     answer_id: str  # the stored (empty) answer this request writes
     messages: list[ChatTurn]  # the branch, each message with its id
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
+    keep: KeepAnswer | None = None  # None: the app stores the answer from the events (a remote engine's way)
 
 
 Answer = Union[Complete, Chat, AnswerTurn]  # every request that ends with Finished

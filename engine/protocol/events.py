@@ -165,6 +165,9 @@ class Finished(_Message, tag="finished"):
     # what ended a "length" answer: "max_tokens" (the request's limit) or "context" (the context is full);
     # "" for any other finish, or where it is not known
     cut_by: Literal["", "max_tokens", "context"] = ""
+    # the worker stored the answer (AnswerTurn.keep) before sending this, and let the conversation's next
+    # writer in: the app stores nothing more (app.services.turn.end_answer)
+    answer_stored: bool = False
 
 
 class RemoteWaiting(_Message, tag="remote_waiting"):

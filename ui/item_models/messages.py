@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from app.services.pending_turn import CUT_OFF
+from engine.answer_record import CUT_OFF
 from model_store.conversations import ConversationStore, Message
 from model_store.db import read_transaction
 from model_store.documents import Document, DocumentStore
