@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from model_store.conversations import ConversationStore
@@ -116,9 +117,10 @@ ASLEEP_S = 3600  # how long ago the stopped writer's last heartbeat was made to 
 
 
 def stop_between_heartbeats(db, conversation: str, writer: subprocess.Popen) -> None:
-    """SIGSTOP ``writer`` just after a heartbeat of its lock was committed: it then holds no SQLite
-    write lock while it is stopped (the next beat is HEARTBEAT_S away), as a writer stopped while it
-    streams an answer. Without this, a stop inside a heartbeat's transaction would make every other
+    """SIGSTOP ``writer`` and its worker just after a heartbeat of its lock was committed: it then holds
+    no SQLite write lock while it is stopped (the next beat is HEARTBEAT_S away), as a writer stopped
+    while it streams an answer. Both stop, as Ctrl+Z stops the terminal's whole job and sleep the whole
+    laptop (the worker stores the answer, so a worker left running would finish the turn meanwhile). Without this, a stop inside a heartbeat's transaction would make every other
     writer wait for SQLite's lock (busy_timeout), which is not what is tested here."""
     _token, beat = writing(db, conversation, writer.pid)
     deadline = time.monotonic() + 60
@@ -126,7 +128,19 @@ def stop_between_heartbeats(db, conversation: str, writer: subprocess.Popen) -> 
             == beat:
         assert time.monotonic() < deadline, "no heartbeat within a minute"
         time.sleep(0.01)
-    writer.send_signal(signal.SIGSTOP)  # as Ctrl+Z or a laptop's sleep would
+    for process in writer_processes(writer):
+        process.send_signal(signal.SIGSTOP)  # as Ctrl+Z or a laptop's sleep would
+
+
+def writer_processes(writer: subprocess.Popen) -> list[psutil.Process]:
+    """The command and its worker."""
+    command = psutil.Process(writer.pid)
+    return [command, *command.children(recursive=True)]
+
+
+def resume(writer: subprocess.Popen) -> None:
+    for process in writer_processes(writer):
+        process.send_signal(signal.SIGCONT)
 
 
 def writing(db, conversation: str, pid: int, timeout: float = 300):
@@ -164,7 +178,7 @@ def test_a_stopped_writer_keeps_its_conversation_the_second_waits_for_it_and_not
         assert after == before, "the second writer stored nothing"
         assert "B asks." not in [m[0] for m in db.execute("SELECT content FROM messages")]
     finally:
-        first.send_signal(signal.SIGCONT)
+        resume(first)
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
 
@@ -192,7 +206,7 @@ def test_a_writer_that_lost_its_conversation_stores_nothing_and_says_so(hearth_h
                        "WHERE conversation_id = ?", ["f" * 32, conversation])
         db.conn.commit()
     finally:
-        first.send_signal(signal.SIGCONT)
+        resume(first)
     _out, err = first.communicate(timeout=300)
     line = error_line(subprocess.CompletedProcess(first.args, first.returncode, "", err))
     assert "so this answer was not saved" in line and "send the message again" in line, line

@@ -111,6 +111,15 @@ def test_a_templates_clock_out_of_range_is_refused_for_every_command_that_render
     assert p.check_command(p.Chat(request_id="c", messages=[], template=p.TemplateSpec(now=p.MAX_CLOCK)))
 
 
+@pytest.mark.parametrize("started", [-1.0, p.MAX_CLOCK + 1, 1e300, float("inf"), float("nan")])
+def test_a_kept_answers_start_out_of_range_is_refused(started):
+    command = p.AnswerTurn(request_id="a", conversation_id="c", answer_id="x", messages=[],
+                           keep=p.KeepAnswer(started_at=started))
+    with pytest.raises((p.InvalidCommand, msgspec.ValidationError)):
+        p.check_command(command)
+    assert p.check_command(msgspec.structs.replace(command, keep=p.KeepAnswer(started_at=p.MAX_CLOCK)))
+
+
 # --- the local API's request bodies: the same ranges, the same explainer (issue 32, point 2) ---------
 API_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
