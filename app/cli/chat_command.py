@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.commands import UserError, answering_model, crash_error, engine_for, say_if_cut_off, warn_about_devices
+from app.cli.commands import UserError, answering_model, crash_error, engine_for, say_after_answer, warn_about_devices
 from app.cli.conversation_commands import (
     answer_model_name, answering_ref, conversation_model, say_saved, taker, title_from, turn_options,
 )
@@ -58,7 +58,7 @@ class ChatSession:
         if result.finished is None:  # the engine has gone: no later line could be answered
             raise crash_error(result.dead, "writing the answer") if result.dead else \
                 UserError("the engine stopped before answering")
-        say_if_cut_off(result.finished, self.client.context.n_ctx if self.client.context else 0)
+        say_after_answer(result.finished, self.client.context.n_ctx if self.client.context else 0)
         return result
 
     def say_saved(self) -> None:

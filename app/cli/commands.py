@@ -241,6 +241,14 @@ def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: i
     return result
 
 
+def say_after_answer(finished: p.Finished, n_ctx: int) -> None:
+    """What a finished answer leaves to say on stderr, one line each: that it was cut off, and what
+    happened to the turn's saved state (a snapshot that could not be saved or was refused)."""
+    say_if_cut_off(finished, n_ctx)
+    for note in finished.snapshot.notes if finished.snapshot is not None else []:
+        print(f"hearth: note: {visible(note)}", file=sys.stderr)
+
+
 def say_if_cut_off(finished: p.Finished, n_ctx: int) -> None:
     """One stderr line when the full context ended the answer (``--json``: ``"cut_off": true``), or
     Hearth closed a remote engine's answer that went past its limit (``remote.closed_by_hearth``)."""

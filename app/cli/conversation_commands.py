@@ -9,7 +9,7 @@ import time
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.commands import (
     UserError, draft_options, engine_for, generation_json, ran_devices, require_text, sampling_from_args,
-    say_if_cut_off, say_waiting, warn_about_devices, warn_about_fallback,
+    say_after_answer, say_waiting, warn_about_devices, warn_about_fallback,
 )
 from app.services.draft_heads import with_installed_head
 from app.services.model_refs import model_display_name
@@ -113,7 +113,7 @@ def run_send(args: argparse.Namespace) -> int:
         print()
         if args.conversation is None:  # (--json has it as conversation_id)
             say_saved(conversation)
-    say_if_cut_off(finished, n_ctx)
+    say_after_answer(finished, n_ctx)
     return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
 
 
