@@ -1,7 +1,10 @@
 """One writer per conversation at a time, across processes: every Hearth window and every command.
 
 A turn reads the conversation's current branch, stores the user's message and an empty answer, has
-the engine write the answer (and snapshot its end under the answer's id) and then stores the text.
+the engine write the answer (and snapshot its end under the answer's id), and stores the text. The
+worker that writes the answer stores it on the writer's behalf: it names the hold by its token, and
+confirms it and removes the row in the transaction that stores the answer (:func:`confirm_hold`,
+:func:`remove_hold`).
 Two writers interleaving there would hang the second message under the first one's still-empty
 answer, and the engine would compute the second answer (and its snapshot) from a transcript the
 store never shows. So a writer first takes the conversation's row in ``writer_locks`` and keeps it
