@@ -14,7 +14,8 @@ ends, the template is asked how it will write the conversation once another mess
 if not, the state where the question ended, before the answer's cue, is saved instead (a *question
 snapshot*, under the question's message, taken in memory while the prompt was read), and the next
 turn stands on it and reads the answer as the template writes it now, the new message and the
-framing, never the whole conversation.
+framing, never the whole conversation. The answer's own token ids are kept (fewer tokens read
+than a re-tokenized transcript), so long as they spell its stored text byte for byte.
 """
 
 from __future__ import annotations
@@ -215,15 +216,19 @@ class SnapshotCursor:
             and session.n_past + 1 < session.n_ctx
         if not answer_ends and question is None:
             return None
-        written = ""
+        written, spelled = "", False
         if answer_ends:
             pending = run.pending_token
             session.feed([pending])
             ended_on_eog = model.is_eog(pending)
-            written = b"".join(model.piece(t) for t in run.token_ids).decode("utf-8", errors="replace")
+            raw = b"".join(model.piece(t) for t in run.token_ids)
+            written = raw.decode("utf-8", errors="replace")
+            # Bytes that are no character (a random or cut-off answer's) are stored as U+FFFD: the
+            # state would hold what the stored text does not say, so the next turn reads it again.
+            spelled = written.encode() == raw
             written += model.token_text(pending) if ended_on_eog else ""
         captured = self.keeper.capture()
-        if question is not None and not (answer_ends and self._answer_reusable(start, run, written)):
+        if question is not None and not (answer_ends and spelled and self._answer_reusable(start, run, written)):
             self._save_question(start, question, conversation_id, captured)
             return None  # the answer's own state would never be stood on: the next turn reads it again
         decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])

@@ -40,6 +40,22 @@ class TemplateOracle:
         previous_question = max(i for i, m in enumerate(branch[:-1]) if m.role == "user")
         return len(self.tokens(branch, answer=True)) - len(self.tokens(branch[:previous_question + 1], answer=False))
 
+    def differences(self, held: list[int], expected: list[int]) -> list[tuple[list[int], list[int]]]:
+        """Where a state's tokens differ from the template's rendering other than by spelling: an
+        answer's own token ids are kept (engine.snapshot_cursor) and may spell its text with other
+        pieces than the tokenizer would, but never other bytes, and never with a control token."""
+        import difflib
+
+        found = []
+        for tag, a, b, c, d in difflib.SequenceMatcher(None, held, expected, autojunk=False).get_opcodes():
+            mine, theirs = held[a:b], expected[c:d]
+            if tag == "equal":
+                continue
+            plain = not (set(mine) | set(theirs)) & self.control
+            if not plain or b"".join(map(self.model.piece, mine)) != b"".join(map(self.model.piece, theirs)):
+                found.append((mine, theirs))
+        return found
+
     def detokenize(self, tokens: list[int]) -> str:
         pieces = (self.model.token_text(t).encode() if t in self.control else self.model.piece(t) for t in tokens)
         return b"".join(pieces).decode("utf-8", errors="replace")
