@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 
 import msgspec
 import numpy as np
-import psutil
 
 from engine.backends.base import ContextSettings, ModelLoadError, default_threads
 from engine.protocol import ModelFacts
@@ -16,6 +13,7 @@ from engine.backends.llama_cpp import DecodeAborted, LlamaContext, LlamaModel
 from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.model_files import check_model_file, resolve_model_ref
 from engine.prompts import check_chat_template
+from engine.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
@@ -32,6 +30,7 @@ class ModelSession:
         self.plan: ContextPlan | None = None
         self.memory_percent = DEFAULT_BUDGET_PERCENT
         self.display_name = ""  # what the app calls the model (p.LoadModel.name); "" : the file's own name
+        self.thread_budget: ThreadBudget | None = None  # set when the thread count was not asked for
 
     @property
     def name(self) -> str:
@@ -98,6 +97,8 @@ class ModelSession:
         return self.context.logits(-1)
 
     def close(self) -> None:
+        if self.thread_budget is not None:
+            self.thread_budget.close()
         self.context.close()
         self.model.close()
 
@@ -146,66 +147,5 @@ def open_session(
         raise
     session.memory, session.plan, session.memory_percent = memory, plan, memory_percent
     if not n_threads:  # the count was not asked for: leave the cores other programs keep busy to them
-        session.context.thread_budget = ThreadBudget(threads)
+        session.thread_budget = session.context.thread_budget = ThreadBudget(threads)
     return session
-
-
-def _usable_cores() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return list(range(psutil.cpu_count() or 1))
-
-
-def _busy_cpu_seconds(cores: list[int]) -> float:
-    """Seconds the given cores spent on anything but idling (other virtual machines' steal included)."""
-    per_core = psutil.cpu_times(percpu=True)
-    total = 0.0
-    for core in cores:
-        if core < len(per_core):
-            t = per_core[core]
-            total += sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) \
-                - getattr(t, "guest_nice", 0.0)  # guest time is counted in user time already
-    return total
-
-
-def _own_cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
-
-
-class ThreadBudget:
-    """Threads for the next decode: at most ``n_max``, and no more than the cores other programs leave free.
-
-    ggml's threads meet at a spinning barrier after every graph node, so a decode with more threads
-    than free cores waits at each node for a thread the system has put aside: on two cores shared
-    with one busy program, SmolLM2-135M wrote 1.1 tok/s with two threads and 11.6 with one
-    (tests/bench/bench_contention.py). What others use is the busy time of the cores this process
-    may run on, less this process's own, over windows of at least :attr:`WINDOW_S`; it is rounded
-    to whole cores. The count changes the speed only: ggml gives each thread whole rows, so the
-    numbers are the same (tests/engine/test_prefill_chunks.py).
-    """
-
-    WINDOW_S = 0.5
-
-    def __init__(self, n_max: int, *, clock: Callable[[], float] = time.monotonic,
-                 busy_seconds: Callable[[], float] | None = None,
-                 own_seconds: Callable[[], float] = _own_cpu_seconds, n_cores: int | None = None) -> None:
-        cores = _usable_cores()
-        self.n_max, self.n_cores = n_max, n_cores or len(cores)
-        self.clock, self.own_seconds = clock, own_seconds
-        self.busy_seconds = busy_seconds or (lambda: _busy_cpu_seconds(cores))
-        self.threads = n_max
-        self._since = self._sample()
-
-    def _sample(self) -> tuple[float, float, float]:
-        return self.clock(), self.busy_seconds(), self.own_seconds()
-
-    def __call__(self) -> int:
-        then = self._since
-        if self.clock() - then[0] < self.WINDOW_S:
-            return self.threads
-        now = self._since = self._sample()
-        others = max(0.0, (now[1] - then[1]) - (now[2] - then[2])) / (now[0] - then[0])
-        self.threads = max(1, min(self.n_max, int(self.n_cores - others + 0.5)))
-        return self.threads

@@ -367,7 +367,7 @@ class LlamaContext:
         # the rollback at that sequence's next decode, and only for that sequence (not for copies).
         self.rollback_pending: set[int] = set()
         self.n_threads = settings.n_threads  # what the next decode uses
-        # Asked before every decode for the threads to use (engine.session.ThreadBudget); None: the settings'.
+        # Asked before every decode for the threads to use (engine.thread_budget.ThreadBudget); None: the settings'.
         self.thread_budget: Callable[[], int] | None = None
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ the longest the caller went without hearing from a read: progress comes every ha
 speed is generated tokens over ``Finished.timings.gen_ms``; the bare loop is timed the same way.
 ``--threads`` runs everything once per thread count, so one can be compared with another under
 the same load; ``auto`` (the default) loads Hearth as ``hearth doc load`` does, with no count, so
-its :class:`~engine.session.ThreadBudget` picks one per decode, and gives the bare loop one thread
+its :class:`~engine.thread_budget.ThreadBudget` picks one per decode, and gives the bare loop one thread
 per core (``default_threads()``).
 Goal: Hearth ≥ 0.9× the bare loop, reading and writing, at every N. A fixed count above the free
 cores is slow under load (two threads wrote about one token a second on two cores shared with one

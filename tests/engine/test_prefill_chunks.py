@@ -19,7 +19,8 @@ from engine.backends.llama_cpp import DecodeAborted, LlamaModel
 from engine.generation import Generation, GenerationSettings, prefill
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY
-from engine.session import ModelSession, ThreadBudget, open_session
+from engine.session import ModelSession, open_session
+from engine.thread_budget import ThreadBudget
 
 TEXT = "The river ran past the mill, and the miller counted sacks of grain by lamplight. "
 
@@ -183,19 +184,31 @@ def test_the_thread_count_changes_no_number(request, name):
 
 
 class FakeMachine:
-    """CPU-time counters that move only when told: ``run(seconds, others=cores busy, own=cores busy)``."""
+    """CPU-time counters that move only when told: ``run(seconds, others=cores busy, own=cores busy)``,
+    with the budget's watcher noting them every SAMPLE_S of it, as the real one does."""
 
     def __init__(self) -> None:
         self.now = self.busy = self.own = 0.0
+        self.watched: ThreadBudget | None = None
 
     def run(self, seconds: float, *, others: float, own: float) -> None:
+        step = ThreadBudget.SAMPLE_S
+        for _ in range(round(seconds / step) if seconds >= step else 0):
+            self._advance(step, others, own)
+            if self.watched is not None:
+                self.watched.note()
+        if seconds < step:
+            self._advance(seconds, others, own)
+
+    def _advance(self, seconds: float, others: float, own: float) -> None:
         self.now += seconds
         self.busy += seconds * (others + own)
         self.own += seconds * own
 
     def budget(self, n_max: int = 2) -> ThreadBudget:
-        return ThreadBudget(n_max, clock=lambda: self.now, busy_seconds=lambda: self.busy,
-                            own_seconds=lambda: self.own, n_cores=2)
+        self.watched = ThreadBudget(n_max, clock=lambda: self.now, busy_seconds=lambda: self.busy,
+                                    own_seconds=lambda: self.own, n_cores=2, watch=False)
+        return self.watched
 
 
 def test_the_thread_budget_leaves_the_cores_others_keep_busy():
@@ -204,14 +217,39 @@ def test_the_thread_budget_leaves_the_cores_others_keep_busy():
     assert budget() == 2  # nothing measured yet: every core
     machine.run(1.0, others=0.67, own=1.33)  # one busy program sharing two cores with two threads
     assert budget() == 1
-    machine.run(0.2, others=0.0, own=1.0)
-    assert budget() == 1, "a window shorter than WINDOW_S changes nothing"
+    machine.run(0.1, others=0.0, own=1.0)
+    assert budget() == 1, "the count changes at most every SAMPLE_S"
     machine.run(1.0, others=1.0, own=1.0)  # it keeps its core while we use the other
     assert budget() == 1
     machine.run(1.0, others=0.1, own=1.0)  # it has stopped; a little background remains
     assert budget() == 2
     machine.run(1.0, others=2.0, own=0.0)  # both cores busy: still one thread, never none
     assert budget() == 1
+
+
+def test_a_program_that_has_stopped_costs_the_next_prompt_nothing():
+    """Issue 35: another program kept a core busy for most of a long idle gap, then stopped; half a
+    second later the next prompt gets every core (an average over the gap gave it one)."""
+    machine = FakeMachine()
+    budget = machine.budget()
+    machine.run(1.0, others=0.0, own=2.0)
+    assert budget() == 2
+    machine.run(8.0, others=1.0, own=0.0)  # Hearth idle, someone else busy on one core
+    assert budget() == 1
+    machine.run(0.5, others=0.0, own=0.0)  # they stop; the machine idles for half a second
+    assert budget() == 2
+
+
+def test_the_watcher_notes_the_counters_without_being_asked():
+    budget = ThreadBudget(2)
+    try:
+        time.sleep(ThreadBudget.WINDOW_S + 2 * ThreadBudget.SAMPLE_S)
+        assert len(budget._samples) >= 3
+    finally:
+        budget.close()
+    notes = len(budget._samples)
+    time.sleep(2 * ThreadBudget.SAMPLE_S)
+    assert len(budget._samples) == notes, "a closed budget stops watching"
 
 
 def test_an_asked_thread_count_is_kept(hybrid_tiny):
