@@ -4,8 +4,9 @@
 # llama-cpp-python is built from source by installers/llama_build.py, portably: nothing is compiled
 # for this machine's CPU. ggml's CPU backend is built once per instruction level (x86-64-v2, AVX2,
 # AVX-VNNI, AVX-512, AMX; on ARM64 NEON, dotprod, i8mm) and the app loads the fastest one whose
-# canary passes on the machine it runs on. llamafile's sgemm is off (GGML_LLAMAFILE=OFF) so that a
-# batch of tokens goes through the same kernels as a single token and drafting changes no token.
+# canary passes on the machine it runs on. llamafile's sgemm reads prompts, patched to take only
+# batches of 16 rows or more, so that a verify batch goes through the same kernels as a single token
+# and drafting changes no token.
 # The finished wheel is cached in ~/.cache/hearth/wheels under a key of every build flag, the
 # target architecture, the compiler and Python (pip's own wheel cache knows none of these), so a
 # second run installs in seconds.

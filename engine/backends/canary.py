@@ -33,7 +33,7 @@ from engine.backends.faults import crash_if_injected
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M",
                 "IQ4_NL", "IQ4_XS")
 LONG_BATCH = 48  # past every batch-size switch of the CPU kernels
-SHORT_BATCH = 8  # a verify batch: below the build's exact_rows
+SHORT_BATCH = 15  # the longest verify batch: just below the build's exact_rows (tiled GEMM, llamafile)
 TOKENS = [(7 * i + 3) % N_VOCAB for i in range(LONG_BATCH)]
 
 

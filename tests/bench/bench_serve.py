@@ -1,4 +1,10 @@
-"""``hearth serve`` against llama-cpp-python's own OpenAI server (``llama_cpp.server``), side by side.
+"""``hearth serve`` against llama-cpp-python's own OpenAI server (``llama_cpp.server``), or with
+``--against llama-server`` against llama.cpp's C++ server, side by side.
+
+``--against llama-server`` builds llama.cpp's ``llama-server`` once from the source Hearth vendors,
+stock, for the CPU variant Hearth's canary chose (tests/helpers/cpp_server.py), and runs it with one
+slot, flash attention on and the GGUF's own template (``--jinja``). Its per-turn ``read_tokens`` are
+its own count of the tokens it read (``timings.prompt_n``), Hearth's its prompt less the reused ones.
 
 Both servers run at once on 127.0.0.1 with the same model file, context, batch size, threads and CPU
 build of llama.cpp (Hearth's llama-cpp-python has no CPU backend linked in, so ``llama_cpp.server``
@@ -16,13 +22,18 @@ Per model (``smollm2``, ``hybrid-bench``):
   sending to the first content chunk), which server goes first alternating; the prompt tokens and
   the reused ones (``cached_tokens``) Hearth reports. ``llama_cpp.server`` reports no usage when
   streaming, so both servers' counts of the last turn's prompt are asked afterwards, not streamed.
+* per request, ``<server>_others_cores``: other programs' average busy cores while it ran
+  (tests/helpers/cpu_use.py), so a contended turn shows;
+* prompt reading (``prefill_tok_s``): a new conversation of about ``--prefill-tokens``, one answer
+  token; its prompt tokens over the time to the first token, alternating, ``--reps``;
 * single-request decode speed: a fresh short prompt, ``--decode-tokens`` greedy tokens, streamed;
   tokens after the first chunk divided by the time from the first chunk to the last (Hearth's count
   from its usage, ``llama_cpp.server``'s its content chunks: one per token), alternating, ``--reps``.
 
 Prints one JSON object (progress on stderr). Run ``.venv/bin/pip install -e '.[bench]'`` first, then
 ``python tests/bench/bench_serve.py [--models smollm2,hybrid-bench] [--turns 12] [--decode-tokens 128]
-[--reps 3] [--threads N] [--context 8192] [--history-tokens 6600] [--first-share 0] [--draft auto]``.
+[--reps 3] [--threads N] [--context 8192] [--history-tokens 6600] [--first-share 0] [--draft auto]
+[--against llama-cpp-python|llama-server] [--prefill-tokens 2000]``.
 ``--first-share 0.5`` puts half of the history in the first message (a pasted document, an agent's
 instructions) and spreads the rest: later messages are shorter, as in many real conversations. ``--threads``
 below the cores this process may use pins both servers to that many (Hearth runs one thread per
@@ -54,6 +65,8 @@ from engine.backends.base import default_threads  # noqa: E402
 from engine.protocol import DEFAULTS  # noqa: E402
 from model_store.installed import embedded_model_file  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
+from tests.helpers.cpp_server import built_server, start_cpp_server  # noqa: E402
+from tests.helpers.cpu_use import OthersCpu  # noqa: E402
 from tests.helpers.llama_server import ServerDidNotStart, pin_cpu_build  # noqa: E402
 from tests.helpers.llama_server import start_llama_server as start_llama_cpp_server  # noqa: E402
 from tests.helpers.serve import LISTENING, stop_process  # noqa: E402
@@ -69,7 +82,7 @@ PAUSE_S = 1.0
 
 @dataclass
 class Server:
-    name: str
+    name: str  # "hearth", "llama_server" (llama_cpp.server) or "cpp_llama_server" (llama.cpp's C++ server)
     process: subprocess.Popen
     base_url: str
     client: openai.OpenAI = field(init=False)
@@ -90,6 +103,14 @@ class Reply:
     decode_s: float  # from the first content chunk to the last
     chunks: int  # content chunks
     usage: dict
+    timings: dict  # llama.cpp's C++ server's own (prompt_n: tokens it read; cache_n: reused); {} elsewhere
+    others_cores: float  # other programs' average busy cores while the request ran
+
+    def tokens_read(self, server: Server) -> int | None:
+        if server.name == "hearth":
+            cached = (self.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            return self.usage.get("prompt_tokens", 0) - cached
+        return self.timings.get("prompt_n")
 
 
 def log_tail(log: Path) -> str:
@@ -127,10 +148,18 @@ def start_llama_server(model: Path, context: int, threads: int, home: Path, cpus
 
 
 def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
+    with OthersCpu([server.process.pid]) as others:
+        reply = _stream_chat(server, messages, max_tokens)
+    reply.others_cores = round(others.cores, 2)
+    return reply
+
+
+def _stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
     sent = time.perf_counter()
     first = last = 0.0
     parts: list[str] = []
     usage: dict = {}
+    timings: dict = {}
     stream = server.client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=max_tokens,
                                                    temperature=0, stream=True,
                                                    stream_options={"include_usage": True})
@@ -138,6 +167,7 @@ def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
         now = time.perf_counter()
         if chunk.usage is not None:
             usage = chunk.usage.model_dump()
+        timings = (chunk.model_extra or {}).get("timings") or timings
         delta = chunk.choices[0].delta if chunk.choices else None
         content = delta.content if delta is not None else None
         # a reasoning model's thinking (Hearth's delta.reasoning_content) is written text too: it times the answer
@@ -148,7 +178,7 @@ def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
             last = now
             parts.append(content or thought or "")
     text = "".join(part for part in parts if part)  # what is sent back: the answer and, as plain text, the thinking
-    return Reply(text, (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage)
+    return Reply(text, (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage, timings, 0.0)
 
 
 def prompt_tokens(server: Server, messages: list[dict]) -> int:
@@ -159,12 +189,15 @@ def prompt_tokens(server: Server, messages: list[dict]) -> int:
 
 
 def tokens_per_word(server: Server, words: int = 400) -> float:
-    """The filler's tokens per word, counted by ``llama_cpp.server``'s tokenizer endpoint."""
-    body = json.dumps({"input": user_message(0, words)}).encode()
-    request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/extras/tokenize/count", body,
+    """The filler's tokens per word, counted by the baseline server's tokenizer endpoint."""
+    text, root = user_message(0, words), server.base_url.removesuffix("/v1")
+    cpp = server.name == "cpp_llama_server"
+    body = json.dumps({"content": text} if cpp else {"input": text}).encode()
+    request = urllib.request.Request(root + ("/tokenize" if cpp else "/extras/tokenize/count"), body,
                                      {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:
-        return json.load(response)["count"] / words
+        answer = json.load(response)
+    return (len(answer["tokens"]) if cpp else answer["count"]) / words
 
 
 def user_message(turn: int, words: int) -> str:
@@ -201,6 +234,8 @@ def conversation(servers: list[Server], turns: int, total_words: int, first_shar
             reply = stream_chat(server, history, answer_tokens)
             history.append({"role": "assistant", "content": reply.text})
             row[f"{server.name}_ttft_ms"] = round(reply.ttft_ms, 1)
+            row[f"{server.name}_read_tokens"] = reply.tokens_read(server)
+            row[f"{server.name}_others_cores"] = reply.others_cores
             if server.name == "hearth":
                 row["prompt_tokens"] = reply.usage.get("prompt_tokens")
                 row["hearth_cached_tokens"] = (reply.usage.get("prompt_tokens_details") or {}).get("cached_tokens")
@@ -221,33 +256,71 @@ def decode_speed(servers: list[Server], n_tokens: int, reps: int) -> dict:
         for server in alternating(servers, rep):
             time.sleep(PAUSE_S)
             reply = stream_chat(server, messages, n_tokens)
-            tokens = reply.usage.get("completion_tokens") if server.name == "hearth" else reply.chunks
+            tokens = reply.usage.get("completion_tokens") if server.name != "llama_server" else reply.chunks
             if tokens and tokens > 1 and reply.decode_s > 0:
                 speeds[server.name].append((tokens - 1) / reply.decode_s)
             print(json.dumps({"decode": server.name, "rep": rep, "tokens": tokens,
                               "seconds": round(reply.decode_s, 3)}), file=sys.stderr)
+    return with_ratio(speeds, servers)
+
+
+def with_ratio(speeds: dict[str, list[float]], servers: list[Server]) -> dict:
+    """Medians per server, and Hearth's over the baseline's (``ratio``)."""
     median = {name: round(statistics.median(values), 1) if values else None for name, values in speeds.items()}
-    ratio = median["hearth"] / median["llama_server"] if median["hearth"] and median["llama_server"] else None
+    hearth, baseline = median["hearth"], median[servers[1].name]
+    ratio = hearth / baseline if hearth and baseline else None
     return {**median, "ratio": round(ratio, 3) if ratio else None, "all": speeds}
+
+
+def prefill_speed(servers: list[Server], words: int, reps: int) -> dict:
+    """Prompt reading: a new conversation of about ``--prefill-tokens`` (no earlier state to stand on),
+    one answer token; its prompt tokens over the time to the first token, as the client sees it."""
+    speeds: dict[str, list[float]] = {s.name: [] for s in servers}
+    for rep in range(reps):
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(1000 + rep, words)}]
+        for server in alternating(servers, rep):
+            time.sleep(PAUSE_S)
+            reply = stream_chat(server, messages, 1)
+            tokens = reply.usage.get("prompt_tokens") or prompt_tokens(server, messages)
+            speeds[server.name].append(round(tokens / (reply.ttft_ms / 1000), 1))
+            print(json.dumps({"prefill": server.name, "rep": rep, "tokens": tokens, "ttft_ms": round(reply.ttft_ms),
+                              "others_cores": reply.others_cores}), file=sys.stderr)
+    return with_ratio(speeds, servers)
 
 
 def bench_model(ref: str, path: Path, args: argparse.Namespace, cpus: list[int] | None, home: Path) -> dict:
     servers = []
     try:
         servers.append(start_hearth(ref, args.context, args.draft, home, cpus))
-        servers.append(start_llama_server(path, args.context, args.threads, home, cpus))
-        words = round(args.history_tokens / tokens_per_word(servers[1]))
+        servers.append(start_baseline(path, args, home, cpus))
+        per_word = tokens_per_word(servers[1])
+        words = round(args.history_tokens / per_word)
         turns, histories = conversation(servers, args.turns, words, args.first_share, args.answer_tokens)
         counted = last_prompt_tokens(servers, histories)
         decode = decode_speed(servers, args.decode_tokens, args.reps)
+        prefill = prefill_speed(servers, round(args.prefill_tokens / per_word), args.reps)
     finally:
         for server in servers:
             server.stop()
-    last = turns[-1]
-    ratio = last["llama_server_ttft_ms"] / last["hearth_ttft_ms"] if last["hearth_ttft_ms"] else None
+    last, baseline = turns[-1], servers[1].name
+    ratio = last[f"{baseline}_ttft_ms"] / last["hearth_ttft_ms"] if last["hearth_ttft_ms"] else None
+    continued = [t[f"{baseline}_ttft_ms"] / t["hearth_ttft_ms"] for t in turns[1:] if t["hearth_ttft_ms"]]
     return {"turns": turns, "last_turn_prompt_tokens": counted,
-            "last_turn_ttft_ratio": round(ratio, 2) if ratio else None, "decode_tok_s": decode,
-            "history_words": words, "first_share": args.first_share}
+            "last_turn_ttft_ratio": round(ratio, 2) if ratio else None,
+            "continued_ttft_ratio_median": round(statistics.median(continued), 2) if continued else None,
+            "decode_tok_s": decode, "prefill_tok_s": prefill, "history_words": words, "first_share": args.first_share}
+
+
+def start_baseline(path: Path, args: argparse.Namespace, home: Path, cpus: list[int] | None) -> Server:
+    if args.against == "llama-cpp-python":
+        return start_llama_server(path, args.context, args.threads, home, cpus)
+    process, base_url = start_cpp_server(args.cpp_server, path, context=args.context, threads=args.threads,
+                                         log=home / "cpp-llama-server.log", preexec_fn=pin_to(cpus))
+    try:
+        return Server("cpp_llama_server", process, base_url)
+    except Exception:
+        stop_process(process)
+        raise
 
 
 def model_files(wanted: list[str], cache: Path) -> dict[str, tuple[str, Path]]:
@@ -274,6 +347,9 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=8192)
     parser.add_argument("--draft", default=DEFAULTS.draft, help="hearth serve's --draft (off: no speculative decoding)")
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    parser.add_argument("--against", choices=("llama-cpp-python", "llama-server"), default="llama-cpp-python",
+                        help="the baseline: llama_cpp.server, or llama.cpp's C++ llama-server (built once, cached)")
+    parser.add_argument("--prefill-tokens", type=int, default=2000, help="the prompt of the prompt-reading test")
     args = parser.parse_args()
     available = sorted(os.sched_getaffinity(0))
     cpus = available[:args.threads] if args.threads < len(available) else None
@@ -283,11 +359,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hearth-bench-serve-") as work:
         home = Path(work)
         variant = pin_cpu_build(home)
+        if args.against == "llama-server":
+            args.cpp_server = built_server(variant)
         for name in wanted:
             ref, path = files[name]
             (home / name).mkdir()
             results[name] = bench_model(ref, path, args, cpus, home / name)
-    print(json.dumps({"bench": "serve", "cpu_build": variant, "threads": args.threads, "context": args.context,
+    print(json.dumps({"bench": "serve", "against": args.against, "cpu_build": variant, "threads": args.threads, "context": args.context,
                       "hearth_draft": args.draft, "turns": args.turns, "answer_tokens": args.answer_tokens,
                       "models": results}, indent=2))
 

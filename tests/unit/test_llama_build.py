@@ -108,7 +108,7 @@ def test_no_installed_library_outside_the_amx_build_holds_an_amx_instruction():
 
 # -- Linux x86_64 stays as every cached wheel was built --------------------------------------------
 
-LINUX_COMMON = ["-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_LLAMAFILE=OFF", "-DLLAVA_BUILD=OFF",
+LINUX_COMMON = ["-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_LLAMAFILE=ON", "-DLLAVA_BUILD=OFF",
                 "-DCMAKE_BUILD_TYPE=Release"]
 LINUX_X86_VARIANTS = [
     ["sapphirerapids", ["avx512f", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"], True],
@@ -123,6 +123,9 @@ LINUX_PATCHES = [
      "const bool use_split_kv_path = false && !use_ref &&"],
     ["ggml/src/ggml-cpu/tiled/tiled.cpp", "return rows >= 8 || ggml_tiled_matmul_forced();",
      "return rows >= 16 || ggml_tiled_matmul_forced();"],
+    ["ggml/src/ggml-cpu/llamafile/sgemm.cpp", "    // only enable sgemm for prompt processing\n",
+     "    // only enable sgemm for prompt processing\n    if (n < 16)  // Hearth: verify batches stay exact\n"
+     "        return false;\n"],
 ]
 
 
