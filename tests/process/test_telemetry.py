@@ -19,7 +19,10 @@ def machine_has_cpu_temperature() -> bool:
 
 
 def telemetry_after(worker, command) -> tuple[p.Finished, p.Telemetry]:
+    """The request's end and a sample measured after it: the first sample to arrive after Finished
+    may have been measured before it (the sampler thread measures, then sends), the second cannot."""
     end = finished(collect(worker, command))
+    wait_for(worker, p.Telemetry, timeout=10)
     return end, wait_for(worker, p.Telemetry, timeout=10)
 
 
