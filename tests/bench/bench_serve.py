@@ -48,15 +48,10 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import openai
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -65,11 +60,9 @@ from engine.backends.base import default_threads  # noqa: E402
 from engine.protocol import DEFAULTS  # noqa: E402
 from model_store.installed import embedded_model_file  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
-from tests.helpers.cpp_server import built_server, start_cpp_server  # noqa: E402
-from tests.helpers.cpu_use import OthersCpu  # noqa: E402
-from tests.helpers.llama_server import ServerDidNotStart, pin_cpu_build  # noqa: E402
-from tests.helpers.llama_server import start_llama_server as start_llama_cpp_server  # noqa: E402
-from tests.helpers.serve import LISTENING, stop_process  # noqa: E402
+from tests.bench.serve_servers import Server, count_tokens, prompt_tokens, start_baseline, start_hearth, stream_chat  # noqa: E402
+from tests.helpers.cpp_server import built_server  # noqa: E402
+from tests.helpers.llama_server import pin_cpu_build  # noqa: E402
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
 WORDS = ("river stone light house garden winter market letter window music paper forest bridge candle "
@@ -78,126 +71,6 @@ DECODE_PROMPT = "Write a long story about a lighthouse keeper and the ships she 
 # Between requests: ggml's OpenMP threads spin for a while after their work, so a request sent at
 # once to the other server would share the cores with the first one's spinning threads.
 PAUSE_S = 1.0
-
-
-@dataclass
-class Server:
-    name: str  # "hearth", "llama_server" (llama_cpp.server) or "cpp_llama_server" (llama.cpp's C++ server)
-    process: subprocess.Popen
-    base_url: str
-    client: openai.OpenAI = field(init=False)
-    model_id: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.client = openai.OpenAI(base_url=self.base_url, api_key="not-needed", max_retries=0, timeout=600)
-        self.model_id = self.client.models.list().data[0].id
-
-    def stop(self) -> None:
-        stop_process(self.process)
-
-
-@dataclass
-class Reply:
-    text: str
-    ttft_ms: float
-    decode_s: float  # from the first content chunk to the last
-    chunks: int  # content chunks
-    usage: dict
-    timings: dict  # llama.cpp's C++ server's own (prompt_n: tokens it read; cache_n: reused); {} elsewhere
-    others_cores: float  # other programs' average busy cores while the request ran
-
-    def tokens_read(self, server: Server) -> int | None:
-        if server.name == "hearth":
-            cached = (self.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-            return self.usage.get("prompt_tokens", 0) - cached
-        return self.timings.get("prompt_n")
-
-
-def log_tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-3000:]
-
-
-def server_env(home: Path) -> dict[str, str]:
-    return {**os.environ, "HEARTH_HOME": str(home), "PYTHONPATH": str(ROOT)}
-
-
-def pin_to(cpus: list[int] | None):
-    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-
-
-def start_hearth(model_ref: str, context: int, draft: str, home: Path, cpus: list[int] | None) -> Server:
-    log = home / "hearth-serve.log"
-    command = [sys.executable, "-m", "app", "serve", "--port", "0", "--model", model_ref, "--context", str(context),
-               "--draft", draft]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("wb"),
-                               stdin=subprocess.DEVNULL, text=True, env=server_env(home), preexec_fn=pin_to(cpus))
-    match = LISTENING.search(process.stdout.readline())
-    if match is None:
-        process.kill()
-        raise SystemExit(f"hearth serve did not start:\n{log_tail(log)}")
-    return Server("hearth", process, match.group(1))
-
-
-def start_llama_server(model: Path, context: int, threads: int, home: Path, cpus: list[int] | None) -> Server:
-    try:
-        started = start_llama_cpp_server(model, context=context, threads=threads, log_dir=home,
-                                         env={"HEARTH_HOME": str(home)}, preexec_fn=pin_to(cpus))
-    except ServerDidNotStart as exc:
-        raise SystemExit(str(exc)) from None
-    return Server("llama_server", started.process, started.base_url)
-
-
-def stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
-    with OthersCpu([server.process.pid]) as others:
-        reply = _stream_chat(server, messages, max_tokens)
-    reply.others_cores = round(others.cores, 2)
-    return reply
-
-
-def _stream_chat(server: Server, messages: list[dict], max_tokens: int) -> Reply:
-    sent = time.perf_counter()
-    first = last = 0.0
-    parts: list[str] = []
-    usage: dict = {}
-    timings: dict = {}
-    stream = server.client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=max_tokens,
-                                                   temperature=0, stream=True,
-                                                   stream_options={"include_usage": True})
-    for chunk in stream:
-        now = time.perf_counter()
-        if chunk.usage is not None:
-            usage = chunk.usage.model_dump()
-        timings = (chunk.model_extra or {}).get("timings") or timings
-        delta = chunk.choices[0].delta if chunk.choices else None
-        content = delta.content if delta is not None else None
-        # a reasoning model's thinking (Hearth's delta.reasoning_content) is written text too: it times the answer
-        thought = (delta.model_extra or {}).get("reasoning_content") if delta is not None else None
-        ended = bool(chunk.choices and chunk.choices[0].finish_reason)
-        if content or thought or (ended and not first):  # an empty answer: its end is its first token
-            first = first or now
-            last = now
-            parts.append(content or thought or "")
-    text = "".join(part for part in parts if part)  # what is sent back: the answer and, as plain text, the thinking
-    return Reply(text, (first - sent) * 1000, last - first, sum(1 for p in parts if p), usage, timings, 0.0)
-
-
-def prompt_tokens(server: Server, messages: list[dict]) -> int:
-    """The server's own count of the rendered prompt (a non-streaming request, one answer token)."""
-    answer = server.client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=1,
-                                                   temperature=0)
-    return answer.usage.prompt_tokens
-
-
-def tokens_per_word(server: Server, words: int = 400) -> float:
-    """The filler's tokens per word, counted by the baseline server's tokenizer endpoint."""
-    text, root = user_message(0, words), server.base_url.removesuffix("/v1")
-    cpp = server.name == "cpp_llama_server"
-    body = json.dumps({"content": text} if cpp else {"input": text}).encode()
-    request = urllib.request.Request(root + ("/tokenize" if cpp else "/extras/tokenize/count"), body,
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.load(response)
-    return (len(answer["tokens"]) if cpp else answer["count"]) / words
 
 
 def user_message(turn: int, words: int) -> str:
@@ -293,7 +166,7 @@ def bench_model(ref: str, path: Path, args: argparse.Namespace, cpus: list[int] 
     try:
         servers.append(start_hearth(ref, args.context, args.draft, home, cpus))
         servers.append(start_baseline(path, args, home, cpus))
-        per_word = tokens_per_word(servers[1])
+        per_word = count_tokens(servers[1], user_message(0, 400)) / 400
         words = round(args.history_tokens / per_word)
         turns, histories = conversation(servers, args.turns, words, args.first_share, args.answer_tokens)
         counted = last_prompt_tokens(servers, histories)
@@ -309,18 +182,6 @@ def bench_model(ref: str, path: Path, args: argparse.Namespace, cpus: list[int] 
             "last_turn_ttft_ratio": round(ratio, 2) if ratio else None,
             "continued_ttft_ratio_median": round(statistics.median(continued), 2) if continued else None,
             "decode_tok_s": decode, "prefill_tok_s": prefill, "history_words": words, "first_share": args.first_share}
-
-
-def start_baseline(path: Path, args: argparse.Namespace, home: Path, cpus: list[int] | None) -> Server:
-    if args.against == "llama-cpp-python":
-        return start_llama_server(path, args.context, args.threads, home, cpus)
-    process, base_url = start_cpp_server(args.cpp_server, path, context=args.context, threads=args.threads,
-                                         log=home / "cpp-llama-server.log", preexec_fn=pin_to(cpus))
-    try:
-        return Server("cpp_llama_server", process, base_url)
-    except Exception:
-        stop_process(process)
-        raise
 
 
 def model_files(wanted: list[str], cache: Path) -> dict[str, tuple[str, Path]]:
