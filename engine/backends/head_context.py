@@ -124,6 +124,10 @@ class HeadContext:
         pointer = llama_cpp_ext.llama_get_embeddings_nextn_ith(self.handle, row)
         return np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).copy()
 
+    def pos_min(self) -> int:
+        """The first position in the head's cache (-1 when empty)."""
+        return int(llama_cpp.llama_memory_seq_pos_min(self.memory, 0))
+
     def pos_max(self) -> int:
         """The last position in the head's cache (-1 when empty)."""
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))

@@ -27,6 +27,12 @@ it pairs with), and how rows are written there (``_head_rows``: whether a cache 
 that position may go on past the gap). The head context itself is a
 :class:`engine.backends.head_context.HeadContext`.
 
+**Only a long read's tail.** Head rows are written when the head is next needed (a draft, a
+settle), not at each decode: the pairs wait in ``_waiting``, which keeps the last
+:data:`FOLLOW_TAIL` of them. A long prompt's earlier rows would cost the head a decode per row
+(about 7 % of a hybrid's prompt reading, issue 35) for guesses only a little sharper; the head's
+cache then starts at the tail, as after a restored snapshot.
+
 Idle (auto-off) rounds stop the following: the target then pays no copies of its rows and the head
 no decodes. Exactness never depends on the head: the verifier decides every token. Rows the head
 never saw (a request restored from a snapshot, idle rounds) only make its guesses worse.
@@ -44,6 +50,9 @@ from engine.session import ModelSession
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 
+FOLLOW_TAIL = 512  # the most (token, row) pairs of the target's decodes the head catches up on at once
+
+
 class HeadDrafter(Proposer):
     """A drafter whose head follows the target's decodes and chains guesses from its rows."""
 
@@ -55,6 +64,7 @@ class HeadDrafter(Proposer):
         self.sampling, self.rng, self.p_min = sampling, rng, p_min
         self._rows = np.zeros((0, head.n_embd), dtype=np.float32)  # the last target decode's rows
         self._rows_start = 0  # position of its first row
+        self._waiting: list[tuple[np.ndarray, np.ndarray, int]] = []  # head rows not written yet: tokens, rows, position
         self._attached = False
 
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
@@ -82,6 +92,7 @@ class HeadDrafter(Proposer):
         """Start following the target's decodes, with an empty head (a request starts)."""
         self.head.clear()
         self._rows = self._rows[:0]
+        self._waiting.clear()
         self._follow_target(True)
 
     def detach(self) -> None:
@@ -94,6 +105,7 @@ class HeadDrafter(Proposer):
         self._capture(on)
         self.session.context.after_decode = self._follow if on else None
         self._attached = on
+        self._waiting.clear()  # rows it will not see now only make its guesses worse
 
     def _row_at(self, position: int) -> np.ndarray | None:
         """The target's row at ``position``, if it came out of its last decode."""
@@ -108,12 +120,31 @@ class HeadDrafter(Proposer):
         self._rows, self._rows_start = rows, start
         tokens = np.asarray(tokens, dtype=np.int32)
         if previous is not None:
-            self._head_rows(tokens, np.concatenate([previous[None, :], rows[:-1]]), start - self.lag)
+            self._wait(tokens, np.concatenate([previous[None, :], rows[:-1]]), start - self.lag)
         elif len(tokens) > 1:  # no row before this batch: its first token ends no head row
-            self._head_rows(tokens[1:], rows[:-1], start + 1 - self.lag)
+            self._wait(tokens[1:], rows[:-1], start + 1 - self.lag)
+
+    def _wait(self, tokens: np.ndarray, rows: np.ndarray, position: int) -> None:
+        """Keep head rows to write later, the last FOLLOW_TAIL of them."""
+        self._waiting.append((tokens, rows, position))
+        excess = sum(len(t) for t, _, _ in self._waiting) - FOLLOW_TAIL
+        while excess > 0:
+            tokens, rows, position = self._waiting[0]
+            if len(tokens) <= excess:
+                self._waiting.pop(0)
+            else:
+                self._waiting[0] = (tokens[excess:], rows[excess:], position + excess)
+            excess -= min(excess, len(tokens))
+
+    def _catch_up(self) -> None:
+        """Write the head rows waiting (before the head drafts, or is cut back)."""
+        for tokens, rows, position in self._waiting:
+            self._head_rows(tokens, rows, position)
+        self._waiting.clear()
 
     def _drop_from(self, position: int) -> None:
         """Forget the head rows of the target's tokens at ``position`` and after."""
+        self._catch_up()
         self.head.truncate(position - self.lag)
 
     # -- the Proposer interface ------------------------------------------------------------------
@@ -139,6 +170,7 @@ class HeadDrafter(Proposer):
     def propose(self, history: list[int], k: int) -> Draft:
         position = len(history) - 1  # where the pending token goes
         row = self._row_at(position - 1)
+        self._catch_up()
         draft = Draft()
         if row is None:
             return draft  # the head has not seen the target's last state yet: decode plainly once
@@ -160,6 +192,7 @@ class HeadDrafter(Proposer):
         row = self._row_at(position - 1)
         if width < 2 or row is None:
             return [self.propose(history, k)]
+        self._catch_up()
         logits, first_row = self._step(history[-1], row, position)
         paths = []
         for first in top_tokens(logits, width):

@@ -225,3 +225,28 @@ def test_unknown_spec_is_a_clear_error():
 
 
 # EAGLE-3 drafting: tests/engine/test_drafting_eagle3.py
+
+
+def test_a_head_catches_up_on_a_long_reads_tail_only(hybrid_tiny):
+    """The MTP head writes its rows when it next drafts, and of a long prompt only the last
+    FOLLOW_TAIL (issue 35: every prompt row cost the head a decode); a short one it sees whole."""
+    from engine.sampling import make_rng
+    from engine.speculative.head_drafter import FOLLOW_TAIL
+    from engine.speculative.mtp import MtpDrafter
+
+    session = open_session(str(hybrid_tiny), n_ctx=2048, draft_max=4)
+    try:
+        head = MtpDrafter(session, sampling=GREEDY, rng=make_rng(0))
+        tokens = raw_prompt_tokens(session.model, " ".join(WORDS * 100))[:1201]
+        assert len(tokens) == 1201
+        for length in (300, 1200):
+            head.attach()
+            session.reset()
+            session.feed(tokens[:length])
+            assert head.head.pos_max() == -1, "nothing is written before the head is needed"
+            head.propose(tokens[:length] + [tokens[length]], 2)
+            assert head.head.pos_min() == max(1, length - FOLLOW_TAIL)  # the first token pairs with no row
+            assert head.head.pos_max() == length - 1
+        head.close()
+    finally:
+        session.close()
