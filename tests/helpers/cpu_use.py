@@ -4,12 +4,11 @@ kept busy). A contended turn shows in the numbers instead of hiding in a median.
 
 from __future__ import annotations
 
-import os
 import time
 
 import psutil
 
-from engine.thread_budget import busy_cpu_seconds, usable_cores
+from engine.thread_budget import busy_cpu_seconds, own_cpu_seconds, usable_cores
 
 
 def tree_cpu_seconds(pids: list[int]) -> float:
@@ -34,9 +33,8 @@ class OthersCpu:
         self.cores = 0.0
 
     def _sample(self) -> tuple[float, float, float]:
-        mine = os.times()
         return (time.monotonic(), busy_cpu_seconds(self.cores_list),
-                tree_cpu_seconds(self.pids) + mine.user + mine.system)
+                tree_cpu_seconds(self.pids) + own_cpu_seconds())
 
     def __enter__(self) -> OthersCpu:
         self._start = self._sample()
