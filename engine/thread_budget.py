@@ -63,9 +63,12 @@ class ThreadBudget:
             self.note()
 
     def __call__(self) -> int:
-        if self.clock() - self._decided_at < self.SAMPLE_S:
+        now = self.clock()
+        if now - self._decided_at < self.SAMPLE_S:
             return self.threads
-        self.note()
+        self._decided_at = now  # asked again sooner, it keeps the count (and the older notes)
+        if now - self._samples[-1][0] >= self.SAMPLE_S:
+            self.note()
         with self._lock:
             latest = self._samples[-1]
             earlier = [s for s in self._samples if latest[0] - s[0] >= self.WINDOW_S]
@@ -74,7 +77,6 @@ class ThreadBudget:
         then = earlier[-1]
         others = max(0.0, (latest[1] - then[1]) - (latest[2] - then[2])) / (latest[0] - then[0])
         self.threads = max(1, min(self.n_max, int(self.n_cores - others + 0.5)))
-        self._decided_at = latest[0]
         return self.threads
 
     def close(self) -> None:

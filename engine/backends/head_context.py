@@ -93,6 +93,7 @@ class HeadContext:
         if handle is None:
             raise RuntimeError(refused)
         self.handle, self.model, self.name = handle, model, name
+        self._target, self._threads = target, target.settings.n_threads
         self.n_batch, self.n_embd = n_batch, model.n_embd
         llama_cpp_ext.llama_set_embeddings_nextn(handle, True, True)  # masked: output rows only
         self.memory = llama_cpp.llama_get_memory(handle)
@@ -103,6 +104,7 @@ class HeadContext:
         """Rows ``(tokens[i], embd[i])`` at positions ``start_pos + i`` into the head's KV cache; logits
         for the last row (or every row); longer input is split into batches."""
         rows = self._rows
+        self.follow_threads()
         for begin, n in rows.chunks(len(tokens)):
             rows.token[:n] = tokens[begin:begin + n]
             rows.embd[:n] = embd[begin:begin + n]
@@ -113,6 +115,14 @@ class HeadContext:
             status = llama_cpp.llama_decode(self.handle, rows.batch)
             if status != 0:
                 raise RuntimeError(f"{self.name} failed to decode (llama_decode returned {status})")
+
+    def follow_threads(self) -> None:
+        """Use as many threads as the target's last decode did: when other programs keep a core
+        busy, the target's thread budget gave it up, and a head spinning on it would stall."""
+        threads = self._target.n_threads
+        if threads != self._threads:
+            llama_cpp.llama_set_n_threads(self.handle, threads, threads)
+            self._threads = threads
 
     def logits(self, row: int = -1) -> np.ndarray:
         """The head's logits at an output row of the last decode (a view; over the target's vocabulary)."""

@@ -173,6 +173,7 @@ class Eagle3Head(HeadContext):
         out = np.empty((len(features), self.n_embd), dtype=np.float32)
         enc = self._enc
         after = self.pos_max() + 1  # unused by the encoder graph, but llama.cpp wants them to follow the cache
+        self.follow_threads()
         for begin, n in enc.chunks(len(features)):
             enc.embd[:n] = features[begin:begin + n]
             enc.pos[:n] = np.arange(after, after + n, dtype=np.int32)

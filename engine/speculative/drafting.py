@@ -185,4 +185,5 @@ class Drafting:
         self._draft_model = DraftModel(path, self.session.model, n_ctx=self.session.n_ctx,
                                        n_threads=settings.n_threads, sampling=SamplingParams(),
                                        rng=np.random.default_rng())
+        self._draft_model.context.thread_budget = self.session.context.thread_budget  # gives cores up with the target
         return self._draft_model

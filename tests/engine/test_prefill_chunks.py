@@ -240,6 +240,18 @@ def test_a_program_that_has_stopped_costs_the_next_prompt_nothing():
     assert budget() == 2
 
 
+def test_a_budget_asked_before_every_fast_decode_still_decides():
+    """A tiny model decodes every fraction of a millisecond from the moment it is opened; being asked
+    that often must not push the older notes out before a window's worth exists (it did: the count
+    stayed at every core while another program kept one busy)."""
+    machine = FakeMachine()
+    budget = machine.budget()
+    for _ in range(2000):  # a second of decodes, 0.5 ms apart
+        machine.run(0.0005, others=1.0, own=1.0)
+        budget()
+    assert budget() == 1
+
+
 def test_the_watcher_notes_the_counters_without_being_asked():
     budget = ThreadBudget(2)
     try:

@@ -56,7 +56,8 @@ def test_a_reopened_conversation_shows_its_reasoning_closed(start_scripted, engi
     app.controller.open_conversation(turn.conversation_id)
     app.wait(lambda: len(app.window.chat_view.widgets) == 2 and app.window.chat_view.complete)
     widget = app.window.chat_view.widgets[-1]
-    assert widget.thinking.isVisible() and not widget.thinking.text.isVisible()
+    # Relative to the message: a widget added to a shown layout is itself shown by a queued call.
+    assert widget.thinking.isVisibleTo(widget) and not widget.thinking.text.isVisibleTo(widget)
     assert re.fullmatch(r"Thought for [\d.]+ m?s · 5 words", widget.thinking.header.text()), "the stored time"
     assert widget.rendered_text().strip() == "Four."
 
