@@ -43,8 +43,10 @@ def _decode_rows(path: Path, repack: bool) -> tuple[np.ndarray, np.ndarray]:
     from engine.backends.llama_cpp import LlamaContext, LlamaModel
 
     model = LlamaModel(path, repack=repack)
+    # One thread: the numbers do not depend on the count, and a busy machine (a build, another
+    # program's spinning threads) cannot stall a one-thread canary at ggml's barriers.
     context = LlamaContext(model, ContextSettings(n_ctx=128, n_batch=LONG_BATCH, n_ubatch=LONG_BATCH,
-                                                  n_threads=2))
+                                                  n_threads=1))
     try:
         context.decode(TOKENS, 0, all_logits=True)
         if not np.isfinite(context.logits(LONG_BATCH - 1)).all():
