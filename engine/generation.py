@@ -21,7 +21,7 @@ from engine.draft_spans import add_span
 from engine.backends.llama_cpp import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
-from engine.session import ModelSession
+from engine.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.token_sources import PlainSource
 from engine.reasoning import ReasoningSplitter, ReasoningStart
 from engine.text_stream import StopStringFilter, Utf8Stream
@@ -317,7 +317,7 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         if on_chunk_start is not None:
             on_chunk_start(done, len(chunk), len(tokens))
         try:
-            session.feed(chunk, abort=cancelled)
+            session.feed(chunk, abort=cancelled, prune=done + len(chunk) <= len(tokens) - FULL_ROWS_TAIL)
         except DecodeAborted:
             return None
         chunks.append(len(chunk))

@@ -17,6 +17,12 @@ from engine.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
+# The last rows of a prompt read computed to the end (every row's hidden state, the last row's
+# logits): what a drafting head follows (engine.speculative.head_drafter) and where the answer's
+# first token comes from. Chunks wholly before them are pruned (ModelSession.feed).
+FULL_ROWS_TAIL = 512
+
+
 class ModelSession:
     """Owns a model and its context; feeds tokens and hands out the logits of the last one."""
 
@@ -63,17 +69,18 @@ class ModelSession:
     def has_recurrent_state(self) -> bool:
         return self.facts.has_recurrent_state
 
-    def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None) -> None:
+    def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
         """Decode ``tokens`` after those already in the context; logits are kept for the last one.
 
         ``abort`` is polled while each batch is computed; when it turns true the batch stops and
         :class:`~engine.backends.llama_cpp.DecodeAborted` is raised, with the aborted batch counted
-        nowhere (see :meth:`_drop_unfinished`).
+        nowhere (see :meth:`_drop_unfinished`). ``prune``: only the state is wanted, not the logits
+        or hidden rows (:meth:`~engine.backends.llama_cpp.LlamaContext.decode`).
         """
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
             try:
-                self.context.decode(chunk, self.n_past, abort=abort)
+                self.context.decode(chunk, self.n_past, abort=abort, prune=prune)
             except DecodeAborted:
                 self._drop_unfinished()
                 raise

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import llama_cpp
 import numpy as np
+from llama_cpp import llama_cpp_ext
 
 from engine.backends import cpu_check
 from engine.backends.base import ContextSettings, ModelLoadError
@@ -367,6 +368,9 @@ class LlamaContext:
         # the rollback at that sequence's next decode, and only for that sequence (not for copies).
         self.rollback_pending: set[int] = set()
         self.n_threads = settings.n_threads  # what the next decode uses
+        self.hidden_rows = False  # output every row's final hidden state (an MTP head follows)
+        self.pruned = False  # the last decode computed past the last layer's attention only its output rows
+        self._outputs = (False, False)  # (hidden_rows, pruned) as llama.cpp was last told
         # Asked before every decode for the threads to use (engine.thread_budget.ThreadBudget); None: the settings'.
         self.thread_budget: Callable[[], int] | None = None
 
@@ -385,11 +389,13 @@ class LlamaContext:
         self._batch_seq_rows = max(self._batch_seq_rows, n)
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
-               abort: Callable[[], bool] | None = None) -> None:
+               abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
         """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row.
 
         ``abort`` is polled while the batch is computed (between graph nodes, many times a
         second); when it returns true the decode stops and raises :class:`DecodeAborted`.
+        ``prune``: the caller needs this batch's state only, so the model's last layer computes
+        past its attention only the output rows (see :meth:`_set_outputs`).
         """
         n = len(tokens)
         if not 0 < n <= self.settings.n_batch:
@@ -405,6 +411,7 @@ class LlamaContext:
             crash_if_injected("decode", cpu_check.active().variant)
         if self.thread_budget is not None:
             self.use_threads(self.thread_budget())
+        self._set_outputs(prune)
         if abort is None:
             status = llama_cpp.llama_decode(self.handle, self._batch)
         else:
@@ -435,10 +442,31 @@ class LlamaContext:
         self._batch.n_tokens = n
         if self.thread_budget is not None:
             self.use_threads(self.thread_budget())
+        self._set_outputs(False)
         status = llama_cpp.llama_decode(self.handle, self._batch)
         if status != 0:
             raise RuntimeError(_decode_failure(status, max(positions) + 1, self.n_ctx))
         self.rollback_pending.difference_update(seq_ids)
+
+    def output_hidden_rows(self, on: bool) -> None:
+        """Have each unpruned decode output every row's final hidden state (or stop)."""
+        self.hidden_rows = on
+        self._set_outputs(self.pruned)
+
+    def _set_outputs(self, prune: bool) -> None:
+        """Tell llama.cpp which rows the next decode carries to the end.
+
+        Qwen3.5's graph in this llama.cpp (and Nemotron-H's) drops the rows no output needs at the
+        last layer only when told to ("masked"); otherwise that layer's FFN runs for every row of a
+        prompt chunk, whose logits but the last are never read. A pruned decode leaves the state
+        (every layer's KV and recurrent state) as an unpruned one does; only the output rows'
+        numbers may take other kernels, so a read prunes only chunks whose outputs nobody reads
+        (:data:`engine.session.FULL_ROWS_TAIL`). Other architectures always drop them."""
+        wanted = (self.hidden_rows, prune)
+        if wanted != self._outputs:
+            llama_cpp_ext.llama_set_embeddings_nextn(self.handle, *wanted)
+            self._outputs = wanted
+        self.pruned = prune
 
     def use_threads(self, n: int) -> None:
         """Decode with ``n`` threads from now on (the results do not depend on it, only the speed)."""

@@ -24,8 +24,8 @@ from engine.backends.llama_cpp import LlamaContext
 
 
 def output_hidden_states(target: LlamaContext, on: bool) -> None:
-    """Have the target output its hidden state for every row of each decode (or stop)."""
-    llama_cpp_ext.llama_set_embeddings_nextn(target.handle, on, False)
+    """Have the target output its hidden state for every row of each unpruned decode (or stop)."""
+    target.output_hidden_rows(on)
 
 
 def hidden_states(target: LlamaContext, n_rows: int) -> np.ndarray:

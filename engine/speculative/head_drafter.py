@@ -31,7 +31,9 @@ that position may go on past the gap). The head context itself is a
 settle), not at each decode: the pairs wait in ``_waiting``, which keeps the last
 :data:`FOLLOW_TAIL` of them. A long prompt's earlier rows would cost the head a decode per row
 (about 7 % of a hybrid's prompt reading, issue 35) for guesses only a little sharper; the head's
-cache then starts at the tail, as after a restored snapshot.
+cache then starts at the tail, as after a restored snapshot. The target's prompt chunks before
+that tail are pruned (:meth:`engine.backends.llama_cpp.LlamaContext.decode`): they output no rows,
+and the head forgets what it was following.
 
 Idle (auto-off) rounds stop the following: the target then pays no copies of its rows and the head
 no decodes. Exactness never depends on the head: the verifier decides every token. Rows the head
@@ -46,11 +48,11 @@ import numpy as np
 
 from engine.backends.head_context import HeadContext
 from engine.sampling import SamplingParams
-from engine.session import ModelSession
+from engine.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 
-FOLLOW_TAIL = 512  # the most (token, row) pairs of the target's decodes the head catches up on at once
+FOLLOW_TAIL = FULL_ROWS_TAIL  # the most (token, row) pairs of the target's decodes the head catches up on at once
 
 
 class HeadDrafter(Proposer):
@@ -114,6 +116,10 @@ class HeadDrafter(Proposer):
 
     def _follow(self, tokens, start: int, seq_id: int, first_row: int = 0) -> None:
         if seq_id != 0:
+            return
+        if self.session.context.pruned:  # a prompt chunk before the tail: no rows came out of it
+            self._rows = self._rows[:0]
+            self._waiting.clear()
             return
         previous = self._row_at(start - 1)
         rows = self._target_rows(len(tokens), first_row)
