@@ -80,11 +80,6 @@ class SpeculativeSource(PlainSource):
         self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
         proposer.reset()
 
-    def first(self) -> int:
-        token = super().first()
-        self.proposer.prepare(self.session.tokens)
-        return token
-
     def _room(self) -> int:
         return self.session.n_ctx - self.session.n_past - 2
 
@@ -92,7 +87,9 @@ class SpeculativeSource(PlainSource):
         k = min(self.policy.draft_length(), self._room())
         self.proposer.set_active(k > 0)
         if k > 0:
-            self.proposer.prepare(self.session.tokens)  # a one-off catch-up, not the cost of a round
+            # A one-off catch-up, not the cost of a round; after the first token is out, which
+            # never waits for a draft model to read the prompt.
+            self.proposer.prepare(self.session.tokens)
         started = time.perf_counter()
         drafts = self._propose(pending, k) if k > 0 else []
         if not drafts or not drafts[0].tokens:

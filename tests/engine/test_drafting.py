@@ -214,6 +214,17 @@ def test_sampled_check_can_fail():
     assert statistic > chi2_critical(df)
 
 
+def test_the_first_token_does_not_wait_for_a_draft_model_to_read_the_prompt(tiny, test_models):
+    make = drafter(tiny, "model:" + str(test_models["hybrid-draft"]), draft_max=3)
+    prompt = raw_prompt_tokens(tiny.model, " ".join(WORDS * 4))
+    run = Generation(tiny, prompt, GenerationSettings(GREEDY, max_tokens=8), make_source=make)
+    deltas = iter(run)
+    next(deltas)
+    assert run.source.proposer.tokens == [], "the draft model read before the first token went out"
+    list(deltas)
+    assert run.source.proposer.tokens[:len(prompt)] == prompt
+
+
 def test_mismatched_vocabulary_is_refused(tiny, smollm2):
     with pytest.raises(DraftIncompatible, match="vocabulary"):
         Drafting(tiny).plan(parse_draft_spec(f"model:{smollm2}"), 4)
