@@ -9,8 +9,10 @@ one answer token each. Speed is the prompt's tokens over the time to the first t
 sees it.
 
 Per model the JSON gives every speed, per server the best and the median over all pairs, and
-Hearth's ratios to llama-server: ``best_ratio`` (best against best: each server at its luckiest)
-and ``median_ratio``. Servers run as ``bench_serve.py --against llama-server`` runs them (same
+Hearth's ratios to llama-server: ``pair_ratios`` (per pair, Hearth's median over llama-server's:
+the two measured in the same minutes, so a noisy neighbour or a slow draw weighs on both) and
+their median ``pair_ratio_median``, the figure to quote; ``best_ratio`` (best against best) and
+``median_ratio`` (over all pairs at once). Servers run as ``bench_serve.py --against llama-server`` runs them (same
 file, context, batch, threads, CPU build; tests/bench/serve_servers.py).
 
 Run ``.venv/bin/pip install -e '.[bench]'`` first, then
@@ -66,8 +68,10 @@ def read_once(server: Server, words: int, seed: int) -> tuple[float, float]:
 
 def bench_model(ref: str, path: Path, args: argparse.Namespace, home: Path) -> dict:
     speeds: dict[str, list[float]] = {HEARTH: [], CPP: []}
+    pair_ratios: list[float] = []
     busiest = 0.0
     for pair in range(args.pairs):
+        before = {name: len(values) for name, values in speeds.items()}
         folder = home / f"pair{pair}"
         folder.mkdir()
         servers = start_pair(ref, path, args, folder, pair)
@@ -86,11 +90,14 @@ def bench_model(ref: str, path: Path, args: argparse.Namespace, home: Path) -> d
         finally:
             for server in servers:
                 server.stop()
+        this_pair = {name: statistics.median(values[before[name]:]) for name, values in speeds.items()}
+        pair_ratios.append(round(this_pair[HEARTH] / this_pair[CPP], 3))
     best = {name: max(values) for name, values in speeds.items()}
     median = {name: statistics.median(values) for name, values in speeds.items()}
     return {"all": speeds, "best": best, "median": median,
             "best_ratio": round(best[HEARTH] / best[CPP], 3),
             "median_ratio": round(median[HEARTH] / median[CPP], 3),
+            "pair_ratios": pair_ratios, "pair_ratio_median": statistics.median(pair_ratios),
             "others_cores_max": busiest}
 
 
