@@ -16,6 +16,13 @@ snapshot*, under the question's message, taken in memory while the prompt was re
 turn stands on it and reads the answer as the template writes it now, the new message and the
 framing, never the whole conversation. The answer's own token ids are kept (fewer tokens read
 than a re-tokenized transcript), so long as they spell its stored text byte for byte.
+
+Taking the question's state costs the prompt a second decode (the answer's cue read apart, one
+more pass over the weights: 26-36 ms of a 120-token prompt on the hybrid bench model). A turn
+pays it only while the template is not known to write this model's answers back as they were
+read (``_written_back``, learnt from the last answer): a question snapshot would not be kept
+otherwise. A wrong guess costs speed once, never a token: that turn's next turn reads the answer
+again from the snapshot before it.
 """
 
 from __future__ import annotations
@@ -87,6 +94,10 @@ class SnapshotCursor:
         self.keeper = keeper
         self.session = session
         self.live: SnapshotRecord | None = None  # the snapshot the live state equals, if any
+        # Per thinking switch: whether the template wrote this model's last answer back as it was
+        # read. Then the next turn reads its prompt in one part (a question snapshot would not be
+        # kept); unknown or not, in two, keeping the question's state at the checkpoint.
+        self._written_back: dict[bool | None, bool] = {}
 
     def forget_live(self) -> None:
         self.live = None
@@ -124,7 +135,8 @@ class SnapshotCursor:
             closed = render_for(model, chat, answer=False, options=options)
             start.reasoning = reasoning_start(target.text[len(closed.text):]) if target.text.startswith(
                 closed.text) else "detect"
-            start.question = self._question(messages[-1].id, start, closed)
+            if not self._written_back.get(options.enable_thinking, False):
+                start.question = self._question(messages[-1].id, start, closed)
         return start
 
     def _question(self, message_id: str | None, start: TurnStart, closed: RenderedChat) -> Question | None:
@@ -227,8 +239,11 @@ class SnapshotCursor:
             # state would hold what the stored text does not say, so the next turn reads it again.
             spelled = written.encode() == raw
             written += model.token_text(pending) if ended_on_eog else ""
+        reusable = answer_ends and spelled and self._answer_reusable(start, run, written)
+        if answer_ends and spelled:
+            self._written_back[start.options.enable_thinking] = reusable
         captured = self.keeper.capture()
-        if question is not None and not (answer_ends and spelled and self._answer_reusable(start, run, written)):
+        if question is not None and not reusable:
             self._save_question(start, question, conversation_id, captured)
             return None  # the answer's own state would never be stood on: the next turn reads it again
         decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])

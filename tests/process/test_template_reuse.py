@@ -89,3 +89,21 @@ def test_a_date_the_template_writes_is_the_conversations_so_its_state_serves_on_
     held = held_text(model, SnapshotStore(chat.store.db), saved[0])
     assert time.strftime("%d %b %Y", time.localtime(started)) in held
     assert time.strftime("%d %b %Y") not in held
+
+
+def test_once_the_template_writes_an_answer_back_later_turns_read_their_prompt_in_one_part(hybrid_tiny, hearth_home):
+    """Taking the question's state costs a second decode for the answer's cue; a plain ChatML template
+    writes the answer back as it was read, so after the first turn shows it, no turn pays that
+    (Qwen3.5's never does: the test above keeps its question snapshots)."""
+    chat = Chat(hearth_home, str(hybrid_tiny))
+    try:
+        chat.start_worker()
+        reports = [chat.say(question, max_tokens=8).finished.snapshot for question in QUESTIONS]
+    finally:
+        if chat.client is not None:
+            chat.stop_worker()
+    snapshots = SnapshotStore(chat.store.db)
+    chunks = [snapshots.get(report.snapshot_id).layout["prefill_chunks"] for report in reports]
+    assert len(chunks[0]) == 2, "the first turn reads the question, then the cue"
+    assert [len(c) for c in chunks[1:]] == [1, 1], chunks
+    assert all(report.restored for report in reports[1:])
