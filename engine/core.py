@@ -23,7 +23,7 @@ import msgspec
 from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
-from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
+from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatTemplateError, RenderOptions
 from engine.context_growth import ContextLimit, answer_room, context_report, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from engine import protocol as p
 from engine.draft_spans import add_span
-from engine.backends.llama_cpp import DecodeAborted
+from engine.backends.llama_context import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
 from engine.session import FULL_ROWS_TAIL, ModelSession

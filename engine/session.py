@@ -9,7 +9,8 @@ import numpy as np
 
 from engine.backends.base import ContextSettings, ModelLoadError, default_threads
 from engine.protocol import ModelFacts
-from engine.backends.llama_cpp import DecodeAborted, LlamaContext, LlamaModel
+from engine.backends.llama_context import DecodeAborted, LlamaContext
+from engine.backends.llama_cpp import LlamaModel
 from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.model_files import check_model_file, resolve_model_ref
 from engine.prompts import check_chat_template
@@ -73,9 +74,9 @@ class ModelSession:
         """Decode ``tokens`` after those already in the context; logits are kept for the last one.
 
         ``abort`` is polled while each batch is computed; when it turns true the batch stops and
-        :class:`~engine.backends.llama_cpp.DecodeAborted` is raised, with the aborted batch counted
+        :class:`~engine.backends.llama_context.DecodeAborted` is raised, with the aborted batch counted
         nowhere (see :meth:`_drop_unfinished`). ``prune``: only the state is wanted, not the logits
-        or hidden rows (:meth:`~engine.backends.llama_cpp.LlamaContext.decode`).
+        or hidden rows (:meth:`~engine.backends.llama_context.LlamaContext.decode`).
         """
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]

@@ -30,7 +30,8 @@ from engine import protocol as p
 from engine.speculative.draft_choice import parse_draft_spec
 from engine.backends.base import ContextSettings, default_threads
 from engine.backends.cpu_variants import CpuBackendError
-from engine.backends.llama_cpp import LlamaContext, LlamaModel, init_backend
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel, init_backend
 from app.engine_clients.client import new_request_id
 from app.engine_clients.inproc_client import InprocClient
 from engine.prompts import raw_prompt_tokens

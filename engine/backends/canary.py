@@ -40,7 +40,8 @@ TOKENS = [(7 * i + 3) % N_VOCAB for i in range(LONG_BATCH)]
 def _decode_rows(path: Path, repack: bool) -> tuple[np.ndarray, np.ndarray]:
     """Logits of a short batch, and of the same tokens one at a time (after a long batch ran)."""
     from engine.backends.base import ContextSettings
-    from engine.backends.llama_cpp import LlamaContext, LlamaModel
+    from engine.backends.llama_context import LlamaContext
+    from engine.backends.llama_cpp import LlamaModel
 
     model = LlamaModel(path, repack=repack)
     # One thread: the numbers do not depend on the count, and a busy machine (a build, another

@@ -30,7 +30,8 @@ import llama_cpp
 import numpy as np
 from llama_cpp import llama_cpp_ext
 
-from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel
 
 
 def make_head_context(model: LlamaModel, target: LlamaContext, n_batch: int, *, ctx_type: int | None = None):

@@ -1,10 +1,12 @@
-"""The llama-cpp-python adapter: the only module that imports ``llama_cpp``.
+"""The llama-cpp-python adapter: loaded models, the backend's set-up and the quantizer. Only this
+module, :mod:`engine.backends.llama_context` and the heads' adapters import ``llama_cpp``.
 
 It uses the low-level C API (the high-level ``Llama`` class cannot roll back hybrid models'
-recurrent state). A :class:`LlamaModel` is a loaded GGUF plus its vocabulary; a
-:class:`LlamaContext` is one inference context over it: batched decode, logits, and the memory and
-sequence-state calls that drafting and snapshots need. llama.cpp's log is captured so that a load
-failure can say *why* (unknown architecture, truncated tensor data, ...).
+recurrent state). A :class:`LlamaModel` is a loaded GGUF plus its vocabulary; an inference context
+over it is :class:`engine.backends.llama_context.LlamaContext`. Here too: the backend's one-time
+set-up (this machine's CPU build, see :mod:`engine.backends.cpu_check`) and llama.cpp's quantizer.
+llama.cpp's log is captured so that a load failure can say *why* (unknown architecture, truncated
+tensor data, ...).
 """
 
 from __future__ import annotations
@@ -14,17 +16,13 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from pathlib import Path
 
 import llama_cpp
-import numpy as np
-from llama_cpp import llama_cpp_ext
 
 from engine.backends import cpu_check
-from engine.backends.base import ContextSettings, ModelLoadError
+from engine.backends.base import ModelLoadError
 from engine.protocol import ModelFacts
 from engine.backends.cpu_variants import CpuBackendError, load_library
 from engine.backends.faults import crash_if_injected, injected_signal
@@ -33,7 +31,6 @@ from engine.model_files import weight_type
 log = logging.getLogger(__name__)
 
 LIBRARY_ENV = "HEARTH_CPU_LIBRARY"  # benchmarks only: a CPU backend file used as it is, without a canary
-STATE_PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part only, no attention KV
 BACKEND_VERSION = f"llama-cpp-python {llama_cpp.__version__}"
 
 
@@ -107,17 +104,9 @@ def _init_backend() -> _LlamaLog:
 _DECODE_FAULT = False  # test-only: the first decode dies (engine.backends.faults)
 
 
-class DecodeAborted(Exception):
-    """A decode stopped by its abort check (llama_decode returned 2) before it finished.
-
-    What the context's memory holds afterwards is the caller's to put right: llama.cpp drops the
-    attention KV of the unfinished micro-batch, but micro-batches finished before it stay, and a
-    recurrent state may be half-updated (some layers written, others not). See
-    :meth:`engine.session.ModelSession.feed`.
-    """
-
-    def __init__(self) -> None:
-        super().__init__("decoding was aborted")
+def decode_fault_armed() -> bool:
+    """Test-only: whether the first decode is to die (HEARTH_TEST_CPU_FAULT names "decode")."""
+    return _DECODE_FAULT
 
 
 def quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None = None) -> Path:
@@ -274,10 +263,16 @@ class LlamaModel:
 
     def supports_rollback(self) -> bool:
         """Whether this build can roll back the recurrent state (``n_rs_seq``) for this arch."""
-        if self._rollback_probe is None:
-            probe = LlamaContext(self, ContextSettings(n_ctx=64, n_batch=8, n_ubatch=8, n_threads=1, n_rs_seq=1))
-            self._rollback_probe = probe.n_rs_seq
-            probe.close()
+        if self._rollback_probe is None:  # a small context asking for one plane: llama.cpp clamps it to 0 if not
+            params = llama_cpp.llama_context_default_params()
+            params.n_ctx, params.n_batch, params.n_ubatch, params.n_rs_seq = 64, 8, 8, 1
+            params.n_threads = params.n_threads_batch = 1
+            params.no_perf = True
+            probe = llama_cpp.llama_init_from_model(self.handle, params)
+            if not probe:
+                raise ModelLoadError(self.path, "llama.cpp could not create a small context for this model")
+            self._rollback_probe = int(llama_cpp.llama_n_rs_seq(probe))
+            llama_cpp.llama_free(probe)
         return self._rollback_probe > 0
 
     def facts(self) -> ModelFacts:
@@ -305,256 +300,3 @@ class LlamaModel:
             has_chat_template=self.chat_template() is not None,
             backend_version=BACKEND_VERSION,
         )
-
-
-@dataclass
-class _BatchViews:
-    """numpy views over a llama_batch's arrays, so filling a batch costs no Python loop."""
-
-    token: np.ndarray
-    pos: np.ndarray
-    logits: np.ndarray
-
-
-# ContextSettings.kv_type; f32 only for reference contexts in tests (exact against other runtimes)
-KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "f32": llama_cpp.GGML_TYPE_F32}
-
-
-class LlamaContext:
-    """One inference context: decode batches for sequence 0..n_seq_max-1, read logits and state."""
-
-    def __init__(self, model: LlamaModel, settings: ContextSettings) -> None:
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = settings.n_ctx
-        params.n_batch = settings.n_batch
-        params.n_ubatch = settings.n_ubatch
-        params.n_seq_max = settings.n_seq_max
-        params.n_rs_seq = settings.n_rs_seq
-        params.kv_unified = settings.kv_unified
-        params.n_threads = settings.n_threads
-        params.n_threads_batch = settings.n_threads_batch or settings.n_threads
-        params.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if settings.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        params.type_k = params.type_v = KV_TYPES[settings.kv_type]
-        params.no_perf = True
-        handle = llama_cpp.llama_init_from_model(model.handle, params)
-        if not handle:
-            raise ModelLoadError(model.path, f"llama.cpp could not create a context of {settings.n_ctx} tokens "
-                                 "(not enough memory? try a shorter context)")
-        self.model = model
-        # llama.cpp makes the batches no longer than a short context (n_batch = min(n_ctx, n_batch)):
-        # the settings say what it made, so no decode is ever longer than it accepts.
-        self.settings = settings = replace(settings, n_batch=int(llama_cpp.llama_n_batch(handle)),
-                                           n_ubatch=int(llama_cpp.llama_n_ubatch(handle)))
-        self.handle = handle
-        self.memory = llama_cpp.llama_get_memory(handle)
-        self.n_ctx = int(llama_cpp.llama_n_ctx(handle))
-        self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(handle))
-        self._batch = llama_cpp.llama_batch_init(settings.n_batch, 0, settings.n_seq_max)
-        self._views = _BatchViews(
-            token=np.ctypeslib.as_array(self._batch.token, shape=(settings.n_batch,)),
-            pos=np.ctypeslib.as_array(self._batch.pos, shape=(settings.n_batch,)),
-            logits=np.ctypeslib.as_array(self._batch.logits, shape=(settings.n_batch,)),
-        )
-        self._batch_seq, self._batch_seq_rows = 0, 0
-        self._n_seq_id = np.ctypeslib.as_array(self._batch.n_seq_id, shape=(settings.n_batch,))
-        self._n_seq_id[:] = 1
-        # Called after every successful decode with (tokens, start position, sequence): an MTP head
-        # follows the target this way, reading the hidden states of exactly what was decoded.
-        self.after_decode: Callable[[list[int] | np.ndarray, int, int], None] | None = None
-        self._abort = _AbortCheck(handle)
-        # Sequences rolled back through the recurrent planes and not decoded since: llama.cpp applies
-        # the rollback at that sequence's next decode, and only for that sequence (not for copies).
-        self.rollback_pending: set[int] = set()
-        self.n_threads = settings.n_threads  # what the next decode uses
-        self.hidden_rows = False  # output every row's final hidden state (an MTP head follows)
-        self.pruned = False  # the last decode computed past the last layer's attention only its output rows
-        self._outputs = (False, False)  # (hidden_rows, pruned) as llama.cpp was last told
-        # Asked before every decode for the threads to use (engine.thread_budget.ThreadBudget); None: the settings'.
-        self.thread_budget: Callable[[], int] | None = None
-
-    def close(self) -> None:
-        if self.handle:
-            llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self.handle)
-            self.handle = None
-
-    def _set_batch_seq(self, seq_id: int, n: int) -> None:
-        """Rows 0..n-1 of the batch belong to ``seq_id`` (rows are only rewritten when that changes)."""
-        if seq_id != self._batch_seq:
-            self._batch_seq, self._batch_seq_rows = seq_id, 0
-        for i in range(self._batch_seq_rows, n):
-            self._batch.seq_id[i][0] = seq_id
-        self._batch_seq_rows = max(self._batch_seq_rows, n)
-
-    def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
-               abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
-        """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row.
-
-        ``abort`` is polled while the batch is computed (between graph nodes, many times a
-        second); when it returns true the decode stops and raises :class:`DecodeAborted`.
-        ``prune``: the caller needs this batch's state only, so the model's last layer computes
-        past its attention only the output rows (see :meth:`_set_outputs`).
-        """
-        n = len(tokens)
-        if not 0 < n <= self.settings.n_batch:
-            raise ValueError(f"a batch holds 1..{self.settings.n_batch} tokens, got {n}")
-        self._set_batch_seq(seq_id, n)
-        views = self._views
-        views.token[:n] = tokens
-        views.pos[:n] = np.arange(start_pos, start_pos + n, dtype=np.int32)
-        views.logits[:n] = 1 if all_logits else 0
-        views.logits[n - 1] = 1
-        self._batch.n_tokens = n
-        if _DECODE_FAULT:
-            crash_if_injected("decode", cpu_check.active().variant)
-        if self.thread_budget is not None:
-            self.use_threads(self.thread_budget())
-        self._set_outputs(prune)
-        if abort is None:
-            status = llama_cpp.llama_decode(self.handle, self._batch)
-        else:
-            with self._abort.polling(abort):
-                status = llama_cpp.llama_decode(self.handle, self._batch)
-        if status == 2 and abort is not None:
-            raise DecodeAborted()
-        if status != 0:
-            raise RuntimeError(_decode_failure(status, start_pos + n, self.n_ctx))
-        self.rollback_pending.discard(seq_id)
-        if self.after_decode is not None:
-            self.after_decode(tokens, start_pos, seq_id)
-
-    def decode_rows(self, tokens: list[int], positions: list[int], seq_ids: list[int]) -> None:
-        """Decode one batch whose rows belong to several sequences, with logits at every row (a
-        tree of drafts verified at once: one sequence per path). ``after_decode`` is not called:
-        only sequence 0's decodes are followed."""
-        n = len(tokens)
-        if not 0 < n <= self.settings.n_batch or not len(positions) == len(seq_ids) == n:
-            raise ValueError(f"a batch holds 1..{self.settings.n_batch} rows, each with a position and a sequence")
-        for i, seq_id in enumerate(seq_ids):
-            self._batch.seq_id[i][0] = seq_id
-        self._batch_seq, self._batch_seq_rows = -1, 0  # the next single-sequence decode rewrites the rows
-        views = self._views
-        views.token[:n] = tokens
-        views.pos[:n] = positions
-        views.logits[:n] = 1
-        self._batch.n_tokens = n
-        if self.thread_budget is not None:
-            self.use_threads(self.thread_budget())
-        self._set_outputs(False)
-        status = llama_cpp.llama_decode(self.handle, self._batch)
-        if status != 0:
-            raise RuntimeError(_decode_failure(status, max(positions) + 1, self.n_ctx))
-        self.rollback_pending.difference_update(seq_ids)
-
-    def output_hidden_rows(self, on: bool) -> None:
-        """Have each unpruned decode output every row's final hidden state (or stop)."""
-        self.hidden_rows = on
-        self._set_outputs(self.pruned)
-
-    def _set_outputs(self, prune: bool) -> None:
-        """Tell llama.cpp which rows the next decode carries to the end.
-
-        Qwen3.5's graph in this llama.cpp (and Nemotron-H's) drops the rows no output needs at the
-        last layer only when told to ("masked"); otherwise that layer's FFN runs for every row of a
-        prompt chunk, whose logits but the last are never read. A pruned decode leaves the state
-        (every layer's KV and recurrent state) as an unpruned one does; only the output rows'
-        numbers may take other kernels, so a read prunes only chunks whose outputs nobody reads
-        (:data:`engine.session.FULL_ROWS_TAIL`). Other architectures always drop them."""
-        wanted = (self.hidden_rows, prune)
-        if wanted != self._outputs:
-            llama_cpp_ext.llama_set_embeddings_nextn(self.handle, *wanted)
-            self._outputs = wanted
-        self.pruned = prune
-
-    def use_threads(self, n: int) -> None:
-        """Decode with ``n`` threads from now on (the results do not depend on it, only the speed)."""
-        if n != self.n_threads:
-            llama_cpp.llama_set_n_threads(self.handle, n, n)
-            self.n_threads = n
-
-    def logits(self, row: int = -1) -> np.ndarray:
-        """Logits of an output row of the last decode (a view: copy it to keep it past the next decode)."""
-        pointer = llama_cpp.llama_get_logits_ith(self.handle, row)
-        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,))
-
-    # -- memory and sequence state ---------------------------------------------------------------
-
-    def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
-        self.rollback_pending.clear()
-
-    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
-        removed = bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, p0, p1))
-        if p0 <= 0 and p1 < 0:
-            self.rollback_pending.discard(seq_id)
-        elif removed and self.n_rs_seq:
-            self.rollback_pending.add(seq_id)
-        return removed
-
-    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
-        """Make sequence ``dst`` a copy of ``src`` (recurrent cells are copied on the next decode,
-        from the live plane: a rollback pending on ``src`` is not seen by ``dst``)."""
-        llama_cpp.llama_memory_seq_cp(self.memory, src, dst, p0, p1)
-
-    def seq_pos_max(self, seq_id: int = 0) -> int:
-        return int(llama_cpp.llama_memory_seq_pos_max(self.memory, seq_id))
-
-    def state_size(self, seq_id: int = 0, flags: int = 0) -> int:
-        return int(llama_cpp.llama_state_seq_get_size_ext(self.handle, seq_id, flags))
-
-    def state_get(self, seq_id: int = 0, flags: int = 0) -> bytes:
-        size = self.state_size(seq_id, flags)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data_ext(self.handle, buf, size, seq_id, flags)
-        return bytes(memoryview(buf)[:written])
-
-    def state_set(self, blob: bytes | bytearray | np.ndarray, seq_id: int = 0, flags: int = 0) -> bool:
-        """Load a sequence state; a writable buffer (bytearray, uint8 array) is read in place."""
-        size = len(blob)
-        array_type = ctypes.c_uint8 * size
-        buf = array_type.from_buffer_copy(blob) if isinstance(blob, bytes) else array_type.from_buffer(blob)
-        loaded = llama_cpp.llama_state_seq_set_data_ext(self.handle, buf, size, seq_id, flags) > 0
-        self.rollback_pending.discard(seq_id)
-        return loaded
-
-
-class _AbortCheck:
-    """llama.cpp's abort callback for one context, installed only while an abortable decode runs.
-
-    ggml calls it from the decoding thread after every graph node; each call takes the GIL, so it
-    is not left installed for the one-token decodes of generation, which stop between steps anyway.
-    The ctypes callback object lives as long as this object (llama.cpp keeps only its address).
-    """
-
-    def __init__(self, handle: llama_cpp.llama_context_p) -> None:
-        self._handle = handle
-        self._check: Callable[[], bool] | None = None
-        self._callback = llama_cpp.ggml_abort_callback(self._poll)
-        self._none = llama_cpp.ggml_abort_callback()  # a null function pointer: no callback
-
-    def _poll(self, _data: ctypes.c_void_p) -> bool:
-        try:
-            return bool(self._check is not None and self._check())
-        except Exception:  # an exception cannot cross into C: stop the decode, say why in the log
-            log.exception("the abort check of a decode failed; the decode is aborted")
-            return True
-
-    @contextmanager
-    def polling(self, check: Callable[[], bool]) -> Iterator[None]:
-        self._check = check
-        llama_cpp.llama_set_abort_callback(self._handle, self._callback, None)
-        try:
-            yield
-        finally:
-            llama_cpp.llama_set_abort_callback(self._handle, self._none, None)
-            self._check = None
-
-
-def _decode_failure(status: int, end_pos: int, n_ctx: int) -> str:
-    if status == 1:
-        return f"the context is full ({end_pos} of {n_ctx} tokens); start a new conversation or use a longer context"
-    if status == 2:
-        return "decoding was aborted"
-    return f"llama.cpp failed to decode (status {status})"

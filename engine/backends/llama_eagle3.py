@@ -45,7 +45,8 @@ import numpy as np
 from llama_cpp import llama_cpp_ext
 
 from engine.backends.head_context import HeadContext, RowBatch
-from engine.backends.llama_cpp import LlamaContext, LlamaModel, _meta_string
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel, _meta_string
 
 _ctx_p, _model_p = llama_cpp.llama_context_p_ctypes, llama_cpp.llama_model_p_ctypes
 _bind = llama_cpp_ext._ctypes_function_from_names  # noqa: SLF001 - the ABI-aware lookup llama-cpp-python uses

@@ -20,7 +20,7 @@ import numpy as np
 from llama_cpp import llama_cpp_ext
 
 from engine.backends.head_context import HeadContext
-from engine.backends.llama_cpp import LlamaContext
+from engine.backends.llama_context import LlamaContext
 
 
 def output_hidden_states(target: LlamaContext, on: bool) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends.base import ContextSettings, ModelLoadError
-from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel
 from engine.model_files import DRAFT_ELSE, check_model_file
 from engine.sampling import SamplingParams
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens

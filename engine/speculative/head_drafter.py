@@ -32,7 +32,7 @@ settle), not at each decode: the pairs wait in ``_waiting``, which keeps the las
 :data:`FOLLOW_TAIL` of them. A long prompt's earlier rows would cost the head a decode per row
 (about 7 % of a hybrid's prompt reading, issue 35) for guesses only a little sharper; the head's
 cache then starts at the tail, as after a restored snapshot. The target's prompt chunks before
-that tail are pruned (:meth:`engine.backends.llama_cpp.LlamaContext.decode`): they output no rows,
+that tail are pruned (:meth:`engine.backends.llama_context.LlamaContext.decode`): they output no rows,
 and the head forgets what it was following.
 
 Idle (auto-off) rounds stop the following: the target then pays no copies of its rows and the head

@@ -24,7 +24,7 @@ Two things in llama.cpp need care:
 
 from __future__ import annotations
 
-from engine.backends.llama_cpp import STATE_PARTIAL_ONLY, LlamaContext
+from engine.backends.llama_context import STATE_PARTIAL_ONLY, LlamaContext
 
 
 class TreeState:

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from engine.backends.base import ContextSettings
-from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel
 from engine.backends.llama_eagle3 import Eagle3Head
 from tests.fixtures.eagle3_fit import fit_prompts
 from tests.fixtures.make_models import make_models

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from engine.backends.base import ContextSettings
-from engine.backends.llama_cpp import LlamaContext, LlamaModel
+from engine.backends.llama_context import LlamaContext
+from engine.backends.llama_cpp import LlamaModel
 from engine.backends.llama_eagle3 import Eagle3Head, Eagle3Incompatible, llama_get_ctx_other
 from tests.fixtures.bpe_vocab import build_vocab
 from tests.fixtures.eagle3_head import write_eagle3

@@ -26,7 +26,8 @@ import onnx
 import pytest
 
 from engine.backends.base import ContextSettings
-from engine.backends.llama_cpp import STATE_PARTIAL_ONLY, LlamaModel
+from engine.backends.llama_context import STATE_PARTIAL_ONLY
+from engine.backends.llama_cpp import LlamaModel
 from engine.backends.qnn import cpu_session, run
 from engine.npu.gguf_weights import UnsupportedModel, load_model
 from engine.npu.handoff import kv_layout, recurrent_size, state_from_blob, state_to_blob

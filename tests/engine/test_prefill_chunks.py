@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from engine.backends.base import ContextSettings
-from engine.backends.llama_cpp import DecodeAborted, LlamaModel
+from engine.backends.llama_context import DecodeAborted
+from engine.backends.llama_cpp import LlamaModel
 from engine.generation import Generation, GenerationSettings, prefill
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY

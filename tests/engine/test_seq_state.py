@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
+from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.prompts import raw_prompt_tokens
 from engine.session import open_session
 from engine.state.seq_state import (

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from engine.backends.base import ModelLoadError
-from engine.backends.llama_cpp import STATE_PARTIAL_ONLY
+from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.context_memory import (
     CONTEXT_STEP, AttentionCache, ModelMemory, attention_cache, model_memory, plan_context, recurrent_bytes,
 )
