@@ -26,7 +26,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,10 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine.backends.base import default_threads  # noqa: E402
 from engine.protocol import DEFAULTS  # noqa: E402
-from tests.bench.bench_serve import PAUSE_S, SYSTEM, alternating, model_files, user_message  # noqa: E402
+from tests.bench.bench_serve import PAUSE_S, SYSTEM, alternating, per_model, user_message  # noqa: E402
 from tests.bench.serve_servers import Server, count_tokens, start_baseline, start_hearth, stream_chat  # noqa: E402
-from tests.helpers.cpp_server import built_server  # noqa: E402
-from tests.helpers.llama_server import pin_cpu_build  # noqa: E402
 
 HEARTH, CPP = "hearth", "cpp_llama_server"
 
@@ -113,17 +110,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
     args = parser.parse_args()
     args.against = "llama-server"
-    wanted = args.models.split(",")
-    files = model_files(wanted, args.cache)
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="hearth-bench-prefill-") as work:
-        home = Path(work)
-        variant = pin_cpu_build(home)
-        args.cpp_server = built_server(variant)
-        for name in wanted:
-            ref, path = files[name]
-            (home / name).mkdir()
-            results[name] = bench_model(ref, path, args, home / name)
+    variant, results = per_model(args, "hearth-bench-prefill-",
+                                 lambda ref, path, home: bench_model(ref, path, args, home))
     print(json.dumps({"bench": "prefill_pairs", "cpu_build": variant, "threads": args.threads,
                       "context": args.context, "hearth_draft": args.draft, "pairs": args.pairs, "reps": args.reps,
                       "prefill_tokens": args.prefill_tokens, "models": results}, indent=2))

@@ -51,6 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,6 +194,24 @@ def model_files(wanted: list[str], cache: Path) -> dict[str, tuple[str, Path]]:
     return {name: files[name] for name in wanted}
 
 
+def per_model(args: argparse.Namespace, prefix: str, bench: Callable[[str, Path, Path], dict]) -> tuple[str, dict]:
+    """Pin Hearth's CPU build (and build llama-server on it when it is the baseline), then
+    ``bench(ref, path, folder)`` for each of ``--models`` in a folder of its own; (build, results)."""
+    wanted = args.models.split(",")
+    files = model_files(wanted, args.cache)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix=prefix) as work:
+        home = Path(work)
+        variant = pin_cpu_build(home)
+        if args.against == "llama-server":
+            args.cpp_server = built_server(variant)
+        for name in wanted:
+            ref, path = files[name]
+            (home / name).mkdir()
+            results[name] = bench(ref, path, home / name)
+    return variant, results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="smollm2,hybrid-bench")
@@ -214,18 +233,8 @@ def main() -> None:
     args = parser.parse_args()
     available = sorted(os.sched_getaffinity(0))
     cpus = available[:args.threads] if args.threads < len(available) else None
-    wanted = args.models.split(",")
-    files = model_files(wanted, args.cache)
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="hearth-bench-serve-") as work:
-        home = Path(work)
-        variant = pin_cpu_build(home)
-        if args.against == "llama-server":
-            args.cpp_server = built_server(variant)
-        for name in wanted:
-            ref, path = files[name]
-            (home / name).mkdir()
-            results[name] = bench_model(ref, path, args, cpus, home / name)
+    variant, results = per_model(args, "hearth-bench-serve-",
+                                 lambda ref, path, home: bench_model(ref, path, args, cpus, home))
     print(json.dumps({"bench": "serve", "against": args.against, "cpu_build": variant, "threads": args.threads, "context": args.context,
                       "hearth_draft": args.draft, "turns": args.turns, "answer_tokens": args.answer_tokens,
                       "models": results}, indent=2))
