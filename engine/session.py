@@ -31,6 +31,7 @@ class ModelSession:
         self.model = model
         self.context = LlamaContext(model, settings)
         self.tokens: list[int] = []
+        self.resets = 0  # how often the context was cleared: a state held since then is gone
         self._facts = facts
         # How the context was sized (open_session sets them; a session made directly has none).
         self.memory: ModelMemory | None = None
@@ -65,6 +66,15 @@ class ModelSession:
     def reset(self) -> None:
         self.context.clear()
         self.tokens.clear()
+        self.resets += 1
+
+    def rewind(self, n_tokens: int, recurrent_blob: bytes | None) -> bool:
+        """Go back to the first ``n_tokens`` of the live sequence (see LlamaContext.rewind); False
+        when llama.cpp refused, and then the context must be reset before it is used again."""
+        if not 0 < n_tokens <= self.n_past or not self.context.rewind(0, n_tokens, recurrent_blob):
+            return False
+        del self.tokens[n_tokens:]
+        return True
 
     @property
     def has_recurrent_state(self) -> bool:

@@ -39,7 +39,8 @@ from engine.prompts import render_for, rendered_tokens
 from engine.reasoning import ReasoningStart, reasoning_start
 from engine.session import ModelSession
 from engine.state.seq_state import StateFormatError
-from engine.state.snapshot_keeper import Captured, Checkpoint, Segment, SnapshotKeeper, SnapshotUnusable, model_fingerprint
+from engine.state.snapshot_keeper import (Captured, Checkpoint, HeldState, Segment, SnapshotKeeper, SnapshotUnusable,
+                                          model_fingerprint)
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotRecord
@@ -98,6 +99,7 @@ class SnapshotCursor:
         # read. Then the next turn reads its prompt in one part (a question snapshot would not be
         # kept); unknown or not, in two, keeping the question's state at the checkpoint.
         self._written_back: dict[bool | None, bool] = {}
+        self._held: HeldState | None = None  # the last question snapshot, while the live state still holds it
 
     def forget_live(self) -> None:
         self.live = None
@@ -206,6 +208,9 @@ class SnapshotCursor:
         if self.live is not None and self.live.id == snapshot.id and self.session.n_past == snapshot.n_tokens:
             return snapshot.n_tokens, 0
         self.live = None
+        if self._held is not None and self.keeper.rewind(self._held, snapshot):
+            self.live = snapshot
+            return snapshot.n_tokens, 0
         replayed = self.keeper.restore(snapshot, notes)
         self.live = snapshot
         return snapshot.n_tokens - replayed, replayed
@@ -258,6 +263,7 @@ class SnapshotCursor:
         question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id,
                                           parent=start.base, segment=segment, text=start.text_before + question.text,
                                           captured=captured, point=question.point)
+        self._held = self.keeper.hold(question.saved, question.point)
 
     def _answer_reusable(self, start: TurnStart, run: Generation, written: str) -> bool:
         """Whether the next turn will stand on the answer's snapshot: the template, given the answer

@@ -228,6 +228,17 @@ class LlamaContext:
             self.rollback_pending.add(seq_id)
         return removed
 
+    def rewind(self, seq_id: int, n_tokens: int, recurrent_blob: bytes | None) -> bool:
+        """Make ``seq_id`` hold its first ``n_tokens`` again, as llama-server restores a context
+        checkpoint: the recurrent part set from ``recurrent_blob`` (taken at that point with
+        :data:`STATE_PARTIAL_ONLY`; None for a model without one), then the attention KV after them
+        removed (the recurrent cell already stands there, so nothing is rolled back)."""
+        if recurrent_blob is not None and not self.state_set(recurrent_blob, seq_id, STATE_PARTIAL_ONLY):
+            return False
+        removed = bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, n_tokens, -1))
+        self.rollback_pending.discard(seq_id)
+        return removed
+
     def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
         """Make sequence ``dst`` a copy of ``src`` (recurrent cells are copied on the next decode,
         from the live plane: a rollback pending on ``src`` is not seen by ``dst``)."""

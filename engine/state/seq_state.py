@@ -100,6 +100,11 @@ def split_header(blob: bytes) -> tuple[int, memoryview]:
     return _I32.unpack_from(blob, 4)[0], memoryview(blob)[8:]
 
 
+def with_header(seq_id: int, body: bytes) -> bytes:
+    """A blob of ``body`` for sequence ``seq_id`` (the inverse of :func:`split_header`)."""
+    return _U32.pack(MAGIC) + _I32.pack(seq_id) + body
+
+
 def _parse_kv(body: bytes, meta_bytes: int) -> tuple[KvLayout, KvCells, int]:
     r = _Reader(body)
     n_stream = r.take(_U32)

@@ -29,7 +29,8 @@ from engine.backends.base import ContextSettings
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.backends.llama_cpp import BACKEND_VERSION
 from engine.session import ModelSession
-from engine.state.seq_state import KvCells, KvLayout, Scatter, StateFormatError, parse_kv, plan_blob, split_header
+from engine.state.seq_state import (KvCells, KvLayout, Scatter, StateFormatError, parse_kv, plan_blob, split_header,
+                                    with_header)
 from model_store.snapshots import SnapshotCorrupt, SnapshotRecord, SnapshotStore
 
 FORMAT_VERSION = 1
@@ -67,6 +68,19 @@ class Checkpoint:
     """The state at an earlier point of the live sequence: where, and its recurrent part then."""
 
     n_tokens: int
+    recurrent: bytes
+
+
+@dataclass(frozen=True)
+class HeldState:
+    """A saved snapshot whose state the live sequence still holds but for its recurrent part: its KV
+    cells are the live sequence's first tokens (later tokens left them as they were), and its
+    recurrent part is kept in memory. Moving back to it is a copy, as llama-server restores its
+    context checkpoints, instead of reading the snapshot's files (tens of MB of KV by turn 10)."""
+
+    snapshot_id: str
+    resets: int  # the session's reset count when it was taken: any reset since loses the KV
+    tokens: tuple[int, ...]
     recurrent: bytes
 
 
@@ -142,7 +156,26 @@ class SnapshotKeeper:
             layout=layout_json, parts=parts,
         )
 
+    def hold(self, record: SnapshotRecord, point: Checkpoint) -> HeldState:
+        """Keep ``record`` (saved from ``point``, an earlier point of the live sequence) to rewind to."""
+        tokens = tuple(self.session.tokens[:point.n_tokens])
+        return HeldState(record.id, self.session.resets, tokens, point.recurrent)
+
     # -- restoring -------------------------------------------------------------------------------
+
+    def rewind(self, held: HeldState, snapshot: SnapshotRecord) -> bool:
+        """Put ``snapshot``'s state into the session from ``held`` when the live sequence still
+        holds it (see :class:`HeldState`); False when it does not, and the snapshot must be restored."""
+        session, n_tokens = self.session, snapshot.n_tokens
+        if held.snapshot_id != snapshot.id or held.resets != session.resets or len(held.tokens) != n_tokens \
+                or session.n_past < n_tokens or tuple(session.tokens[:n_tokens]) != held.tokens:
+            return False
+        blob = with_header(0, held.recurrent) if self.has_recurrent else None
+        if not session.rewind(n_tokens, blob):
+            session.reset()
+            return False
+        self.store.touch(snapshot.id)
+        return True
 
     def restore(self, snapshot: SnapshotRecord, notes: list[str]) -> int:
         """Put ``snapshot``'s state into the session; returns how many tokens were replayed.

@@ -107,3 +107,30 @@ def test_once_the_template_writes_an_answer_back_later_turns_read_their_prompt_i
     assert len(chunks[0]) == 2, "the first turn reads the question, then the cue"
     assert [len(c) for c in chunks[1:]] == [1, 1], chunks
     assert all(report.restored for report in reports[1:])
+
+
+def test_a_turn_on_the_question_state_kept_in_memory_answers_as_one_restored_from_its_snapshot(tmp_path):
+    """Under Qwen3.5's template each turn stands on the last question's snapshot. While the worker's
+    live sequence still holds it, it is taken back in memory (its recurrent part copied, the KV after
+    it dropped); after a restart it is read from its files. Both answer the next messages alike."""
+    model = real_model(REAL_TINY["qwen35"])
+
+    def answers(home, restart_before: int | None) -> list[list[int]]:
+        chat = Chat(home, str(model))
+        chat.start_worker()
+        got = []
+        try:
+            for turn, question in enumerate(QUESTIONS):
+                if turn == restart_before:
+                    chat.stop_worker()
+                    chat.start_worker()
+                result = chat.say(question, max_tokens=12).finished
+                assert turn == 0 or result.snapshot.restored, result.snapshot.notes
+                got.append(result.token_ids)
+        finally:
+            chat.stop_worker()
+        return got
+
+    in_memory, restored = answers(tmp_path / "in-memory", None), answers(tmp_path / "restarted", 1)
+    assert in_memory == restored
+    assert all(len(ids) > 3 for ids in in_memory[1:])
