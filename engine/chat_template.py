@@ -84,6 +84,11 @@ class RenderedChat:
     text: str
     content_spans: tuple[Span, ...] = ()
 
+    def prefix(self, end: int) -> RenderedChat:
+        """The prompt up to character ``end``, its spans cut there."""
+        spans = tuple((a, min(b, end)) for a, b in self.content_spans if a < end)
+        return RenderedChat(self.text[:end], spans)
+
     def suffix(self, start: int) -> RenderedChat:
         """The prompt from character ``start`` on, with its spans moved along."""
         spans = tuple((max(a, start) - start, b - start) for a, b in self.content_spans if b > start)

@@ -99,6 +99,7 @@ class SnapshotCursor:
         # read. Then the next turn reads its prompt in one part (a question snapshot would not be
         # kept); unknown or not, in two, keeping the question's state at the checkpoint.
         self._written_back: dict[bool | None, bool] = {}
+        self._cues: dict[bool | None, str] = {}  # per thinking switch: the answer's cue the template wrote last
         self._held: HeldState | None = None  # the last question snapshot, while the live state still holds it
 
     def forget_live(self) -> None:
@@ -134,12 +135,27 @@ class SnapshotCursor:
             start = TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
         start.messages, start.options = chat, options
         if answer:
-            closed = render_for(model, chat, answer=False, options=options)
+            closed = self._closed(chat, options, target)
             start.reasoning = reasoning_start(target.text[len(closed.text):]) if target.text.startswith(
                 closed.text) else "detect"
             if not self._written_back.get(options.enable_thinking, False):
                 start.question = self._question(messages[-1].id, start, closed)
         return start
+
+    def _closed(self, chat: list[ChatMessage], options: RenderOptions, target: RenderedChat) -> RenderedChat:
+        """The conversation as the template writes it without the answer's cue. The cue is the same
+        after any conversation in every template seen, so the one learnt last is cut off ``target``
+        instead of rendering it all again (20-40 ms for Qwen3.5's template at 5k tokens); it is
+        learnt again whenever ``target`` does not end with it. A wrong cut costs no token: the
+        question's tokens are checked against the prompt's, and a snapshot is stood on only where
+        the next rendering starts with its text."""
+        cue = self._cues.get(options.enable_thinking)
+        if cue and target.text.endswith(cue):
+            return target.prefix(len(target.text) - len(cue))
+        closed = render_for(self.session.model, chat, answer=False, options=options)
+        if target.text.startswith(closed.text):
+            self._cues[options.enable_thinking] = target.text[len(closed.text):]
+        return closed
 
     def _question(self, message_id: str | None, start: TurnStart, closed: RenderedChat) -> Question | None:
         """Where the question ends among the turn's new tokens, if the state there can be kept: the
