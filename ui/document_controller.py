@@ -36,7 +36,7 @@ from app.engine_clients.remote.spec import REMOTE_PREFIX
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import DocumentStore
-from model_store.extract import DocumentError, ExtractedDocument, extract_text
+from app.services.extract import DocumentError, ExtractedDocument, extract_text
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
 from ui.document_offers import DocumentOffers

@@ -23,7 +23,7 @@ from engine import protocol as p
 from model_store.catalogue import CatalogueError
 from model_store.conversations import ConversationStore
 from model_store.download_errors import format_bytes
-from model_store.extract import ExtractedDocument
+from app.services.extract import ExtractedDocument
 from model_store.installed import ModelLibrary
 from ui.remote_text import answering_model
 from ui.views.document_progress import PartChoice

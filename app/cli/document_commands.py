@@ -25,7 +25,7 @@ from engine import protocol as p
 from app.engine_clients.client import EngineClient, EngineDead
 from model_store.conversations import ConversationStore
 from model_store.documents import DocumentStore
-from model_store.extract import DocumentError, extract_text
+from app.services.extract import DocumentError, extract_text
 
 LOAD_WHO = "a `hearth doc load` command"
 

@@ -27,7 +27,7 @@ from app.engine_clients.client import new_request_id
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import StoreError
 from model_store.documents import Document, DocumentStore
-from model_store.extract import ExtractedDocument
+from app.services.extract import ExtractedDocument
 from model_store.snapshots import SnapshotStore
 from model_store.writer_lock import WriterLock
 

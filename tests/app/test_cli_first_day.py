@@ -21,7 +21,7 @@ import pytest
 from app.serve.main import what_to_do_when_unable_to_listen
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
-from model_store.extract import DocumentError, extract_text
+from app.services.extract import DocumentError, extract_text
 from tests.helpers.cli import HEARTH, error_line, hearth, installed_hearth
 
 SHORT = ("--max-tokens", "4", "--temperature", "0")

@@ -40,7 +40,7 @@ from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
 from model_store.documents import DocumentStore  # noqa: E402
-from model_store.extract import ExtractedDocument  # noqa: E402
+from app.services.extract import ExtractedDocument  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 GREEDY = p.SamplingSpec(temperature=0)

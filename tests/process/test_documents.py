@@ -15,7 +15,7 @@ from app.engine_clients.inproc_client import InprocClient
 from model_store.conversations import ConversationStore
 from model_store.db import StoreError, database_path, open_database
 from model_store.documents import DocumentStore, text_sha256
-from model_store.extract import ExtractedDocument
+from app.services.extract import ExtractedDocument
 from model_store.snapshots import SnapshotStore
 
 GREEDY = p.SamplingSpec(temperature=0)

@@ -7,7 +7,7 @@ import re
 from PySide6.QtCore import Qt
 
 from model_store.documents import DocumentStore
-from model_store.extract import READ_CHUNK_BYTES, DocumentError
+from app.services.extract import READ_CHUNK_BYTES, DocumentError
 from tests.helpers.documents import write_document
 from tests.helpers.gui import stored, watch_notices, write_settings
 

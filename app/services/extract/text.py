@@ -8,10 +8,10 @@ from html.parser import HTMLParser
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
-from model_store.extract.common import (
+from app.services.extract.common import (
     HTML, READ_CHUNK_BYTES, SAMPLE_BYTES, DocumentError, ExtractedDocument, Job, empty_error,
 )
-from model_store.extract.encoding import Encoding, detect_encoding
+from app.services.extract.encoding import Encoding, detect_encoding
 
 class _TextSink(Protocol):
     def write(self, text: str) -> None: ...

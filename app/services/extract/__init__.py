@@ -43,12 +43,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from model_store.extract.common import (
+from app.services.extract.common import (
     DEFAULT_MAX_CHARS, KIND_BY_EXTENSION, PDF, READ_CHUNK_BYTES, SAMPLE_BYTES, TEXT, DocumentError, ExtractedDocument, Job,
     empty_error, folder_error, not_a_file_error, unreadable_error,
 )
-from model_store.extract.pdf import extract_pdf
-from model_store.extract.text import extract_text_like
+from app.services.extract.pdf import extract_pdf
+from app.services.extract.text import extract_text_like
 
 __all__ = ["DocumentError", "ExtractedDocument", "extract_text", "KIND_BY_EXTENSION", "SAMPLE_BYTES", "READ_CHUNK_BYTES"]
 

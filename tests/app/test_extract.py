@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from model_store.extract import READ_CHUNK_BYTES, SAMPLE_BYTES, DocumentError, ExtractedDocument, extract_text
+from app.services.extract import READ_CHUNK_BYTES, SAMPLE_BYTES, DocumentError, ExtractedDocument, extract_text
 from tests.helpers.pdf import IMAGE_PAGE, pdf_of_pages, pdf_with_an_image_per_page, text_pdf
 
 

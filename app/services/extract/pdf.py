@@ -18,8 +18,8 @@ from typing import BinaryIO
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
-from model_store.extract.common import PDF, DocumentError, ExtractedDocument, Job, damaged_error, empty_error
-from model_store.extract.text import normalise_newlines
+from app.services.extract.common import PDF, DocumentError, ExtractedDocument, Job, damaged_error, empty_error
+from app.services.extract.text import normalise_newlines
 
 log = logging.getLogger(__name__)
 
