@@ -1,0 +1,104 @@
+"""What a conversation's turn costs besides reading its prompt, under a model's real chat template.
+
+A real worker process answers one conversation of ``--turns`` turns (greedy, ``--answer-tokens``
+tokens, messages of ``--words`` filler words). Per turn, the time from sending it to its first
+token as the caller sees it (``send_turn``'s events), less the worker's own time from the start of
+reading to the first token (``Finished.timings.ttft_ms``). What is left is the turn's overhead:
+storing the messages, the pipe, rendering the conversation and finding its snapshot, and bringing
+the state there (restored from its files, or taken back in memory). Prompt reading does not enter
+it, so it stays steady on a machine whose reading speed wanders from one minute to the next (see
+``bench_prefill_pairs.py``); ``against_commit.py`` compares it across commits.
+
+Models are cache names of the real-template fixtures (tests/helpers/real_models.py): by default
+``qwen35-real-tiny`` (Qwen3.5's template and vocabulary, tiny weights: the overhead a template and a
+tokenizer cost) and ``qwen35-0.8b-shape`` (the same at Qwen3.5-0.8B's shape: its state is real-sized).
+Prints one JSON object: per model, every turn's overhead and tokens read, and the median over the
+continued turns (``overhead_ms_median``).
+Usage: ``python tests/bench/bench_turn_overhead.py [--models qwen35-real-tiny,qwen35-0.8b-shape]
+[--turns 12] [--words 300] [--answer-tokens 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from app.engine_clients.process_client import ProcessClient  # noqa: E402
+from app.services.turn import send_turn  # noqa: E402
+from engine import protocol as p  # noqa: E402
+from model_store.conversations import ConversationStore  # noqa: E402
+from model_store.db import database_path, open_database  # noqa: E402
+from tests.helpers.real_models import real_model  # noqa: E402
+
+WORDS = ("the river runs past the mill and under the old stone bridge where children fish in summer "
+         "while the town keeps its market on the square beside the church").split()
+
+
+def message(turn: int, words: int) -> str:
+    return f"Message {turn}: " + " ".join(WORDS[(turn + i) % len(WORDS)] for i in range(words))
+
+
+def one_turn(store: ConversationStore, client: ProcessClient, conversation_id: str, text: str,
+             answer_tokens: int) -> dict:
+    first: list[float] = []
+
+    def on_event(event) -> None:
+        if isinstance(event, p.TokenDelta) and not first:
+            first.append(time.perf_counter())
+
+    sent = time.perf_counter()
+    result = send_turn(store, client, conversation_id, text, sampling=p.SamplingSpec(temperature=0),
+                       max_tokens=answer_tokens, on_event=on_event)
+    if result.errors or result.finished is None or not first:
+        raise SystemExit(f"the turn failed: {result.errors}")
+    finished = result.finished
+    caller_ttft = (first[0] - sent) * 1000
+    return {"caller_ttft_ms": round(caller_ttft, 1), "worker_ttft_ms": round(finished.timings.ttft_ms, 1),
+            "overhead_ms": round(caller_ttft - finished.timings.ttft_ms, 1),
+            "read_tokens": finished.snapshot.prefilled_tokens if finished.snapshot else None}
+
+
+def run_model(name: str, turns: int, words: int, answer_tokens: int) -> dict:
+    model = str(real_model(name))
+    with tempfile.TemporaryDirectory(prefix="hearth-turn-overhead-") as folder:
+        data_dir = Path(folder)
+        store = ConversationStore(open_database(database_path(data_dir)))
+        conversation = store.create("turn overhead", model=model)
+        client = ProcessClient(data_dir=data_dir)
+        client.start()
+        client.load_model(model)
+        rows = []
+        try:
+            for turn in range(1, turns + 1):
+                rows.append({"turn": turn} | one_turn(store, client, conversation.id, message(turn, words),
+                                                      answer_tokens))
+                print(json.dumps({"model": name} | rows[-1]), file=sys.stderr, flush=True)
+        finally:
+            client.close()
+            store.db.close()
+    continued = [row["overhead_ms"] for row in rows[1:]]
+    return {"turns": rows, "overhead_ms_median": round(statistics.median(continued), 1) if continued else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="qwen35-real-tiny,qwen35-0.8b-shape")
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--words", type=int, default=300, help="filler words per user message")
+    parser.add_argument("--answer-tokens", type=int, default=8)
+    args = parser.parse_args()
+    models = {name: run_model(name, args.turns, args.words, args.answer_tokens) for name in args.models.split(",")}
+    print(json.dumps({"bench": "turn_overhead", "turns": args.turns, "words": args.words, "models": models},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    main()
