@@ -41,7 +41,7 @@ from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
-from engine.turn_events import PendingDelta, Turn, closing_event
+from engine.request_events import PendingDelta, ReadingRequest, closing_event
 from engine.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
@@ -195,7 +195,7 @@ class EngineCore:
 
     # -- generation ------------------------------------------------------------------------------
 
-    def run_turn(self, command: Turn) -> None:
+    def run_turn(self, command: ReadingRequest) -> None:
         """The one path of every request that reads (and, unless it is a document, writes): stand
         on a snapshot or start clean, read the new tokens, write the answer, save the turn end's
         snapshot (a conversation's requests), and end with the request's one closing event."""
@@ -247,12 +247,12 @@ class EngineCore:
             return
         self.emit(measure_text(self.session, command))
 
-    def _fail(self, command: Turn, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
+    def _fail(self, command: ReadingRequest, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
         self.emit(p.Error(code=code, message=message, request_id=command.request_id))
         self.emit(closing_event(command, "error", timings or Timings()))
 
     def _make_generation(
-        self, command: Turn, may_grow: bool = True
+        self, command: ReadingRequest, may_grow: bool = True
     ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
@@ -286,7 +286,7 @@ class EngineCore:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
         self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
-    def _prompt(self, command: Turn) -> tuple[TurnStart | None, list[int], ReasoningStart]:
+    def _prompt(self, command: ReadingRequest) -> tuple[TurnStart | None, list[int], ReasoningStart]:
         """Where the request starts (a snapshot, for a conversation's turn), the tokens it reads, and
         whether its answer starts inside a reasoning block."""
         model = self.session.model

@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 import msgspec
 
-from app.serve.schema import Turn
+from app.serve.schema import ApiMessage
 from engine.protocol.turn_hash import ROOT, turn_hash
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, end_answer
 from model_store.conversations import ConversationStore, Message
@@ -34,17 +34,17 @@ class ApiConversations:
         self._messages: dict[str, tuple[str, str]] = {}  # chain digest -> (conversation id, message id)
         self._used: OrderedDict[str, None] = OrderedDict()  # conversation ids, least recently used first
 
-    def begin(self, turns: list[Turn], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
-        """Store what is new in ``turns`` and an empty answer by ``model``; the turn's command answers it.
+    def begin(self, messages: list[ApiMessage], options: TurnOptions, stop: list[str], model: str) -> PendingTurn:
+        """Store what is new in ``messages`` and an empty answer by ``model``; the turn's command answers it.
         A message is matched by its role and text: clients seldom send an answer's reasoning back,
         and the stored answer keeps its own."""
-        parent, digest, matched = self._stored_prefix(turns)
-        conversation_id = self._conversation_for(parent, turns, model)
+        parent, digest, matched = self._stored_prefix(messages)
+        conversation_id = self._conversation_for(parent, messages, model)
         self._touch(conversation_id)
-        for turn in turns[matched:]:
-            digest = turn_hash(digest, turn.role, turn.text)
-            message = self.store.add_message(conversation_id, turn.role, turn.text,
-                                             parent_id=parent.id if parent else None, reasoning=turn.reasoning)
+        for sent in messages[matched:]:
+            digest = turn_hash(digest, sent.role, sent.text)
+            message = self.store.add_message(conversation_id, sent.role, sent.text,
+                                             parent_id=parent.id if parent else None, reasoning=sent.reasoning)
             self._messages[digest] = (conversation_id, message.id)
             parent = message
         history = self.store.branch(parent.id)
@@ -64,13 +64,13 @@ class ApiConversations:
             self._messages[digest] = (turn.conversation_id, turn.answer.id)
         return turn
 
-    def _stored_prefix(self, turns: list[Turn]) -> tuple[Message | None, str, int]:
+    def _stored_prefix(self, messages: list[ApiMessage]) -> tuple[Message | None, str, int]:
         """The deepest stored message the request's messages start with, its digest, and how many
         of the request's messages it covers."""
         found: tuple[Message | None, str, int] = (None, "", 0)
         digest = ROOT
-        for index, turn in enumerate(turns):
-            digest = turn_hash(digest, turn.role, turn.text)
+        for index, sent in enumerate(messages):
+            digest = turn_hash(digest, sent.role, sent.text)
             known = self._messages.get(digest)
             if known is None:
                 break
@@ -80,10 +80,10 @@ class ApiConversations:
                 break
         return found
 
-    def _conversation_for(self, parent: Message | None, turns: list[Turn], model: str) -> str:
+    def _conversation_for(self, parent: Message | None, messages: list[ApiMessage], model: str) -> str:
         if parent is not None:
             return parent.conversation_id
-        first_user = next((turn.text for turn in turns if turn.role == "user"), "")
+        first_user = next((sent.text for sent in messages if sent.role == "user"), "")
         title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
         return self.store.create(title, model=model).id
 

@@ -174,14 +174,14 @@ class Server:
         return self._conversations
 
     def chat_job(self, body: schema.ChatRequest) -> Job:
-        turns, stop = schema.chat_turns(body), schema.stop_strings(body)
+        messages, stop = schema.api_messages(body), schema.stop_strings(body)
         options = TurnOptions(sampling=schema.sampling_spec(body), max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
                               draft=self.args.draft, draft_max=self.args.draft_max,
                               enable_thinking=schema.enable_thinking(body))
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:
-            holder.append(self.conversations().begin(turns, options, stop, self.runner.model))
+            holder.append(self.conversations().begin(messages, options, stop, self.runner.model))
             holder[0].command = self.with_head(holder[0].command)
             return holder[0].outgoing()
 

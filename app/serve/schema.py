@@ -214,7 +214,7 @@ def _refuse_completion_only(body: CompletionRequest) -> None:
         raise RequestRefused("'best_of' must be 1", "best_of")
 
 
-class Turn(msgspec.Struct, frozen=True):
+class ApiMessage(msgspec.Struct, frozen=True):
     """One message of a request, as Hearth stores it."""
 
     role: str
@@ -226,22 +226,22 @@ def enable_thinking(body: ChatRequest) -> bool | None:
     return body.chat_template_kwargs.enable_thinking if body.chat_template_kwargs is not None else None
 
 
-def chat_turns(body: ChatRequest) -> list[Turn]:
+def api_messages(body: ChatRequest) -> list[ApiMessage]:
     """Each message; ``developer`` is the system role of newer OpenAI models."""
     if not body.messages:
         raise RequestRefused("'messages' is empty: send at least one message", "messages")
-    turns = []
+    messages = []
     for index, message in enumerate(body.messages):
         if message.role not in ROLES:
             raise RequestRefused(f"messages[{index}].role '{message.role}' is not one of {', '.join(ROLES)} "
                                  "(tool messages are not supported)", f"messages[{index}].role")
         role = "system" if message.role == "developer" else message.role
         reasoning = (message.reasoning_content or "").strip() if role == "assistant" else ""
-        turns.append(Turn(role, message_text(message.content, index), reasoning))
-    if turns[-1].role == "assistant":
+        messages.append(ApiMessage(role, message_text(message.content, index), reasoning))
+    if messages[-1].role == "assistant":
         raise RequestRefused("the last message is the assistant's: end with a user message to answer",
                              "messages")
-    return turns
+    return messages
 
 
 def message_text(content: str | list[dict[str, Any]] | None, index: int) -> str:

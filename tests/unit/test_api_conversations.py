@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.serve import conversations as api
-from app.serve.schema import Turn as T
+from app.serve.schema import ApiMessage as T
 from app.services.turn import TurnOptions
 from engine import protocol as p
 from app.engine_clients.client import prepare_database

@@ -1,4 +1,5 @@
-"""The events a turn sends: its text in coalesced deltas, and the one event that ends it.
+"""The events a request that reads into the state (an answer, a document read) sends: its text in
+coalesced deltas, and the one event that ends it.
 
 Token deltas are gathered until :data:`COALESCE_S` has passed since the last one went out, so a
 fast model sends a few events per frame interval, not one per token; the first goes out at once.
@@ -12,10 +13,10 @@ from engine.generation import Generation, TextDelta
 from engine.records import DraftStats, Timings
 
 COALESCE_S = 0.025
-Turn = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)
+ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)
 
 
-def closing_event(command: Turn, reason: str, timings: Timings, *, run: Generation | None = None,
+def closing_event(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,
                   snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
                   devices: p.DevicePlan | None = None) -> p.Finished | p.DocumentRead:
     """The one event that ends ``command``'s request: ``DocumentRead`` for a document, else ``Finished``."""
