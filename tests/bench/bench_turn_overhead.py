@@ -35,8 +35,8 @@ from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
-from model_store.db import database_path, open_database  # noqa: E402
 from tests.helpers.real_models import real_model  # noqa: E402
+from tests.helpers.snapshot_chat import Chat  # noqa: E402
 
 WORDS = ("the river runs past the mill and under the old stone bridge where children fish in summer "
          "while the town keeps its market on the square beside the church").split()
@@ -67,23 +67,18 @@ def one_turn(store: ConversationStore, client: ProcessClient, conversation_id: s
 
 
 def run_model(name: str, turns: int, words: int, answer_tokens: int) -> dict:
-    model = str(real_model(name))
     with tempfile.TemporaryDirectory(prefix="hearth-turn-overhead-") as folder:
-        data_dir = Path(folder)
-        store = ConversationStore(open_database(database_path(data_dir)))
-        conversation = store.create("turn overhead", model=model)
-        client = ProcessClient(data_dir=data_dir)
-        client.start()
-        client.load_model(model)
+        chat = Chat(Path(folder), str(real_model(name)))
+        chat.start_worker()
         rows = []
         try:
             for turn in range(1, turns + 1):
-                rows.append({"turn": turn} | one_turn(store, client, conversation.id, message(turn, words),
-                                                      answer_tokens))
+                rows.append({"turn": turn} | one_turn(chat.store, chat.client, chat.conversation.id,
+                                                      message(turn, words), answer_tokens))
                 print(json.dumps({"model": name} | rows[-1]), file=sys.stderr, flush=True)
         finally:
-            client.close()
-            store.db.close()
+            chat.stop_worker()
+            chat.store.db.close()
     continued = [row["overhead_ms"] for row in rows[1:]]
     return {"turns": rows, "overhead_ms_median": round(statistics.median(continued), 1) if continued else None}
 
