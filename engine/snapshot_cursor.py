@@ -105,7 +105,7 @@ class SnapshotCursor:
     def forget_live(self) -> None:
         self.live = None
 
-    def begin(self, messages: list[p.ChatTurn], *, answer: bool = True,
+    def begin(self, messages: list[p.WireMessage], *, answer: bool = True,
               template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
         """Stand on the deepest usable snapshot of this branch, or re-read the whole conversation.
 
@@ -177,7 +177,7 @@ class SnapshotCursor:
             start.question.chunks = chunks
             start.question.point = Checkpoint(self.session.n_past, self.keeper.capture_recurrent())
 
-    def open(self, messages: list[p.ChatTurn], template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
+    def open(self, messages: list[p.WireMessage], template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
         """Restore the snapshot the next message will stand on, before anything new is said: the
         deepest one whose text starts the conversation as the template will write it then (with a
         message after the last answer: a template may write an answer differently once it is history)."""
@@ -205,7 +205,7 @@ class SnapshotCursor:
         """A snapshot can stand in this context (with room for the next token)."""
         return snapshot.n_tokens + 1 < self.session.n_ctx
 
-    def _deepest_snapshot(self, messages: list[p.ChatTurn], target: str, notes: list[str]) -> SnapshotRecord | None:
+    def _deepest_snapshot(self, messages: list[p.WireMessage], target: str, notes: list[str]) -> SnapshotRecord | None:
         store = self.keeper.store
         for message in reversed(messages):
             if message.id is None:
@@ -312,7 +312,7 @@ class SnapshotCursor:
         return record
 
 
-def chat_messages(messages: list[p.ChatTurn]) -> list[ChatMessage]:
+def chat_messages(messages: list[p.WireMessage]) -> list[ChatMessage]:
     return [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
 
 

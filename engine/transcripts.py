@@ -28,7 +28,7 @@ from engine.protocol.turn_hash import branch_hashes
 KEPT = 8  # branches the client names (a conversation, its documents, a few others switched between)
 
 
-def prefix_digests(messages: list[p.ChatTurn]) -> list[str]:
+def prefix_digests(messages: list[p.WireMessage]) -> list[str]:
     """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages, each by its role, text, reasoning and id."""
     return branch_hashes((m.role, m.content, m.reasoning, m.id or "") for m in messages)
 
@@ -36,7 +36,7 @@ def prefix_digests(messages: list[p.ChatTurn]) -> list[str]:
 @dataclass
 class _Branch:
     depth_of: dict[str, int]  # prefix digest -> number of messages it covers
-    messages: list[p.ChatTurn] | None  # kept by the worker only
+    messages: list[p.WireMessage] | None  # kept by the worker only
 
 
 class _Record:
@@ -53,14 +53,14 @@ class _Record:
                 return depth
         return 0
 
-    def messages_before(self, digest: str) -> list[p.ChatTurn] | None:
+    def messages_before(self, digest: str) -> list[p.WireMessage] | None:
         for branch in reversed(self._branches):
             depth = branch.depth_of.get(digest)
             if depth is not None and branch.messages is not None:
                 return branch.messages[:depth]
         return None
 
-    def add(self, messages: list[p.ChatTurn], digests: list[str]) -> None:
+    def add(self, messages: list[p.WireMessage], digests: list[str]) -> None:
         if digests:
             self._branches.append(_Branch({d: i + 1 for i, d in enumerate(digests)},
                                           messages if self._keep_messages else None))

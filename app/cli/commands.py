@@ -201,7 +201,7 @@ def take_event(reply: Reply, event, request_id: str, echo: ThinkingEcho | None) 
         reply.finished = event
 
 
-def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | None = None) -> p.Complete | p.Chat:
+def _generate_command(args: argparse.Namespace, messages: list[p.WireMessage] | None = None) -> p.Complete | p.Chat:
     """``--raw``: the prompt as plain text; otherwise the conversation so far (the prompt alone by default)."""
     drafting = draft_options(args)
     options = dict(sampling=sampling_from_args(args), max_tokens=args.max_tokens,
@@ -210,7 +210,7 @@ def _generate_command(args: argparse.Namespace, messages: list[p.ChatTurn] | Non
         require_text(args.prompt, "prompt")
     if getattr(args, "raw", False):
         return p.Complete(request_id=new_request_id("cli"), prompt=args.prompt, **options)
-    return p.Chat(request_id=new_request_id("cli"), messages=messages or [p.ChatTurn("user", args.prompt)],
+    return p.Chat(request_id=new_request_id("cli"), messages=messages or [p.WireMessage("user", args.prompt)],
                   template=p.TemplateSpec(enable_thinking=enable_thinking(args)), **options)
 
 

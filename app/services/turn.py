@@ -55,16 +55,16 @@ class TurnOptions:
     system_prompt: str = ""  # a conversation this turn creates starts with it (Settings.system_prompt)
 
 
-def prompt_turns(history: list[Message]) -> list[p.ChatTurn]:
+def prompt_turns(history: list[Message]) -> list[p.WireMessage]:
     """The messages the engine reads: the branch without empty answers that never finished, and
     without a question whose answer failed before writing anything (the engine refused it: a paste
     longer than the context, say), so one refused message does not refuse every later one."""
     refused = {m.parent_id for m in history if m.role == "assistant" and not m.content and m.status == "error"}
-    return [p.ChatTurn(m.role, m.content, m.id, m.reasoning) for m in history
+    return [p.WireMessage(m.role, m.content, m.id, m.reasoning) for m in history
             if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
 
 
-def conversation_turns(history: list[Message], conversation: Conversation) -> list[p.ChatTurn]:
+def conversation_turns(history: list[Message], conversation: Conversation) -> list[p.WireMessage]:
     """What the engine reads of a branch: the conversation's system prompt as a leading system message
     (where it has one and the branch has messages; some templates require it first), then
     :func:`prompt_turns`. A branch that starts with a system message of its own (an API client's) is
@@ -72,7 +72,7 @@ def conversation_turns(history: list[Message], conversation: Conversation) -> li
     turns = prompt_turns(history)
     if not turns or not conversation.system_prompt or turns[0].role == "system":
         return turns
-    return [p.ChatTurn("system", conversation.system_prompt), *turns]
+    return [p.WireMessage("system", conversation.system_prompt), *turns]
 
 
 def template_spec(conversation: Conversation, enable_thinking: bool | None = None) -> p.TemplateSpec:

@@ -16,7 +16,7 @@ names every wire type, so ``from engine import protocol as p`` reaches them all.
 
 from engine.protocol.codec import check_command, decode_command, decode_event, encode  # noqa: F401
 from engine.protocol.commands import (  # noqa: F401
-    ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat, ChatTurn, Command, Complete, DraftSpec, Hello,
+    ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat, WireMessage, Command, Complete, DraftSpec, Hello,
     KeepAnswer, LoadModel, MeasureText, OpenConversation, Ping, ReadDocument, SetTelemetry, Shutdown, TemplateSpec,
     UnloadModel,
 )

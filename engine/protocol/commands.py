@@ -24,7 +24,10 @@ class Hello(_Message, tag="hello"):
     cpu_variant: str = "auto"  # which CPU build of llama.cpp: "auto", "safe" or a build's name (engine.backends.cpu_check)
 
 
-class ChatTurn(msgspec.Struct, forbid_unknown_fields=True):
+class WireMessage(msgspec.Struct, forbid_unknown_fields=True):
+    """One message of a conversation as it crosses the pipe (what a template reads is
+    engine.chat_template.ChatMessage)."""
+
     role: str
     content: str
     id: str | None = None  # the stored message's id, so the worker can find its snapshot
@@ -100,7 +103,7 @@ class Complete(_Answering, tag="complete", kw_only=True):
 class Chat(_Answering, tag="chat", kw_only=True):
     """Answer the last of ``messages``, rendered with the model's chat template; nothing kept."""
 
-    messages: list[ChatTurn]
+    messages: list[WireMessage]
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
 
@@ -121,7 +124,7 @@ class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
 
     conversation_id: str
     answer_id: str  # the stored (empty) answer this request writes
-    messages: list[ChatTurn]  # the branch, each message with its id
+    messages: list[WireMessage]  # the branch, each message with its id
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
     keep: KeepAnswer | None = None  # None: the app stores the answer from the events (a remote engine's way)
@@ -137,7 +140,7 @@ class OpenConversation(_Message, tag="open_conversation"):
 
     request_id: str
     conversation_id: str
-    messages: list[ChatTurn]
+    messages: list[WireMessage]
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
 
@@ -157,7 +160,7 @@ class ReadDocument(_Message, tag="read_document"):
 
     request_id: str
     conversation_id: str
-    messages: list[ChatTurn]  # the branch, ending with the document's message (which has an id)
+    messages: list[WireMessage]  # the branch, ending with the document's message (which has an id)
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
 

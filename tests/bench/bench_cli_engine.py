@@ -35,7 +35,7 @@ client.start()
 ready = time.time() - start
 client.load_model("default")
 loaded = time.time() - start
-command = p.Chat(request_id=new_request_id("b"), messages=[p.ChatTurn("user", "Hello")], max_tokens=1,
+command = p.Chat(request_id=new_request_id("b"), messages=[p.WireMessage("user", "Hello")], max_tokens=1,
                  sampling=p.SamplingSpec(temperature=0.0), draft=p.DraftSpec("off"))
 first = None
 for event in client.stream(command):

@@ -81,7 +81,7 @@ def raw_request(client: openai.OpenAI, model: str, max_tokens: int) -> Timed:
 def hearth_request(client: RemoteClient, max_tokens: int) -> Timed:
     arrivals: list[float] = []
     pieces: list[str] = []
-    command = p.Chat(request_id=new_request_id("bench"), messages=[p.ChatTurn("user", PROMPT)], sampling=SAMPLING,
+    command = p.Chat(request_id=new_request_id("bench"), messages=[p.WireMessage("user", PROMPT)], sampling=SAMPLING,
                      max_tokens=max_tokens)
     sent = time.perf_counter()
     for event in client.stream(command, timeout=600):

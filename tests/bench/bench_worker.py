@@ -29,7 +29,7 @@ PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
 
 def observed_run(client: EngineClient, n_gen: int) -> tuple[float, list[float]]:
     """(decode tok/s as observed by the caller, gaps between token deltas in ms)"""
-    command = p.Chat(request_id=new_request_id("bench"), messages=[p.ChatTurn("user", PROMPT)], max_tokens=n_gen,
+    command = p.Chat(request_id=new_request_id("bench"), messages=[p.WireMessage("user", PROMPT)], max_tokens=n_gen,
                      sampling=p.SamplingSpec(temperature=0), stop=[], draft=p.DraftSpec("off"))
     arrivals: list[tuple[float, int]] = []
     end: p.Finished | None = None

@@ -20,7 +20,7 @@ from model_store.db import database_path, open_database
 from tests.helpers.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
-STORY = [p.ChatTurn("user", "Write a long story about a lighthouse keeper.")]
+STORY = [p.WireMessage("user", "Write a long story about a lighthouse keeper.")]
 FAST_RETRIES = RetryPolicy(attempts=3, first_wait_s=0.05, max_wait_s=0.2)
 
 

@@ -24,7 +24,7 @@ def server(tmp_path_factory):
         yield running
 
 
-def answer(client, request_id: str, messages: list[p.ChatTurn], max_tokens: int = 12) -> tuple[str, p.Finished]:
+def answer(client, request_id: str, messages: list[p.WireMessage], max_tokens: int = 12) -> tuple[str, p.Finished]:
     events = list(client.stream(p.Chat(request_id=request_id, messages=messages, max_tokens=max_tokens,
                                        sampling=GREEDY), timeout=120))
     return "".join(e.text for e in events if isinstance(e, p.TokenDelta)), events[-1]
@@ -36,12 +36,12 @@ def test_a_conversation_on_another_hearth_reports_the_tokens_it_restored(server)
     loaded = client.load_model("engine:den")
     listed = http("GET", f"{server.base_url}/models", headers={"Authorization": "Bearer k3y"}).json()["data"]
     assert loaded.n_ctx == listed[0]["max_model_len"] > 0  # the context comes from the server, not a guess
-    history = [p.ChatTurn("user", "What is the capital of France?")]
+    history = [p.WireMessage("user", "What is the capital of France?")]
     text, first = answer(client, "t1", history)
     direct = server.client(api_key="k3y").chat.completions.create(
         model="default", messages=[{"role": "user", "content": history[0].content}], max_tokens=12, temperature=0)
     assert text == direct.choices[0].message.content
-    history += [p.ChatTurn("assistant", text), p.ChatTurn("user", "And of Italy?")]
+    history += [p.WireMessage("assistant", text), p.WireMessage("user", "And of Italy?")]
     _text, second = answer(client, "t2", history)
     assert second.remote.cached_tokens > 0 and second.remote.prompt_tokens > second.remote.cached_tokens
     assert first.remote.engine == "den" and second.remote.model == "default"
@@ -54,7 +54,7 @@ def test_the_routing_client_switches_between_this_computer_and_the_engine(server
     routing.start()
     on_here = routing.load_model("default")
     assert on_here.devices.decode.device == "cpu" and routing.active_engine == ""
-    question = [p.ChatTurn("user", "Say hi.")]
+    question = [p.WireMessage("user", "Say hi.")]
     here, _ = answer(routing, "h1", question, 6)
     on_engine = routing.load_model("engine:den")
     assert on_engine.devices.decode.device == "remote" and routing.active_engine == "den"

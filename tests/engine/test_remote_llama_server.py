@@ -18,7 +18,7 @@ from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
-QUESTION = [p.ChatTurn("user", "Name three colours of the rainbow.")]
+QUESTION = [p.WireMessage("user", "Name three colours of the rainbow.")]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_a_raw_completion_and_a_stop_string_match_the_server_too(remote, llama_c
 
 def test_a_stop_closes_the_stream_at_once_and_the_engine_answers_the_next_request(remote):
     client, _ = remote
-    command = p.Chat(request_id="long", messages=[p.ChatTurn("user", "Write a long story about a dragon.")],
+    command = p.Chat(request_id="long", messages=[p.WireMessage("user", "Write a long story about a dragon.")],
                      max_tokens=1500, sampling=p.SamplingSpec(temperature=0.0))
     client.send(command)
     deltas = 0

@@ -87,7 +87,7 @@ def test_an_engine_that_stops_at_max_tokens_by_itself_is_not_cut(hearth_home):
         client.start()
         try:
             client.load_model("engine:honest")
-            events = list(client.stream(p.Chat(request_id="honest", messages=[p.ChatTurn("user", "hi")],
+            events = list(client.stream(p.Chat(request_id="honest", messages=[p.WireMessage("user", "hi")],
                                                max_tokens=8), timeout=30))
         finally:
             client.close()

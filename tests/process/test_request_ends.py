@@ -15,12 +15,12 @@ from tests.process.conftest import wait_for
 
 pytestmark = pytest.mark.process
 
-DOCUMENT = [p.ChatTurn("user", "Document: the mill by the river was built in 1820.", "m1")]
+DOCUMENT = [p.WireMessage("user", "Document: the mill by the river was built in 1820.", "m1")]
 REQUESTS = {  # the worker's kind of request -> (the request, the event that ends it after an error)
     "complete": (lambda rid: p.Complete(request_id=rid, prompt="The mill", max_tokens=4), p.Finished),
-    "chat": (lambda rid: p.Chat(request_id=rid, messages=[p.ChatTurn("user", "Hello")], max_tokens=4), p.Finished),
+    "chat": (lambda rid: p.Chat(request_id=rid, messages=[p.WireMessage("user", "Hello")], max_tokens=4), p.Finished),
     "answer_turn": (lambda rid: p.AnswerTurn(request_id=rid, conversation_id="c1", answer_id="m3", max_tokens=4,
-                                             messages=[*DOCUMENT, p.ChatTurn("user", "When?", "m2")]), p.Finished),
+                                             messages=[*DOCUMENT, p.WireMessage("user", "When?", "m2")]), p.Finished),
     "read_document": (lambda rid: p.ReadDocument(request_id=rid, conversation_id="c1", messages=DOCUMENT),
                       p.DocumentRead),
     "open_conversation": (lambda rid: p.OpenConversation(request_id=rid, conversation_id="c1", messages=DOCUMENT),

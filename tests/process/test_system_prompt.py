@@ -45,7 +45,7 @@ def test_a_changed_system_prompt_is_read_once_answers_as_a_fresh_run_and_later_t
         after = chat.say(USER_MESSAGES[3])
     finally:
         chat.stop_worker()
-    assert changed.command.messages[0] == p.ChatTurn("system", PIRATE)
+    assert changed.command.messages[0] == p.WireMessage("system", PIRATE)
     assert [m.role for m in changed.command.messages[1:]] == ["user", "assistant"] * 2 + ["user"]
     read = changed.finished.snapshot
     assert not read.restored and read.prefilled_tokens > 60, "no saved state stands under the new first message"

@@ -42,8 +42,8 @@ def test_a_question_after_a_long_message_sends_only_itself_and_answers_the_same(
 
 
 def test_a_request_built_on_messages_never_sent_is_refused_and_the_worker_goes_on(worker):
-    messages = [p.ChatTurn("user", "hello")]
-    command = p.Chat(request_id="orphan", messages=messages, known=prefix_digests([p.ChatTurn("user", "never")])[0])
+    messages = [p.WireMessage("user", "hello")]
+    command = p.Chat(request_id="orphan", messages=messages, known=prefix_digests([p.WireMessage("user", "never")])[0])
     worker.send_raw(frame(msgspec.msgpack.encode(command)))
     events = []
     while not events or not isinstance(events[-1], p.Finished):

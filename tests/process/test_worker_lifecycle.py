@@ -74,7 +74,7 @@ def test_request_errors_end_only_that_request(worker, hybrid_tiny, tmp_path):
     with pytest.raises(EngineError, match="no such file"):
         worker.load_model(str(tmp_path / "missing.gguf"))
     worker.load_model(str(hybrid_tiny))
-    bad_template = collect(worker, p.Chat(request_id=new_request_id("t"), messages=[p.ChatTurn("robot", "hi")]))
+    bad_template = collect(worker, p.Chat(request_id=new_request_id("t"), messages=[p.WireMessage("robot", "hi")]))
     assert any(isinstance(e, p.Error) and "role" in e.message for e in bad_template)
     assert finished(collect(worker, generate())).finish_reason == "length"
 

@@ -102,7 +102,7 @@ def test_one_draft_limit_everywhere():
 @pytest.mark.parametrize("now", [-1.0, p.MAX_CLOCK + 1, 1e300, float("inf"), float("nan")])
 def test_a_templates_clock_out_of_range_is_refused_for_every_command_that_renders(now):
     template = p.TemplateSpec(now=now)
-    for command in (p.Chat(request_id="c", messages=[p.ChatTurn("user", "hi")], template=template),
+    for command in (p.Chat(request_id="c", messages=[p.WireMessage("user", "hi")], template=template),
                     p.AnswerTurn(request_id="a", conversation_id="c", answer_id="x", messages=[], template=template),
                     p.OpenConversation(request_id="o", conversation_id="c", messages=[], template=template),
                     p.ReadDocument(request_id="r", conversation_id="c", messages=[], template=template)):

@@ -14,7 +14,7 @@ def _turn() -> PendingTurn:
     user = Message("u1", "c1", None, "user", "Tell me a story.", "done", 0.0, {})
     answer = Message("a1", "c1", "u1", "assistant", "", "generating", 0.0, {})
     command = p.AnswerTurn(request_id="turn-1", conversation_id="c1", answer_id="a1",
-                           messages=[p.ChatTurn("user", user.content, user.id)])
+                           messages=[p.WireMessage("user", user.content, user.id)])
     return PendingTurn("c1", user, answer, command)
 
 

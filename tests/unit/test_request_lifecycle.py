@@ -8,9 +8,9 @@ import pytest
 from engine import protocol as p
 from engine.request_lifecycle import SILENT_END, Requests
 
-DOC = [p.ChatTurn("user", "Document: x", "m1")]
+DOC = [p.WireMessage("user", "Document: x", "m1")]
 COMMANDS = {
-    "chat": p.Chat(request_id="r", messages=[p.ChatTurn("user", "hi")]),
+    "chat": p.Chat(request_id="r", messages=[p.WireMessage("user", "hi")]),
     "read_document": p.ReadDocument(request_id="r", conversation_id="c", messages=DOC),
     "load_model": p.LoadModel(request_id="r", model="m"),
     "ping": p.Ping(request_id="r"),

@@ -20,7 +20,7 @@ def engine():
 
 
 def chat(**fields) -> p.Chat:
-    return p.Chat(request_id=new_request_id("chat"), messages=[p.ChatTurn("user", "hi there")], **fields)
+    return p.Chat(request_id=new_request_id("chat"), messages=[p.WireMessage("user", "hi there")], **fields)
 
 
 def test_an_out_of_range_value_is_refused_as_every_client_refuses_it(engine):
@@ -50,7 +50,7 @@ def test_a_scripted_error_ends_a_generate_and_a_read_with_their_own_event(engine
     engine.script(p.Chat, fail("generation_failed", "the context is full"))
     engine.script(p.ReadDocument, fail("bad_request", "the document message has no id"))
     assert [type(e) for e in engine.stream(chat(), timeout=1)] == [p.Error, p.Finished]
-    read = p.ReadDocument(request_id="read-1", conversation_id="c", messages=[p.ChatTurn("user", "Document: x", "m")])
+    read = p.ReadDocument(request_id="read-1", conversation_id="c", messages=[p.WireMessage("user", "Document: x", "m")])
     events = list(engine.stream(read, timeout=1))
     assert [type(e) for e in events] == [p.Error, p.DocumentRead] and events[1].finish_reason == "error"
 

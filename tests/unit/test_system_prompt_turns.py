@@ -33,7 +33,7 @@ def test_an_existing_conversation_keeps_its_own_and_a_change_is_sent_with_the_ne
     conversation = store.create("kept", system_prompt="Answer in French.")
     _, turn = start_turn(store, conversation.id, "Hello", TurnOptions(system_prompt="Be brief."), WHO)
     turn.writer.release(store.db)
-    assert turn.command.messages[0] == p.ChatTurn("system", "Answer in French.")
+    assert turn.command.messages[0] == p.WireMessage("system", "Answer in French.")
     store.set_system_prompt(conversation.id, "")
     history = store.current_branch(conversation.id)
     command = answer_turn_command(history, store.get(conversation.id), "answer-id", TurnOptions())
@@ -46,7 +46,7 @@ def test_opening_and_reading_send_it_too_but_an_empty_conversation_sends_nothing
     question = store.add_message(conversation.id, "user", "A document's text", parent_id=None)
     opened = open_conversation_command(store, conversation.id).messages
     read = read_command(store, conversation.id, question.id).messages
-    assert opened == read == [p.ChatTurn("system", "Be brief."), p.ChatTurn("user", "A document's text", question.id)]
+    assert opened == read == [p.WireMessage("system", "Be brief."), p.WireMessage("user", "A document's text", question.id)]
 
 
 def test_a_branch_that_starts_with_a_system_message_is_sent_as_it_is(store):

@@ -12,11 +12,11 @@ from engine import protocol as p
 from engine.transcripts import KEPT, ReceivedTranscripts, SentTranscripts, UnknownTranscript, prefix_digests
 
 
-def turn(role: str, content: str, id_: str | None = None) -> p.ChatTurn:
-    return p.ChatTurn(role, content, id_)
+def turn(role: str, content: str, id_: str | None = None) -> p.WireMessage:
+    return p.WireMessage(role, content, id_)
 
 
-def answer(messages: list[p.ChatTurn], rid: str = "r") -> p.AnswerTurn:
+def answer(messages: list[p.WireMessage], rid: str = "r") -> p.AnswerTurn:
     return p.AnswerTurn(request_id=rid, conversation_id="c", answer_id="a", messages=messages)
 
 
@@ -65,7 +65,7 @@ def test_an_unknown_digest_is_refused_not_guessed():
         received.complete(bogus)
 
 
-def random_branch(rng: random.Random, pool: list[p.ChatTurn]) -> list[p.ChatTurn]:
+def random_branch(rng: random.Random, pool: list[p.WireMessage]) -> list[p.WireMessage]:
     """A branch made of the pool's messages: shared beginnings, edits, switches between conversations."""
     start = rng.randrange(len(pool))
     return [pool[(start + i * rng.choice((1, 1, 1, 2))) % len(pool)] for i in range(rng.randint(0, 6))]

@@ -40,7 +40,7 @@ def request_body(command: p.Answer, model: str) -> tuple[str, dict]:
     return "chat/completions", {**body, "messages": [_message(m) for m in command.messages]}
 
 
-def _message(turn: p.ChatTurn) -> dict:
+def _message(turn: p.WireMessage) -> dict:
     """A message as OpenAI-compatible servers take it; an answer's reasoning as llama.cpp's server and vLLM do."""
     message = {"role": turn.role, "content": turn.content}
     if turn.reasoning:

@@ -72,7 +72,7 @@ def _short_answer(api: OpenAIApi, model: str, timeout: float) -> tuple[float | N
     timer = threading.Timer(timeout, stream.stop)
     timer.start()
     try:
-        stream.run(p.Chat(request_id="probe", messages=[p.ChatTurn("user", PROBE_PROMPT)],
+        stream.run(p.Chat(request_id="probe", messages=[p.WireMessage("user", PROBE_PROMPT)],
                           sampling=p.SamplingSpec(temperature=0.0), max_tokens=PROBE_TOKENS))
     finally:
         timer.cancel()
