@@ -25,18 +25,15 @@ from PySide6.QtCore import QObject, Signal
 
 from app.services.draft_heads import with_installed_head
 from app.services.settings import Settings, app_data_dir, sampling_spec
-from app.services.turn import (
-    THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, start_regeneration,
-    start_turn,
-)
+from app.services.turn import THINKING_SETTING, PendingTurn, TurnOptions, Writer, start_regeneration, start_turn
+from app.services.turn_flow import TurnFlow
 from engine import protocol as p
-from app.engine_clients.client import EngineDead
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
 from ui.held_question import HeldQuestion, QuestionHolding
 from ui.item_models.conversations import ConversationListModel
-from ui.item_models.messages import MessageListModel, load_transcript
+from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
 from ui.model_loading import ModelLoader
 from ui.notices import MODEL, STORE
 from ui.remote_text import answering_model, remote_name
@@ -76,9 +73,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.model_ref = settings.model
         self.devices: list[p.DeviceInfo] = []  # what the worker found (Ready), CPU first
         self.search_text = ""
-        self._turns: dict[str, PendingTurn] = {}
-        self._starting_turn = False
-        self._storing_turns = 0  # ended turns whose answers are being written to the store
+        self.turn_flow = TurnFlow(store.submit, bridge.send, self)  # the turns in flight (this class is its screen)
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False
@@ -110,16 +105,13 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
 
     def shutdown(self) -> None:
         """Keep what is being written (marked interrupted), stop the worker, finish the store's work."""
-        for turn in list(self._turns.values()):
-            self._turns.pop(turn.command.request_id)
-            turn.abandoned = "Hearth was closed before the answer was finished"
-            self.store.submit(lambda s, turn=turn: end_answer(s, turn))
+        self.turn_flow.abandon("Hearth was closed before the answer was finished")
         self.bridge.stop()
         self.store.stop()
 
     @property
     def generating(self) -> bool:
-        return bool(self._turns) or self._starting_turn or self._storing_turns > 0 or self.held is not None
+        return self.turn_flow.busy or self.held is not None
 
     def npu_kind(self) -> str | None:
         """``"npu"``, ``"npu-emulator"`` or None, from the worker's device probe."""
@@ -130,7 +122,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
 
     def _show_streaming_answers(self) -> None:
         """An answer streaming in the conversation just shown shows what it has written, not what is stored."""
-        for turn in self._turns.values():
+        for turn in self.turn_flow.turns.values():
             if turn.n_deltas:
                 self.messages.update_message(replace(turn.answer, content=turn.text, reasoning=turn.reasoning,
                                                      stats=_live_stats(turn)))
@@ -218,8 +210,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         """Stop the answer being written (it is kept, marked stopped); a question waiting for the model
         goes back to the message box."""
         self._give_back_held()
-        for rid in self._turns:
-            self.bridge.send(p.Cancel(request_id=rid))
+        self.turn_flow.stop()
 
     def _options(self) -> TurnOptions:
         s = self.settings
@@ -238,79 +229,64 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         return draft
 
     def _begin(self, store_turn, text: str = "") -> None:
-        self._starting_turn = True
+        self.turn_flow.begin(store_turn, self._prepare, text)
         self.generating_changed.emit(True)
 
-        def started(result) -> None:
-            if isinstance(result, ConversationBusy):
-                self._refused(result, text)
-                return
-            conversation, turn, rows = result
-            self._starting_turn = False
-            self.cause_gone.emit(STORE)  # the message was written: the database takes writes again
-            self._turns[turn.command.request_id] = turn
-            turn.model = answering_model(self.model_ref, self.loaded)
-            self.show_conversation(conversation, rows)
-            self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
-            self._list_turn_in(conversation)
-            if self.loaded is not None and remote_name(self.model_ref) is None:  # auto: an installed EAGLE-3 head
-                turn.command = with_installed_head(turn.command, self.loaded.facts, app_data_dir())
-            if not self.bridge.send(turn.outgoing()):
-                turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
-                self._end_turn(turn)
+    def _prepare(self, turn: PendingTurn) -> None:
+        """Name the model answering, and let an installed EAGLE-3 head draft for it (drafting auto)."""
+        turn.model = answering_model(self.model_ref, self.loaded)
+        if self.loaded is not None and remote_name(self.model_ref) is None:
+            turn.command = with_installed_head(turn.command, self.loaded.facts, app_data_dir())
 
-        def failed(message: str) -> None:
-            self._starting_turn = False
-            self.generating_changed.emit(self.generating)
-            back = "; it is back in the message box" if text else ""
-            self.passing_notice.emit("error", f"Could not save your message: {message.rstrip('.')}{back}.", STORE)
-            if text:
-                self.send_refused.emit(text)
+    # -- the turn's steps, on screen (app.services.turn_flow.TurnScreen) -----------------------------
 
-        self.store.submit(store_turn, started, failed)
+    def turn_started(self, conversation: Conversation, turn: PendingTurn, rows: list[MessageRow]) -> None:
+        self.cause_gone.emit(STORE)  # the message was written: the database takes writes again
+        self.show_conversation(conversation, rows)
+        self.messages.update_message(replace(turn.answer, stats={"model": turn.model}))
+        self._list_turn_in(conversation)
 
-    def _on_turn_event(self, turn: PendingTurn, event) -> None:
-        if isinstance(event, p.PromptProgress):
-            self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
-            return
-        if isinstance(event, p.RemoteWaiting):  # a busy remote engine: said while the request waits
-            self.status.emit(_sentence(event.message) + ".")
-            return
-        if isinstance(event, p.TokenDelta) and not turn.n_deltas:
-            self.status.emit("")
-        if isinstance(event, p.Error):
-            self.conversation_notice.emit("error", event.message)
-        if turn.feed(event):
-            self._end_turn(turn)
-        elif isinstance(event, p.TokenDelta):  # only the delta: the answer is not copied per token
-            if event.reasoning:  # written before the delta's text
-                self.messages.append_reasoning(turn.answer.id, event.reasoning)
-            self.messages.append_text(turn.answer.id, event.text, _live_stats(turn))
+    def turn_not_saved(self, message: str, text: str) -> None:
+        self.generating_changed.emit(self.generating)
+        back = "; it is back in the message box" if text else ""
+        self.passing_notice.emit("error", f"Could not save your message: {message.rstrip('.')}{back}.", STORE)
+        if text:
+            self.send_refused.emit(text)
 
-    def _end_turn(self, turn: PendingTurn) -> None:
-        self._turns.pop(turn.command.request_id, None)
-        self._storing_turns += 1
-
-        def stored(done: PendingTurn) -> None:
-            self._storing_turns -= 1
-            self.cause_gone.emit(STORE)
-            self.messages.update_message(done.answer)
-            self.generating_changed.emit(self.generating)
-            if self.search_text:  # the answer's words may match the search now
-                self.refresh_list()
-            self.turn_finished.emit(done)
-
-        self.store.submit(lambda s: end_answer(s, turn), stored)
-
-    def _refused(self, busy: ConversationBusy, text: str) -> None:
+    def turn_refused(self, busy: ConversationBusy, text: str) -> None:
         """Another window or command is answering in the conversation: nothing was stored or sent."""
-        self._starting_turn = False
         self.generating_changed.emit(self.generating)
         what = "your message was not sent; it is back in the message box" if text else "no new answer was started"
         self.conversation_notice.emit("warning", f"{_sentence(busy.holder.describe())} is answering in this conversation, so "
                                     f"{what}. Try again when that answer has finished.")
         if text:
             self.send_refused.emit(text)
+
+    def turn_event(self, turn: PendingTurn, event: p.Event) -> None:
+        if isinstance(event, p.PromptProgress):
+            self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
+        elif isinstance(event, p.RemoteWaiting):  # a busy remote engine: said while the request waits
+            self.status.emit(_sentence(event.message) + ".")
+        elif isinstance(event, p.Error):
+            self.conversation_notice.emit("error", event.message)
+        elif isinstance(event, p.TokenDelta):  # only the delta: the answer is not copied per token
+            if turn.n_deltas == 1:
+                self.status.emit("")
+            if event.reasoning:  # written before the delta's text
+                self.messages.append_reasoning(turn.answer.id, event.reasoning)
+            self.messages.append_text(turn.answer.id, event.text, _live_stats(turn))
+
+    def turn_stored(self, turn: PendingTurn, problem: str = "") -> None:
+        if problem:
+            self.passing_notice.emit("error", f"Could not store the answer: {problem.rstrip('.')}. What was written "
+                                              "stays on screen until the conversation is opened again.", STORE)
+        else:
+            self.cause_gone.emit(STORE)
+            self.messages.update_message(turn.answer)
+        self.generating_changed.emit(self.generating)
+        if self.search_text:  # the answer's words may match the search now
+            self.refresh_list()
+        self.turn_finished.emit(turn)
 
     # -- engine events ---------------------------------------------------------------------------
 
@@ -320,8 +296,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             self.telemetry.emit(event)
         elif isinstance(event, p.ContextGrown):  # for a turn or a document read: news about the model
             self._on_context_grown(event)
-        elif rid is not None and rid in self._turns:
-            self._on_turn_event(self._turns[rid], event)
+        elif self.turn_flow.take(event):
+            pass
         elif rid is not None and rid == self._load_request:
             self._on_model_event(event)
         elif isinstance(event, p.ConversationOpened) and rid == self._open_request:

@@ -130,9 +130,7 @@ class ModelLoader:
             self.conversation_notice.emit("info", text)
 
     def _on_died(self, dead: EngineDead) -> None:
-        for turn in list(self._turns.values()):
-            turn.feed(dead)
-            self._end_turn(turn)
+        self.turn_flow.engine_died(dead)
         self.loaded = None
         if self.bridge.held:  # not restarted: the crash loop's notice says why and what to do
             return

@@ -1,0 +1,217 @@
+"""A window's turn steps without Qt (app.services.turn_flow): a real SQLite store, the engine's events scripted.
+
+The store's jobs run when the test says (:class:`_Store`), as the GUI's store thread runs them later,
+so every step can be seen between two others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app.engine_clients.client import EngineDead
+from app.services.turn import TurnOptions, Writer, start_turn
+from app.services.turn_flow import TurnFlow
+from engine import protocol as p
+from model_store.conversations import ConversationStore
+from model_store.db import database_path, open_database
+from model_store.writer_lock import ConversationBusy, take_writer_lock
+
+WINDOW = Writer("a Hearth window")
+
+
+@dataclass
+class _Store:
+    """Runs the flow's jobs on a real store when :meth:`run` is called, in the order submitted."""
+
+    store: ConversationStore
+    jobs: list[tuple[Callable, Callable | None, Callable | None]] = field(default_factory=list)
+    fail_with: str = ""  # the next job fails with this message instead of running
+
+    def submit(self, job, on_done=None, on_error=None) -> None:
+        self.jobs.append((job, on_done, on_error))
+
+    def run(self) -> None:
+        while self.jobs:
+            job, on_done, on_error = self.jobs.pop(0)
+            if self.fail_with:
+                message, self.fail_with = self.fail_with, ""
+                on_error(message)
+                continue
+            result = job(self.store)
+            if on_done is not None:
+                on_done(result)
+
+
+@dataclass
+class _Screen:
+    steps: list[tuple[str, Any]] = field(default_factory=list)
+
+    def turn_started(self, conversation, turn, shown) -> None:
+        self.steps.append(("started", shown))
+
+    def turn_event(self, turn, event) -> None:
+        self.steps.append(("event", type(event).__name__))
+
+    def turn_stored(self, turn, problem="") -> None:
+        self.steps.append(("stored", (turn.answer.status, turn.answer.content, problem)))
+
+    def turn_refused(self, busy, text) -> None:
+        self.steps.append(("refused", text))
+
+    def turn_not_saved(self, message, text) -> None:
+        self.steps.append(("not saved", (message, text)))
+
+
+@dataclass
+class _Engine:
+    up: bool = True
+    sent: list[p.Command] = field(default_factory=list)
+
+    def send(self, command: p.Command) -> bool:
+        if self.up:
+            self.sent.append(command)
+        return self.up
+
+
+@pytest.fixture
+def parts(tmp_path):
+    store = _Store(ConversationStore(open_database(database_path(tmp_path))))
+    screen, engine = _Screen(), _Engine()
+    return store, screen, engine, TurnFlow(store.submit, engine.send, screen)
+
+
+def _begin(flow: TurnFlow, text: str, conversation_id: str | None = None) -> None:
+    def store_turn(store: ConversationStore):
+        try:
+            conversation, turn = start_turn(store, conversation_id, text, TurnOptions(), WINDOW, title=text)
+        except ConversationBusy as busy:
+            return busy
+        return conversation, turn, "rows"
+    flow.begin(store_turn, lambda turn: setattr(turn, "model", "tiny"), text)
+
+
+def _finished(rid: str, stored: bool = False) -> p.Finished:
+    return p.Finished(request_id=rid, finish_reason="stop", timings=p.Timings(gen_n=2), answer_stored=stored)
+
+
+def test_a_turn_is_stored_shown_sent_followed_and_its_answer_stored(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    assert flow.busy and not engine.sent, "nothing is sent before the question is stored"
+    store.run()
+    (command,) = engine.sent
+    assert isinstance(command, p.AnswerTurn) and command.keep is not None and command.keep.model == "tiny"
+    assert command.keep.writer_token, "the worker may store the answer under the window's writer lock"
+    assert screen.steps == [("started", "rows")]
+    assert flow.take(p.TokenDelta(request_id=command.request_id, text="Hi", n_tokens=1))
+    assert flow.take(p.TokenDelta(request_id=command.request_id, text=" there", n_tokens=1))
+    assert flow.take(_finished(command.request_id))
+    assert flow.busy, "the answer is being stored"
+    store.run()
+    assert not flow.busy
+    assert screen.steps[1:] == [("event", "TokenDelta"), ("event", "TokenDelta"), ("stored", ("done", "Hi there", ""))]
+    (answer,) = [m for m in store.store.current_branch(command.conversation_id) if m.role == "assistant"]
+    assert (answer.content, answer.status) == ("Hi there", "done")
+    assert not flow.take(_finished(command.request_id)), "an ended turn takes no more events"
+
+
+def test_an_event_of_another_request_is_not_the_flows(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    assert not flow.take(p.TokenDelta(request_id="load-1", text="x", n_tokens=1))
+    assert not flow.take(p.Pong(request_id="ping-1"))
+    assert screen.steps == [("started", "rows")]
+
+
+def test_a_conversation_another_writer_holds_is_refused_and_nothing_is_sent(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "First")
+    store.run()
+    conversation_id = engine.sent[0].conversation_id
+    flow.take(_finished(engine.sent[0].request_id))
+    store.run()
+    other = take_writer_lock(store.store.db, conversation_id, "a `hearth send` command")
+    _begin(flow, "Second", conversation_id)
+    store.run()
+    assert screen.steps[-1] == ("refused", "Second") and len(engine.sent) == 1 and not flow.busy
+    other.release(store.store.db)
+
+
+def test_a_question_the_store_could_not_take_is_given_back(parts):
+    store, screen, engine, flow = parts
+    store.fail_with = "the disk is full"
+    _begin(flow, "Hello")
+    store.run()
+    assert screen.steps == [("not saved", ("the disk is full", "Hello"))]
+    assert not engine.sent and not flow.busy
+
+
+def test_a_turn_sent_to_a_stopped_engine_ends_interrupted_at_once(parts):
+    store, screen, engine, flow = parts
+    engine.up = False
+    _begin(flow, "Hello")
+    store.run()
+    assert screen.steps == [("started", "rows"), ("stored", ("interrupted", "", ""))]
+    assert not flow.busy
+
+
+def test_when_the_engine_dies_every_turn_ends_once_with_what_it_wrote(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    rid = engine.sent[0].request_id
+    flow.take(p.TokenDelta(request_id=rid, text="Half an", n_tokens=2))
+    flow.engine_died(EngineDead(exit_code=-9, message="the engine was killed"))
+    flow.engine_died(EngineDead(exit_code=-9, message="the engine was killed"))
+    store.run()
+    assert screen.steps[-1] == ("stored", ("interrupted", "Half an", ""))
+    assert [s for s, _ in screen.steps].count("stored") == 1 and not flow.busy
+
+
+def test_stop_cancels_every_answer_being_written(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    flow.stop()
+    assert engine.sent[-1] == p.Cancel(request_id=engine.sent[0].request_id)
+
+
+def test_closing_the_window_stores_what_was_written_marked_interrupted(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    rid, conversation_id = engine.sent[0].request_id, engine.sent[0].conversation_id
+    flow.take(p.TokenDelta(request_id=rid, text="Once upon", n_tokens=2))
+    flow.abandon("Hearth was closed before the answer was finished")
+    assert not flow.turns
+    store.run()
+    (answer,) = [m for m in store.store.current_branch(conversation_id) if m.role == "assistant"]
+    assert (answer.content, answer.status) == ("Once upon", "interrupted")
+
+
+def test_an_answer_that_could_not_be_stored_still_ends_the_turn(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    flow.take(_finished(engine.sent[0].request_id))
+    store.fail_with = "the database is read-only"
+    store.run()
+    assert screen.steps[-1] == ("stored", ("generating", "", "the database is read-only"))
+    assert not flow.busy, "a failed store does not leave the window busy for ever"
+
+
+def test_an_answer_the_worker_stored_is_read_back(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    command: p.AnswerTurn = engine.sent[0]
+    store.store.update_message(command.answer_id, content="Stored by the worker", status="done")
+    flow.take(p.TokenDelta(request_id=command.request_id, text="Streamed", n_tokens=1))
+    flow.take(_finished(command.request_id, stored=True))
+    store.run()
+    assert screen.steps[-1] == ("stored", ("done", "Stored by the worker", ""))
