@@ -68,10 +68,12 @@ class LiveState:
 
 class EngineCore:
     def __init__(self, emit: Emit, is_cancelled: Callable[[str], bool],
-                 probed: Callable[[], ProbedDevices] = probed_devices) -> None:
+                 probed: Callable[[], ProbedDevices] = probed_devices,
+                 open_model: Callable[..., ModelSession] = open_session) -> None:
         self.emit = emit
         self.is_cancelled = is_cancelled
         self.probed = probed  # waits for the process's device probe
+        self.open_model = open_model  # open_session's signature; tests load a fake backend through it
         self.calibration: Calibration | None = None  # measured prefill speeds (settings; none yet)
         self.plan: p.DevicePlan | None = None
         self.npu: NpuPrefill | None = None  # the loaded model's NPU prefill (routes each request)
@@ -137,11 +139,11 @@ class EngineCore:
 
     def _open(self, command: p.LoadModel, n_ctx: int | None, on_progress: Callable[[float], None] | None = None) -> None:
         """Load ``command``'s model with a context of ``n_ctx`` tokens (None: automatic)."""
-        self.session = open_session(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
-                                    draft_max=command.draft_max, draft_width=command.draft_paths,
-                                    kv_type=command.kv_type,
-                                    memory_percent=command.memory_percent or DEFAULT_BUDGET_PERCENT,
-                                    on_progress=on_progress)
+        self.session = self.open_model(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
+                                       draft_max=command.draft_max, draft_width=command.draft_paths,
+                                       kv_type=command.kv_type,
+                                       memory_percent=command.memory_percent or DEFAULT_BUDGET_PERCENT,
+                                       on_progress=on_progress)
         self.session.display_name = command.name
         self.loaded_with = command
         self.drafting = Drafting(self.session)

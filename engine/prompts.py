@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 
-from engine.backends.llama_cpp import LlamaModel
+from engine.backends.backend import ModelBackend
 from engine.backends.base import ModelLoadError
 from engine.chat_template import (ChatMessage, ChatTemplateError, ChatTemplateTooCostly, RenderedChat, RenderOptions,
                                   render_chat)
@@ -25,12 +25,12 @@ SAMPLE_CONVERSATION = [ChatMessage("system", "You are helpful."), ChatMessage("u
                        ChatMessage("assistant", "Hi! How can I help?"), ChatMessage("user", "Tell me a story.")]
 
 
-def raw_prompt_tokens(model: LlamaModel, text: str) -> list[int]:
+def raw_prompt_tokens(model: ModelBackend, text: str) -> list[int]:
     """Plain text as the model's tokenizer reads it (BOS added if the model wants one)."""
     return model.tokenize(text, add_special=True, parse_special=False)
 
 
-def render_for(model: LlamaModel, messages: list[ChatMessage], *, answer: bool = True,
+def render_for(model: ModelBackend, messages: list[ChatMessage], *, answer: bool = True,
                options: RenderOptions = RenderOptions()) -> RenderedChat:
     """``messages`` rendered with the model's own chat template (``answer``: cue the assistant)."""
     return render_chat(model.chat_template(), messages, bos_token=model.token_text(model.bos),
@@ -38,7 +38,7 @@ def render_for(model: LlamaModel, messages: list[ChatMessage], *, answer: bool =
                        model_name=f"'{model.path.name}'", options=options)
 
 
-def answer_cue(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions = RenderOptions()) -> str:
+def answer_cue(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions = RenderOptions()) -> str:
     """The text the template writes after the messages to cue the answer ("" when the rendering
     with the cue does not start with the one without: the cue cannot be told apart)."""
     closed = render_for(model, messages, answer=False, options=options).text
@@ -46,12 +46,12 @@ def answer_cue(model: LlamaModel, messages: list[ChatMessage], options: RenderOp
     return cued[len(closed):] if cued.startswith(closed) else ""
 
 
-def answer_reasoning(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions) -> ReasoningStart:
+def answer_reasoning(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions) -> ReasoningStart:
     """Whether an answer to ``messages`` starts inside a reasoning block (see engine.reasoning)."""
     return reasoning_start(answer_cue(model, messages, options))
 
 
-def check_chat_template(model: LlamaModel) -> tuple[bool, bool]:
+def check_chat_template(model: ModelBackend) -> tuple[bool, bool]:
     """Refuse a model whose chat template goes over budget on a small conversation; else return
     (whether its answers start in a reasoning block by default, whether ``enable_thinking`` switches it).
 
@@ -70,13 +70,13 @@ def check_chat_template(model: LlamaModel) -> tuple[bool, bool]:
         return False, False
 
 
-def chat_prompt_tokens(model: LlamaModel, messages: list[ChatMessage], options: RenderOptions = RenderOptions()
+def chat_prompt_tokens(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions = RenderOptions()
                        ) -> list[int]:
     """Messages rendered with the model's own chat template, ready for the assistant's turn."""
     return rendered_tokens(model, render_for(model, messages, options=options), bos=True)
 
 
-def rendered_tokens(model: LlamaModel, rendered: RenderedChat, *, bos: bool) -> list[int]:
+def rendered_tokens(model: ModelBackend, rendered: RenderedChat, *, bos: bool) -> list[int]:
     """Tokens of a rendered prompt: control tokens only where the template wrote them.
 
     ``bos``: start with BOS if the model wants one (once, also when the template wrote it).
@@ -97,11 +97,11 @@ def rendered_tokens(model: LlamaModel, rendered: RenderedChat, *, bos: bool) -> 
     return tokens
 
 
-def _plain(model: LlamaModel, text: str) -> list[int]:
+def _plain(model: ModelBackend, text: str) -> list[int]:
     return model.tokenize(text, add_special=False, parse_special=False) if text else []
 
 
-def _template_control_tokens(model: LlamaModel, rendered: RenderedChat) -> list[tuple[int, int, int]] | None:
+def _template_control_tokens(model: ModelBackend, rendered: RenderedChat) -> list[tuple[int, int, int]] | None:
     """(start, end, token) of each control token the template wrote; None when the messages hold none."""
     control = model.control_tokens()
     if not control:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import msgspec
 import numpy as np
 
+from engine.backends.backend import ContextBackend, ModelBackend
 from engine.backends.base import ContextSettings, ModelLoadError, default_threads
 from engine.protocol import ModelFacts
 from engine.backends.llama_context import DecodeAborted, LlamaContext
@@ -27,9 +29,12 @@ FULL_ROWS_TAIL = 512
 class ModelSession:
     """Owns a model and its context; feeds tokens and hands out the logits of the last one."""
 
-    def __init__(self, model: LlamaModel, settings: ContextSettings, facts: ModelFacts | None = None) -> None:
+    def __init__(self, model: ModelBackend, settings: ContextSettings, facts: ModelFacts | None = None,
+                 context: ContextBackend | None = None) -> None:
+        """``context``: one already made over ``model`` (a test's fake backend); None: llama.cpp's, made
+        with ``settings`` (``model`` is then a :class:`LlamaModel`)."""
         self.model = model
-        self.context = LlamaContext(model, settings)
+        self.context = context if context is not None else LlamaContext(cast(LlamaModel, model), settings)
         self.tokens: list[int] = []
         self.resets = 0  # how often the context was cleared: a state held since then is gone
         self._facts = facts

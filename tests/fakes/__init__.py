@@ -1,1 +1,2 @@
-"""Stand-ins for the parts of Hearth that tests replace: only the engine client, so far."""
+"""Stand-ins for the parts of Hearth that tests replace: the engine client (controller tests) and an
+inference backend (fast tests of the engine core, tests/engine/test_core_fake_backend.py)."""
