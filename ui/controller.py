@@ -229,14 +229,20 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         return draft
 
     def _begin(self, store_turn, text: str = "") -> None:
-        self.turn_flow.begin(store_turn, self._prepare, text)
+        self.turn_flow.begin(store_turn, self._preparation(), text)
         self.generating_changed.emit(True)
 
-    def _prepare(self, turn: PendingTurn) -> None:
-        """Name the model answering, and let an installed EAGLE-3 head draft for it (drafting auto)."""
-        turn.model = answering_model(self.model_ref, self.loaded)
-        if self.loaded is not None and remote_name(self.model_ref) is None:
-            turn.command = with_installed_head(turn.command, self.loaded.facts, app_data_dir())
+    def _preparation(self) -> Callable[[PendingTurn], None]:
+        """What a turn sent now gets (on the store's thread): the answering model's name and, for a
+        model of this computer, an installed EAGLE-3 head to draft with (drafting auto)."""
+        model, loaded = answering_model(self.model_ref, self.loaded), self.loaded
+        facts = loaded.facts if loaded is not None and remote_name(self.model_ref) is None else None
+
+        def prepare(turn: PendingTurn) -> None:
+            turn.model = model
+            if facts is not None:
+                turn.command = with_installed_head(turn.command, facts, app_data_dir())
+        return prepare
 
     # -- the turn's steps, on screen (app.services.turn_flow.TurnScreen) -----------------------------
 

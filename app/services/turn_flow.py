@@ -7,13 +7,17 @@ and the engine's events come in through :meth:`TurnFlow.take`. What the window s
 is the :class:`TurnScreen`'s part; the flow holds which turns are in flight and ends each one
 exactly once, whichever way it ends (its ``Finished``, the engine's death, the window closing).
 
+The command is sent from the store's thread as soon as the question is stored, not after a trip
+back to the window's thread: a busy window does not hold a message back. So its first events can
+arrive before the window has shown the turn; they wait for it (:attr:`TurnFlow._early`).
+
 One turn, step by step:
 
 1. :meth:`TurnFlow.begin` submits the caller's ``store_turn`` job (it stores the question and an
    empty answer: :func:`app.services.turn.start_turn`), or nothing is sent when another writer holds
    the conversation (:meth:`TurnScreen.turn_refused`) or the store failed
    (:meth:`TurnScreen.turn_not_saved`);
-2. with the turn stored, it is shown (:meth:`TurnScreen.turn_started`) and its command sent;
+2. with the turn stored, its command is sent, and it is shown (:meth:`TurnScreen.turn_started`);
 3. each event of its request is fed to the turn; one that does not end it is shown
    (:meth:`TurnScreen.turn_event`);
 4. the end is stored (:func:`app.services.turn.end_answer`: read back, where the worker stored the
@@ -22,6 +26,7 @@ One turn, step by step:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -35,6 +40,7 @@ StoreJob = Callable[[ConversationStore], Any]
 Submit = Callable[[StoreJob, Callable[[Any], None] | None, Callable[[str], None] | None], None]
 # What a store_turn job returns: the conversation, the stored turn, and what the screen shows of it.
 StoredTurn = tuple[Conversation, PendingTurn, Any]
+FlowEvent = p.Event | EngineDead
 
 
 class TurnScreen(Protocol):
@@ -65,6 +71,9 @@ class TurnFlow:
         self.turns: dict[str, PendingTurn] = {}  # by request id: sent, not ended yet
         self.starting = False  # a question is being stored
         self.storing = 0  # ended turns whose answers are being stored
+        # sent from the store's thread, not yet shown: their events so far, by request id
+        self._early: dict[str, list[FlowEvent]] = {}
+        self._early_lock = threading.Lock()
 
     @property
     def busy(self) -> bool:
@@ -72,32 +81,40 @@ class TurnFlow:
 
     def begin(self, store_turn: Callable[[ConversationStore], StoredTurn | ConversationBusy],
               prepare: Callable[[PendingTurn], None], text: str = "") -> None:
-        """Store a turn with ``store_turn`` (on the store's thread), ``prepare`` it (its command, its
-        model's name), show it and send it. ``text`` is the user's message, given back if nothing is sent."""
+        """Store a turn with ``store_turn``, ``prepare`` it (its command, its model's name) and send it,
+        all on the store's thread (so ``prepare`` reads nothing the window may change meanwhile); then
+        show it. ``text`` is the user's message, given back if nothing is sent."""
         self.starting = True
-        self._submit(store_turn, lambda stored: self._stored_question(stored, prepare, text),
+        self._submit(lambda store: self._store_and_send(store, store_turn, prepare), self._started_or_refused(text),
                      lambda message: self._not_saved(message, text))
 
     def take(self, event: p.Event) -> bool:
         """Feed an engine event to the turn it belongs to; False when it is none of this flow's."""
-        turn = self.turns.get(getattr(event, "request_id", None))
-        if turn is None:
+        request_id = getattr(event, "request_id", None)
+        turn = self.turns.get(request_id)
+        if turn is not None:
+            self._follow(turn, event)
+            return True
+        with self._early_lock:
+            early = self._early.get(request_id)
+        if early is None:
             return False
-        if turn.feed(event):
-            self._end(turn)
-        else:
-            self._screen.turn_event(turn, event)
+        early.append(event)
         return True
 
     def engine_died(self, dead: EngineDead) -> None:
         """The worker is gone: every turn in flight ends, its answer kept as far as it was written."""
         for turn in list(self.turns.values()):
-            turn.feed(dead)
-            self._end(turn)
+            self._follow(turn, dead)
+        with self._early_lock:
+            for early in self._early.values():
+                early.append(dead)
 
     def stop(self) -> None:
         """Ask the engine to stop every answer being written (each ends with its ``Finished``, stopped)."""
-        for request_id in self.turns:
+        with self._early_lock:
+            request_ids = [*self.turns, *self._early]
+        for request_id in request_ids:
             self._send(p.Cancel(request_id=request_id))
 
     def abandon(self, why: str) -> None:
@@ -107,19 +124,46 @@ class TurnFlow:
             turn.abandoned = why
             self._submit(lambda store, turn=turn: end_answer(store, turn), None, None)
 
-    def _stored_question(self, stored: StoredTurn | ConversationBusy, prepare: Callable[[PendingTurn], None],
-                         text: str) -> None:
-        self.starting = False
+    def _store_and_send(self, store: ConversationStore, store_turn: Callable[[ConversationStore], Any],
+                        prepare: Callable[[PendingTurn], None]) -> tuple[StoredTurn, bool] | ConversationBusy:
+        """On the store's thread: the stored turn, and whether its command went to the engine."""
+        stored = store_turn(store)
         if isinstance(stored, ConversationBusy):
-            self._screen.turn_refused(stored, text)
-            return
-        conversation, turn, shown = stored
+            return stored
+        turn = stored[1]
         prepare(turn)
-        self.turns[turn.command.request_id] = turn
+        with self._early_lock:
+            self._early[turn.command.request_id] = []
+        return stored, self._send(turn.outgoing())
+
+    def _started_or_refused(self, text: str) -> Callable[[tuple[StoredTurn, bool] | ConversationBusy], None]:
+        def started_or_refused(result: tuple[StoredTurn, bool] | ConversationBusy) -> None:
+            self.starting = False
+            if isinstance(result, ConversationBusy):
+                self._screen.turn_refused(result, text)
+            else:
+                self._started(*result)
+        return started_or_refused
+
+    def _started(self, stored: StoredTurn, sent: bool) -> None:
+        """Show the turn, then what its request sent meanwhile (or its end, when it could not be sent)."""
+        conversation, turn, shown = stored
+        request_id = turn.command.request_id
+        with self._early_lock:
+            early = self._early.pop(request_id)
+        self.turns[request_id] = turn
         self._screen.turn_started(conversation, turn, shown)
-        if not self._send(turn.outgoing()):
-            turn.feed(EngineDead(exit_code=None, message="the engine is not running"))
+        if not sent:
+            early = [EngineDead(exit_code=None, message="the engine is not running")]
+        for event in early:
+            if request_id in self.turns:
+                self._follow(turn, event)
+
+    def _follow(self, turn: PendingTurn, event: FlowEvent) -> None:
+        if turn.feed(event):
             self._end(turn)
+        elif not isinstance(event, EngineDead):
+            self._screen.turn_event(turn, event)
 
     def _not_saved(self, message: str, text: str) -> None:
         self.starting = False

@@ -25,25 +25,36 @@ WINDOW = Writer("a Hearth window")
 
 @dataclass
 class _Store:
-    """Runs the flow's jobs on a real store when :meth:`run` is called, in the order submitted."""
+    """Runs the flow's jobs on a real store when told, in the order submitted: :meth:`run_jobs` as
+    the store's thread does, :meth:`deliver` their results as the window's thread later takes them."""
 
     store: ConversationStore
     jobs: list[tuple[Callable, Callable | None, Callable | None]] = field(default_factory=list)
+    results: list[Callable[[], None]] = field(default_factory=list)
     fail_with: str = ""  # the next job fails with this message instead of running
 
     def submit(self, job, on_done=None, on_error=None) -> None:
         self.jobs.append((job, on_done, on_error))
 
-    def run(self) -> None:
+    def run_jobs(self) -> None:
         while self.jobs:
             job, on_done, on_error = self.jobs.pop(0)
             if self.fail_with:
                 message, self.fail_with = self.fail_with, ""
-                on_error(message)
+                self.results.append(lambda on_error=on_error, message=message: on_error(message))
                 continue
             result = job(self.store)
             if on_done is not None:
-                on_done(result)
+                self.results.append(lambda on_done=on_done, result=result: on_done(result))
+
+    def deliver(self) -> None:
+        while self.results:
+            self.results.pop(0)()
+
+    def run(self) -> None:
+        while self.jobs or self.results:
+            self.run_jobs()
+            self.deliver()
 
 
 @dataclass
@@ -215,3 +226,34 @@ def test_an_answer_the_worker_stored_is_read_back(parts):
     flow.take(_finished(command.request_id, stored=True))
     store.run()
     assert screen.steps[-1] == ("stored", ("done", "Stored by the worker", ""))
+
+
+def test_events_that_arrive_before_the_turn_is_shown_wait_for_it(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run_jobs()  # stored and sent from the store's thread; the window has not shown it yet
+    (command,) = engine.sent
+    assert flow.take(p.TokenDelta(request_id=command.request_id, text="Quick", n_tokens=1))
+    assert flow.take(_finished(command.request_id))
+    assert screen.steps == [], "nothing is shown before the turn"
+    store.run()
+    assert screen.steps == [("started", "rows"), ("event", "TokenDelta"), ("stored", ("done", "Quick", ""))]
+    assert not flow.busy
+
+
+def test_a_death_before_the_turn_is_shown_still_ends_it_once(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run_jobs()
+    flow.engine_died(EngineDead(exit_code=-9, message="the engine was killed"))
+    store.run()
+    assert screen.steps == [("started", "rows"), ("stored", ("interrupted", "", ""))]
+    assert not flow.busy
+
+
+def test_stop_before_the_turn_is_shown_cancels_it_too(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run_jobs()
+    flow.stop()
+    assert engine.sent[-1] == p.Cancel(request_id=engine.sent[0].request_id)
