@@ -23,12 +23,11 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from app.services.draft_heads import with_installed_head
 from app.services.settings import Settings, app_data_dir, sampling_spec
-from app.services.turn import THINKING_SETTING, PendingTurn, TurnOptions, Writer, start_regeneration, start_turn
-from app.services.turn_flow import TurnFlow
+from app.services.turn import PendingTurn, TurnOptions, Writer
+from app.services.turn_flow import Answering, NewAnswer, NewMessage, TurnFlow
 from engine import protocol as p
-from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.conversations import Conversation, Message
 from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
 from ui.held_question import HeldQuestion, QuestionHolding
@@ -73,7 +72,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.model_ref = settings.model
         self.devices: list[p.DeviceInfo] = []  # what the worker found (Ready), CPU first
         self.search_text = ""
-        self.turn_flow = TurnFlow(store.submit, bridge.send, self)  # the turns in flight (this class is its screen)
+        # the turns in flight; this class is their screen
+        self.turn_flow = TurnFlow(store.submit, bridge.send, self, WINDOW, load_transcript)
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False
@@ -150,23 +150,10 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
 
     def _send_now(self, text: str) -> None:
         """Store the message (the edited version of :attr:`editing`, if one is edited) and have it answered."""
-        conversation, editing, options = self.conversation, self.editing, self._options()
-        title = text.splitlines()[0][:60]
-
-        model = self.model_ref
-
-        def store_turn(store: ConversationStore):
-            try:
-                conv, turn = start_turn(store, conversation.id if conversation else None, text, options, WINDOW,
-                                        title=title, model=model, reply_to=editing.parent_id if editing else None,
-                                        from_start=editing is not None and editing.parent_id is None)
-            except ConversationBusy as busy:
-                return busy
-            if conversation is None and options.enable_thinking is not None:  # the new conversation keeps it
-                conv = store.update_settings(conv.id, {THINKING_SETTING: options.enable_thinking})
-            return conv, turn, load_transcript(store, conv.id)
-
-        self._begin(store_turn, text)
+        conversation, editing = self.conversation, self.editing
+        self._begin(NewMessage(text, conversation.id if conversation else None, self._options(), model=self.model_ref,
+                               reply_to=editing.parent_id if editing else None,
+                               from_start=editing is not None and editing.parent_id is None))
         self.set_editing(None)
 
     def _why_nothing_is_sent(self) -> str:
@@ -186,16 +173,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             return False
         if not self.before_sending():
             return False
-        conversation, user_id, options = self.conversation, target.parent_id, self._options()
-
-        def store_turn(store: ConversationStore):
-            try:
-                turn = start_regeneration(store, conversation.id, user_id, options, WINDOW)
-            except ConversationBusy as busy:
-                return busy
-            return conversation, turn, load_transcript(store, conversation.id)
-
-        self._begin(store_turn)
+        self._begin(NewAnswer(self.conversation, target.parent_id, self._options()))
         return True
 
     def answer_to_regenerate(self, answer_id: str | None = None) -> Message | None:
@@ -228,21 +206,15 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             return "auto"
         return draft
 
-    def _begin(self, store_turn, text: str = "") -> None:
-        self.turn_flow.begin(store_turn, self._preparation(), text)
+    def _begin(self, request: NewMessage | NewAnswer) -> None:
+        self.turn_flow.begin(request, self._answering())
         self.generating_changed.emit(True)
 
-    def _preparation(self) -> Callable[[PendingTurn], None]:
-        """What a turn sent now gets (on the store's thread): the answering model's name and, for a
-        model of this computer, an installed EAGLE-3 head to draft with (drafting auto)."""
-        model, loaded = answering_model(self.model_ref, self.loaded), self.loaded
-        facts = loaded.facts if loaded is not None and remote_name(self.model_ref) is None else None
-
-        def prepare(turn: PendingTurn) -> None:
-            turn.model = model
-            if facts is not None:
-                turn.command = with_installed_head(turn.command, facts, app_data_dir())
-        return prepare
+    def _answering(self) -> Answering:
+        """Who answers a turn sent now (app.services.turn_flow.Answering)."""
+        local = self.loaded is not None and remote_name(self.model_ref) is None
+        return Answering(answering_model(self.model_ref, self.loaded), self.loaded.facts if local else None,
+                         app_data_dir() if local else None)
 
     # -- the turn's steps, on screen (app.services.turn_flow.TurnScreen) -----------------------------
 

@@ -13,10 +13,10 @@ arrive before the window has shown the turn; they wait for it (:attr:`TurnFlow._
 
 One turn, step by step:
 
-1. :meth:`TurnFlow.begin` submits the caller's ``store_turn`` job (it stores the question and an
-   empty answer: :func:`app.services.turn.start_turn`), or nothing is sent when another writer holds
-   the conversation (:meth:`TurnScreen.turn_refused`) or the store failed
-   (:meth:`TurnScreen.turn_not_saved`);
+1. :meth:`TurnFlow.begin` takes a :class:`NewMessage` or a :class:`NewAnswer` and stores the
+   question and an empty answer (:func:`app.services.turn.start_turn`,
+   :func:`~app.services.turn.start_regeneration`), or nothing is sent when another writer holds the
+   conversation (:meth:`TurnScreen.turn_refused`) or the store failed (:meth:`TurnScreen.turn_not_saved`);
 2. with the turn stored, its command is sent, and it is shown (:meth:`TurnScreen.turn_started`);
 3. each event of its request is fed to the turn; one that does not end it is shown
    (:meth:`TurnScreen.turn_event`);
@@ -28,10 +28,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from app.engine_clients.client import EngineDead
-from app.services.turn import PendingTurn, end_answer
+from app.services.draft_heads import with_installed_head
+from app.services.turn import (
+    THINKING_SETTING, PendingTurn, TurnOptions, Writer, end_answer, start_regeneration, start_turn,
+)
 from engine import protocol as p
 from model_store.conversations import Conversation, ConversationStore
 from model_store.writer_lock import ConversationBusy
@@ -41,6 +46,39 @@ Submit = Callable[[StoreJob, Callable[[Any], None] | None, Callable[[str], None]
 # What a store_turn job returns: the conversation, the stored turn, and what the screen shows of it.
 StoredTurn = tuple[Conversation, PendingTurn, Any]
 FlowEvent = p.Event | EngineDead
+ReadShown = Callable[[ConversationStore, str], Any]  # what the screen shows of a conversation, read on the store's thread
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A user message to store and answer: in ``conversation_id`` (None: a new conversation titled
+    after it), after its newest message, or after ``reply_to`` (an edit), or first (``from_start``)."""
+
+    text: str
+    conversation_id: str | None
+    options: TurnOptions
+    model: str = "default"  # the model a new conversation is made with
+    reply_to: str | None = None
+    from_start: bool = False
+
+
+@dataclass(frozen=True)
+class NewAnswer:
+    """Another answer to a stored user message (the earlier ones stay as its versions)."""
+
+    conversation: Conversation
+    user_message_id: str
+    options: TurnOptions
+
+
+@dataclass(frozen=True)
+class Answering:
+    """Who answers a turn sent now: the model's name for its statistics, and, for a model of this
+    computer, its facts, so an installed EAGLE-3 head can draft (drafting auto) from ``data_dir``."""
+
+    model: str
+    local_facts: p.ModelFacts | None = None
+    data_dir: Path | None = None
 
 
 class TurnScreen(Protocol):
@@ -66,8 +104,10 @@ class TurnScreen(Protocol):
 class TurnFlow:
     """The turns a window has in flight, from the stored question to the stored answer."""
 
-    def __init__(self, submit: Submit, send: Callable[[p.Command], bool], screen: TurnScreen) -> None:
+    def __init__(self, submit: Submit, send: Callable[[p.Command], bool], screen: TurnScreen, writer: Writer,
+                 read_shown: ReadShown) -> None:
         self._submit, self._send, self._screen = submit, send, screen
+        self._writer, self._read_shown = writer, read_shown
         self.turns: dict[str, PendingTurn] = {}  # by request id: sent, not ended yet
         self.starting = False  # a question is being stored
         self.storing = 0  # ended turns whose answers are being stored
@@ -79,13 +119,11 @@ class TurnFlow:
     def busy(self) -> bool:
         return bool(self.turns) or self.starting or self.storing > 0
 
-    def begin(self, store_turn: Callable[[ConversationStore], StoredTurn | ConversationBusy],
-              prepare: Callable[[PendingTurn], None], text: str = "") -> None:
-        """Store a turn with ``store_turn``, ``prepare`` it (its command, its model's name) and send it,
-        all on the store's thread (so ``prepare`` reads nothing the window may change meanwhile); then
-        show it. ``text`` is the user's message, given back if nothing is sent."""
+    def begin(self, request: NewMessage | NewAnswer, answering: Answering) -> None:
+        """Store the turn and send its command, on the store's thread; then show it."""
         self.starting = True
-        self._submit(lambda store: self._store_and_send(store, store_turn, prepare), self._started_or_refused(text),
+        text = request.text if isinstance(request, NewMessage) else ""  # given back if nothing is sent
+        self._submit(lambda store: self._store_and_send(store, request, answering), self._started_or_refused(text),
                      lambda message: self._not_saved(message, text))
 
     def take(self, event: p.Event) -> bool:
@@ -124,17 +162,33 @@ class TurnFlow:
             turn.abandoned = why
             self._submit(lambda store, turn=turn: end_answer(store, turn), None, None)
 
-    def _store_and_send(self, store: ConversationStore, store_turn: Callable[[ConversationStore], Any],
-                        prepare: Callable[[PendingTurn], None]) -> tuple[StoredTurn, bool] | ConversationBusy:
+    def _store_and_send(self, store: ConversationStore, request: NewMessage | NewAnswer,
+                        answering: Answering) -> tuple[StoredTurn, bool] | ConversationBusy:
         """On the store's thread: the stored turn, and whether its command went to the engine."""
-        stored = store_turn(store)
-        if isinstance(stored, ConversationBusy):
-            return stored
-        turn = stored[1]
-        prepare(turn)
+        try:
+            conversation, turn = self._store_turn(store, request)
+        except ConversationBusy as busy:
+            return busy
+        turn.model = answering.model
+        if answering.local_facts is not None and answering.data_dir is not None:
+            turn.command = with_installed_head(turn.command, answering.local_facts, answering.data_dir)
         with self._early_lock:
             self._early[turn.command.request_id] = []
-        return stored, self._send(turn.outgoing())
+        sent = self._send(turn.outgoing())
+        return (conversation, turn, self._read_shown(store, conversation.id)), sent
+
+    def _store_turn(self, store: ConversationStore, request: NewMessage | NewAnswer) -> tuple[Conversation, PendingTurn]:
+        if isinstance(request, NewAnswer):
+            turn = start_regeneration(store, request.conversation.id, request.user_message_id, request.options,
+                                      self._writer)
+            return request.conversation, turn
+        options = request.options
+        conversation, turn = start_turn(store, request.conversation_id, request.text, options, self._writer,
+                                        title=request.text.splitlines()[0][:60], model=request.model,
+                                        reply_to=request.reply_to, from_start=request.from_start)
+        if request.conversation_id is None and options.enable_thinking is not None:  # the new conversation keeps it
+            conversation = store.update_settings(conversation.id, {THINKING_SETTING: options.enable_thinking})
+        return conversation, turn
 
     def _started_or_refused(self, text: str) -> Callable[[tuple[StoredTurn, bool] | ConversationBusy], None]:
         def started_or_refused(result: tuple[StoredTurn, bool] | ConversationBusy) -> None:

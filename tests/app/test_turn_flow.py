@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from app.engine_clients.client import EngineDead
-from app.services.turn import TurnOptions, Writer, start_turn
-from app.services.turn_flow import TurnFlow
+from app.services.turn import TurnOptions, Writer
+from app.services.turn_flow import Answering, NewAnswer, NewMessage, TurnFlow
 from engine import protocol as p
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
-from model_store.writer_lock import ConversationBusy, take_writer_lock
+from model_store.writer_lock import take_writer_lock
 
 WINDOW = Writer("a Hearth window")
 
@@ -92,17 +92,11 @@ class _Engine:
 def parts(tmp_path):
     store = _Store(ConversationStore(open_database(database_path(tmp_path))))
     screen, engine = _Screen(), _Engine()
-    return store, screen, engine, TurnFlow(store.submit, engine.send, screen)
+    return store, screen, engine, TurnFlow(store.submit, engine.send, screen, WINDOW, lambda store, cid: "rows")
 
 
-def _begin(flow: TurnFlow, text: str, conversation_id: str | None = None) -> None:
-    def store_turn(store: ConversationStore):
-        try:
-            conversation, turn = start_turn(store, conversation_id, text, TurnOptions(), WINDOW, title=text)
-        except ConversationBusy as busy:
-            return busy
-        return conversation, turn, "rows"
-    flow.begin(store_turn, lambda turn: setattr(turn, "model", "tiny"), text)
+def _begin(flow: TurnFlow, text: str, conversation_id: str | None = None, **options) -> None:
+    flow.begin(NewMessage(text, conversation_id, TurnOptions(**options)), Answering("tiny"))
 
 
 def _finished(rid: str, stored: bool = False) -> p.Finished:
@@ -257,3 +251,29 @@ def test_stop_before_the_turn_is_shown_cancels_it_too(parts):
     store.run_jobs()
     flow.stop()
     assert engine.sent[-1] == p.Cancel(request_id=engine.sent[0].request_id)
+
+
+def test_a_new_answer_is_stored_beside_the_first_and_sent(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Hello")
+    store.run()
+    first: p.AnswerTurn = engine.sent[0]
+    flow.take(_finished(first.request_id))
+    store.run()
+    conversation = store.store.get(first.conversation_id)
+    user_id = first.messages[-1].id
+    flow.begin(NewAnswer(conversation, user_id, TurnOptions()), Answering("tiny"))
+    store.run()
+    second: p.AnswerTurn = engine.sent[1]
+    assert second.answer_id != first.answer_id and second.messages[-1].id == user_id
+    assert store.store.versions(conversation.id)[user_id] == [first.answer_id, second.answer_id]
+
+
+def test_a_new_conversation_keeps_the_thinking_choice_it_was_started_with(parts):
+    store, screen, engine, flow = parts
+    _begin(flow, "Think about this", enable_thinking=False)
+    store.run()
+    command: p.AnswerTurn = engine.sent[0]
+    assert command.template.enable_thinking is False
+    assert store.store.get(command.conversation_id).settings == {"enable_thinking": False}
+    assert store.store.get(command.conversation_id).title == "Think about this"
