@@ -31,10 +31,11 @@ from ui.views.document_progress import PartChoice
 
 class DocumentOffers:
     """The dialogs of :class:`~ui.document_controller.DocumentController` for a document that does
-    not fit: a choice is read by ``_read_part``; ``part_choice`` is the dialog while it is open."""
+    not fit (its :class:`~app.services.document_flow.DocumentScreen` offers): a choice is read by
+    ``_read_part``; ``part_choice`` is the dialog while it is open."""
 
-    def _offer_parts(self, document: ExtractedDocument, path: Path, too_long: DocumentTooLong, *,
-                     in_conversation: bool) -> None:
+    def offer_parts(self, document: ExtractedDocument, path: Path, too_long: DocumentTooLong, *,
+                    in_conversation: bool) -> None:
         """Offer its parts and, found on the store thread, a catalogue model that reads it whole."""
         self.chat.status.emit(f"{document.title} does not fit the model's context.")
         loaded = self.chat.loaded
@@ -55,7 +56,7 @@ class DocumentOffers:
         self.chat.store.submit(lambda store: find_suggestion(store, too_long, report, percent), offer,
                                lambda _message: offer(None))
 
-    def _offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
+    def offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
         """All of the document fits in a context the memory holds now, not in the one the model has."""
         self.chat.status.emit(f"{document.title} needs a longer context.")
         self._open_part_choice(PartChoice(

@@ -6,7 +6,6 @@ so every step can be seen between two others.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,42 +18,9 @@ from engine import protocol as p
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.writer_lock import take_writer_lock
+from tests.helpers.store_jobs import StoreJobs
 
 WINDOW = Writer("a Hearth window")
-
-
-@dataclass
-class _Store:
-    """Runs the flow's jobs on a real store when told, in the order submitted: :meth:`run_jobs` as
-    the store's thread does, :meth:`deliver` their results as the window's thread later takes them."""
-
-    store: ConversationStore
-    jobs: list[tuple[Callable, Callable | None, Callable | None]] = field(default_factory=list)
-    results: list[Callable[[], None]] = field(default_factory=list)
-    fail_with: str = ""  # the next job fails with this message instead of running
-
-    def submit(self, job, on_done=None, on_error=None) -> None:
-        self.jobs.append((job, on_done, on_error))
-
-    def run_jobs(self) -> None:
-        while self.jobs:
-            job, on_done, on_error = self.jobs.pop(0)
-            if self.fail_with:
-                message, self.fail_with = self.fail_with, ""
-                self.results.append(lambda on_error=on_error, message=message: on_error(message))
-                continue
-            result = job(self.store)
-            if on_done is not None:
-                self.results.append(lambda on_done=on_done, result=result: on_done(result))
-
-    def deliver(self) -> None:
-        while self.results:
-            self.results.pop(0)()
-
-    def run(self) -> None:
-        while self.jobs or self.results:
-            self.run_jobs()
-            self.deliver()
 
 
 @dataclass
@@ -90,7 +56,7 @@ class _Engine:
 
 @pytest.fixture
 def parts(tmp_path):
-    store = _Store(ConversationStore(open_database(database_path(tmp_path))))
+    store = StoreJobs(ConversationStore(open_database(database_path(tmp_path))))
     screen, engine = _Screen(), _Engine()
     return store, screen, engine, TurnFlow(store.submit, engine.send, screen, WINDOW, lambda store, cid: "rows")
 
