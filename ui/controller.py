@@ -73,7 +73,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.devices: list[p.DeviceInfo] = []  # what the worker found (Ready), CPU first
         self.search_text = ""
         # the turns in flight; this class is their screen
-        self.turn_flow = TurnFlow(store.submit, bridge.send, self, WINDOW, load_transcript)
+        self.turn_flow = TurnFlow(store.submit, lambda command: self.bridge.send(command), self, WINDOW,
+                                  load_transcript)
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False

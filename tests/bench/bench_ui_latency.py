@@ -124,23 +124,21 @@ def stream_scripted(window, n_deltas: int, edge: int, pace_ms: float, timeout_s:
     app, controller = QApplication.instance(), window.controller
     bridge = controller.bridge
     sent: list[p.Command] = []
-    started_turn = QEventLoop()
     real_send = bridge.send
 
     def send(command: p.Command) -> bool:  # the engine never hears of this answer: the bench writes it
         if not isinstance(command, p.ANSWERS):
             return real_send(command)
-        sent.append(command)
-        started_turn.quit()
+        sent.append(command)  # on the store's thread (app.services.turn_flow)
         return True
 
     bridge.send = send
     try:
         window.composer.edit.setPlainText("Tell me a long story about the lighthouse.")
         window.composer._submit()
-        QTimer.singleShot(int(timeout_s * 1000), started_turn.quit)
-        if not sent:
-            started_turn.exec()
+        deadline = time.monotonic() + timeout_s
+        while not (sent and sent[0].request_id in controller.turn_flow.turns) and time.monotonic() < deadline:
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)  # until the turn is on screen
         if not sent:
             raise SystemExit("the scripted turn was not started")
         deltas = [p.TokenDelta(request_id=sent[0].request_id, text=piece, n_tokens=1)
