@@ -25,7 +25,7 @@ from model_store.conversations import Conversation, ConversationStore
 from model_store.db import database_path, open_database
 from model_store.documents import DocumentStore
 from model_store.writer_lock import holder_of
-from tests.helpers.store_jobs import StoreJobs
+from tests.helpers.store_jobs import SentCommands, StoreJobs
 
 WINDOW = Writer("a Hearth window")
 MODEL = "tiny"
@@ -103,20 +103,6 @@ class _Screen:
         self.steps.append(("growing", measured.tokens))
 
 
-@dataclass
-class _Engine:
-    up: bool = True
-    sent: list[p.Command] = field(default_factory=list)
-
-    def send(self, command: p.Command) -> bool:
-        if self.up:
-            self.sent.append(command)
-        return self.up
-
-    def last(self, kind: type) -> Any:
-        return [command for command in self.sent if isinstance(command, kind)][-1]
-
-
 def _measured(command: p.MeasureText, grown_budget: int = 0) -> p.TextMeasured:
     """The engine's count: a token a word, against the command's budget (``BUDGET`` by default)."""
     words = command.text.split()
@@ -141,7 +127,7 @@ def _contents(store: ConversationStore, conversation_id: str) -> list[str]:
 class _Window:
     store: _Store
     screen: _Screen
-    engine: _Engine
+    engine: SentCommands
     extraction: _Extraction
     flow: DocumentFlow
     folder: Path
@@ -171,7 +157,7 @@ class _Window:
 @pytest.fixture
 def window(tmp_path) -> _Window:
     store = StoreJobs(ConversationStore(open_database(database_path(tmp_path))))
-    screen, engine, extraction = _Screen(), _Engine(), _Extraction()
+    screen, engine, extraction = _Screen(), SentCommands(), _Extraction()
     flow = DocumentFlow(store.submit, engine.send, screen, extract=extraction, transcript=_contents, writer=WINDOW)
     return _Window(store, screen, engine, extraction, flow, tmp_path)
 

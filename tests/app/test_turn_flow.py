@@ -18,7 +18,7 @@ from engine import protocol as p
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.writer_lock import take_writer_lock
-from tests.helpers.store_jobs import StoreJobs
+from tests.helpers.store_jobs import SentCommands, StoreJobs
 
 WINDOW = Writer("a Hearth window")
 
@@ -43,21 +43,10 @@ class _Screen:
         self.steps.append(("not saved", (message, text)))
 
 
-@dataclass
-class _Engine:
-    up: bool = True
-    sent: list[p.Command] = field(default_factory=list)
-
-    def send(self, command: p.Command) -> bool:
-        if self.up:
-            self.sent.append(command)
-        return self.up
-
-
 @pytest.fixture
 def parts(tmp_path):
     store = StoreJobs(ConversationStore(open_database(database_path(tmp_path))))
-    screen, engine = _Screen(), _Engine()
+    screen, engine = _Screen(), SentCommands()
     return store, screen, engine, TurnFlow(store.submit, engine.send, screen, WINDOW, lambda store, cid: "rows")
 
 
@@ -144,10 +133,11 @@ def test_when_the_engine_dies_every_turn_ends_once_with_what_it_wrote(parts):
     assert [s for s, _ in screen.steps].count("stored") == 1 and not flow.busy
 
 
-def test_stop_cancels_every_answer_being_written(parts):
+@pytest.mark.parametrize("shown", [True, False], ids=["shown", "before it is shown"])
+def test_stop_cancels_every_answer_being_written(parts, shown):
     store, screen, engine, flow = parts
     _begin(flow, "Hello")
-    store.run()
+    store.run() if shown else store.run_jobs()
     flow.stop()
     assert engine.sent[-1] == p.Cancel(request_id=engine.sent[0].request_id)
 
@@ -209,14 +199,6 @@ def test_a_death_before_the_turn_is_shown_still_ends_it_once(parts):
     store.run()
     assert screen.steps == [("started", "rows"), ("stored", ("interrupted", "", ""))]
     assert not flow.busy
-
-
-def test_stop_before_the_turn_is_shown_cancels_it_too(parts):
-    store, screen, engine, flow = parts
-    _begin(flow, "Hello")
-    store.run_jobs()
-    flow.stop()
-    assert engine.sent[-1] == p.Cancel(request_id=engine.sent[0].request_id)
 
 
 def test_a_new_answer_is_stored_beside_the_first_and_sent(parts):

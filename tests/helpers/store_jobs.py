@@ -1,9 +1,10 @@
-"""The GUI store thread's part, for tests of the Qt-free flows (app.services.turn_flow, document_flow).
+"""The GUI's store thread and engine bridge, for tests of the Qt-free flows (app.services.turn_flow, document_flow).
 
 :class:`StoreJobs` runs the jobs a flow submits on a real SQLite store only when the test says:
 :meth:`~StoreJobs.run_jobs` as the store's thread runs them, :meth:`~StoreJobs.deliver` their
 results as the window's thread later takes them, so every step can be seen between two others. A
 job that raises hands its message to ``on_error``, as :class:`ui.store_thread.StoreThread` does.
+:class:`SentCommands` is the bridge's ``send``: it keeps what was sent, or says the engine is down.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine import protocol as p
 from model_store.conversations import ConversationStore
 
 
@@ -51,3 +53,17 @@ class StoreJobs:
     def _hand_back(self, on_error: Callable[[str], None] | None, message: str) -> None:
         if on_error is not None:
             self.results.append(lambda: on_error(message))
+
+
+@dataclass
+class SentCommands:
+    up: bool = True  # False: the engine is down, nothing is sent
+    sent: list[p.Command] = field(default_factory=list)
+
+    def send(self, command: p.Command) -> bool:
+        if self.up:
+            self.sent.append(command)
+        return self.up
+
+    def last(self, kind: type) -> p.Command:
+        return [command for command in self.sent if isinstance(command, kind)][-1]
