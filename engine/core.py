@@ -30,7 +30,7 @@ from engine.devices.calibration import Calibration, crossover, stored_calibratio
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
-from engine.documents import measure_text
+from engine.documents import DocumentDoesNotFit, check_room, measure_text
 from engine.generation import Generation, GenerationSettings
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
@@ -207,6 +207,9 @@ class EngineCore:
             return
         try:
             run, turn, draft_stats, progress, prefill = self._make_generation(command)
+        except DocumentDoesNotFit as too_long:
+            self.emit(closing_event(command, "too_long", Timings(), room=too_long.room))
+            return
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
             code = "no_model" if self.session is None else "context_full" if isinstance(exc, ContextLimit) else \
                 "bad_request"
@@ -266,6 +269,8 @@ class EngineCore:
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning)
         held = self.session.n_past if turn is not None and turn.base is not None else 0
+        if isinstance(command, p.ReadDocument) and may_grow:
+            check_room(self.session, command, held + len(tokens))
         n_ctx = grown_size(self.session, held + len(tokens), answer_room(command.max_tokens if writes else 0))
         if n_ctx and may_grow:
             self._grow(command.request_id, n_ctx)

@@ -18,12 +18,14 @@ ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the st
 
 def closing_event(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,
                   snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
-                  devices: p.DevicePlan | None = None) -> p.Finished | p.DocumentRead:
-    """The one event that ends ``command``'s request: ``DocumentRead`` for a document, else ``Finished``."""
+                  devices: p.DevicePlan | None = None, room: p.DocumentRoom | None = None) -> p.Finished | p.DocumentRead:
+    """The one event that ends ``command``'s request: ``DocumentRead`` for a document (``room``: why
+    one ``too_long`` was not read), else ``Finished``."""
     rid = command.request_id
     if isinstance(command, p.ReadDocument):
         read = timings.prompt_n if reason == "stop" else 0
-        return p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read, timings=timings, snapshot=snapshot)
+        return p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read, timings=timings, snapshot=snapshot,
+                              room=room)
     return p.Finished(request_id=rid, finish_reason=reason, timings=timings,
                       token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
                       devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "")

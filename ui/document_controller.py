@@ -1,6 +1,6 @@
 """Loading a document from the window: what the window shows and asks at each step of the load.
 
-The steps (extract, count and fit, store, read with progress and cancel, keep or take back) are
+The steps (extract, store, read with progress and cancel, keep or take back) are
 :class:`app.services.document_flow.DocumentFlow`'s, without Qt; this controller is its screen
 (:class:`~app.services.document_flow.DocumentScreen`): it starts a load when the window may, says
 each step in the status line and the banner, shows the conversation, opens the dialogs, and
@@ -9,7 +9,7 @@ forwards the engine's events to the flow.
 A document that does not fit is never cut silently: a dialog says by how much and what limits it,
 and offers its first or its last part, or a catalogue model that reads it whole
 (:mod:`ui.document_offers`). One that fits only once the context grows (the memory holds a longer
-one now, :func:`app.services.documents.fits_whole`) is read whole only when the user chooses so in
+one now, :func:`app.services.documents.fits_once_grown`) is read whole only when the user chooses so in
 the same dialog, whose first choice it is; the engine then grows the context as it reads. A new
 chat whose text is already in a conversation with this model asks first whether to open that one
 (:class:`~ui.views.document_progress.LoadedBeforeChoice`). Cancel stops the load at any step

@@ -56,15 +56,15 @@ class DocumentOffers:
         self.chat.store.submit(lambda store: find_suggestion(store, too_long, report, percent), offer,
                                lambda _message: offer(None))
 
-    def offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
+    def offer_growing(self, document: ExtractedDocument, path: Path, room: p.DocumentRoom, part_tokens: int) -> None:
         """All of the document fits in a context the memory holds now, not in the one the model has."""
         self.chat.status.emit(f"{document.title} needs a longer context.")
         self._open_part_choice(PartChoice(
-            f"{document.title} has {measured.tokens:,} tokens but this model's context leaves room for "
-            f"{measured.budget_tokens:,}. The memory available now holds a context long enough for all of it: "
+            f"{document.title} has {room.tokens:,} tokens but this model's context leaves room for "
+            f"{room.budget_tokens:,}. The memory available now holds a context long enough for all of it: "
             f"the model's context grows as the document is read, taking more memory.\n\nOr read only its first or "
-            f"its last {measured.budget_tokens:,} tokens.", QApplication.activeWindow(),
-            whole_tokens=measured.tokens), document, path)
+            f"its last {part_tokens:,} tokens.", QApplication.activeWindow(),
+            whole_tokens=room.tokens), document, path)
 
     def _open_part_choice(self, choice: PartChoice, document: ExtractedDocument, path: Path) -> None:
         choice.part_chosen.connect(lambda part: self._read_part(document, path, part))

@@ -17,7 +17,7 @@ from app.cli.document_too_long import too_long_error
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.services.documents import (
     DocumentTooLong, LoadedBefore, StoredDocument, check_fit, fit_command, keep_if_read, loaded_before, read_command,
-    reading_speed, store_document,
+    reading_speed, sendable, store_document, too_long,
 )
 from app.services.settings import app_data_dir, current_settings
 from app.cli.terminal_text import json_text, visible
@@ -65,6 +65,8 @@ def _read(client: EngineClient, store: ConversationStore, documents: DocumentSto
     if done is not None and done.finish_reason == "cancelled":
         print(f"hearth: stopped reading {visible(stored.document.title)}; nothing was added", file=sys.stderr)
         return None
+    if done is not None and done.finish_reason == "too_long" and done.room is not None:
+        return done  # taken back out: the caller says by how much and what to do
     if not kept:
         raise UserError(f"reading {stored.document.title} did not finish, so it was not added; load it again to "
                         "read it")
@@ -130,20 +132,19 @@ def run_doc_load(args: argparse.Namespace) -> int:
                 return _say_loaded_before(args, before)
         with engine_for(args.model, data_dir=app_data_dir(), context=args.context,
                         engine=args.engine) as (client, loaded):
-            measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
-            try:
-                text = check_fit(extracted, measured, args.part, engine=args.engine or "")
-            except DocumentTooLong as exc:
-                raise too_long_error(exc, args, loaded) from exc
-            if not args.again and (before := loaded_before(store, documents, text, args.part, args.model)) is not None:
+            text, tokens = _text_to_read(client, extracted, args, loaded)
+            if args.part != "all" and not args.again and \
+                    (before := loaded_before(store, documents, text, args.part, args.model)) is not None:
                 return _say_loaded_before(args, before)
-            tokens = measured.tokens if args.part == "all" else measured.kept_tokens
             stored = store_document(store, documents, extracted, text, tokens, args.part, model=args.model,
                                     source_path=str(path.resolve()), writer=command_writer(LOAD_WHO),
                                     system_prompt=current_settings().system_prompt)
             done = _read(client, store, documents, stored, quiet=args.json)
             if done is None:  # stopped by Ctrl+C: the shell's code for a command stopped so
                 return 130
+            if done.finish_reason == "too_long":
+                error = too_long(extracted.title, done.room, engine=args.engine or "")
+                raise too_long_error(error, args, loaded)
             document = documents.set_tokens(stored.document, done.tokens)  # what was read, as printed below
     if not args.json:
         print(f"read {visible(document.title)}: {document.tokens:,} tokens into conversation "
@@ -153,6 +154,18 @@ def run_doc_load(args: argparse.Namespace) -> int:
     print(json_text(_load_json(document, stored.conversation, stored.message.id, done.timings,
                                done.snapshot.saved_bytes if done.snapshot else 0, loaded_before=False)))
     return 0
+
+
+def _text_to_read(client: EngineClient, extracted, args: argparse.Namespace, loaded) -> tuple[str, int]:
+    """The text to store and read, and its tokens where known: all of it (the read measures it), or the
+    first or last part the engine cut; a text too big to send is refused here, with its numbers."""
+    if args.part == "all" and sendable(extracted.text):
+        return extracted.text, 0
+    measured = _one(client, fit_command(extracted.text, args.part), p.TextMeasured)
+    try:
+        return check_fit(extracted, measured, args.part, engine=args.engine or ""), measured.kept_tokens
+    except DocumentTooLong as exc:
+        raise too_long_error(exc, args, loaded) from exc
 
 
 def _say_loaded_before(args: argparse.Namespace, before: LoadedBefore) -> int:

@@ -15,14 +15,17 @@ One load, step by step:
 1. the file's text is extracted (:meth:`DocumentFlow.attach`; a part chosen later starts at step 2:
    :meth:`DocumentFlow.read_part`);
 2. a new chat whose text a conversation with this model holds already asks first
-   (:meth:`DocumentScreen.offer_loaded_before`); an open conversation's messages are counted, and the
-   document is measured against what they leave (:mod:`app.services.documents`);
-3. a document too long is not stored (nothing is cut silently): the screen offers its parts, or all of
-   it in a context that grows (:meth:`DocumentScreen.offer_parts`, :meth:`DocumentScreen.offer_growing`);
-4. one that fits is stored (the conversation's one writer until its read ends), shown and read;
-5. read to the end, its tokens are recorded and the writer let go; cancelled, failed or cut short by
-   the engine's death, it is taken back out (:func:`~app.services.documents.keep_if_read`: a
-   conversation made for it is deleted) and the conversation shown before is shown as it is now.
+   (:meth:`DocumentScreen.offer_loaded_before`); a first or last part is cut to what the last
+   ``too_long`` left for it (:func:`~app.services.documents.part_budget`);
+3. the document is stored (the conversation's one writer until its read ends), shown, and sent to be
+   read: the engine measures the rendered conversation against the context, reads, and reports, in
+   one task (``ReadDocument``);
+4. read to the end, its tokens are recorded and the writer let go; too long (nothing is cut
+   silently), cancelled, failed or cut short by the engine's death, it is taken back out
+   (:func:`~app.services.documents.keep_if_read`: a conversation made for it is deleted) and the
+   conversation shown before is shown as it is now. A document too long is offered in parts, or all
+   of it in a context that grows (:meth:`DocumentScreen.offer_parts`,
+   :meth:`DocumentScreen.offer_growing`).
 
 Cancel ends a load before its reading at once; while reading, the engine ends the read
 (``DocumentRead(cancelled)``). A new chat from a document copies it with its saved state, and reads it
@@ -38,16 +41,16 @@ from pathlib import Path
 
 from app.engine_clients.client import EngineDead
 from app.services.documents import (
-    DocumentTooLong, LoadedBefore, Room, StoredDocument, check_fit, copy_document, fit_command, fits_whole,
-    history_command, keep_if_read, loaded_before, read_command, reading_speed, release_document, room_after,
-    store_document,
+    DocumentTooLong, LoadedBefore, StoredDocument, check_fit, copy_document, fit_command, fits_once_grown,
+    keep_if_read, loaded_before, part_budget, read_command, reading_speed, release_document, sendable,
+    store_document, too_long,
 )
-from app.services.document_screen import DocumentScreen, Extract, LoadedBeforeAnswers, Rows, Transcript
+from app.services.document_screen import DocumentScreen, Extract, LoadedBeforeAnswers, Rows, Transcript, WindowChoices
 from app.services.extract import DocumentError, ExtractedDocument
 from app.services.turn import THINKING_SETTING, Writer
 from app.services.turn_flow import StoreJob, Submit
 from engine import protocol as p
-from model_store.conversations import Conversation, ConversationStore, Message
+from model_store.conversations import Conversation, ConversationStore
 from model_store.db import StoreError
 from model_store.documents import DocumentStore
 
@@ -61,6 +64,8 @@ class _Load:
 
     title: str
     shown_before: Conversation | None  # the conversation on screen when it started
+    document: ExtractedDocument | None = None  # its text, once extracted
+    path: Path | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)  # polled by the extraction
     stored: StoredDocument | None = None
     read_request: str | None = None
@@ -76,6 +81,7 @@ class DocumentFlow:
         self._extract, self._transcript, self._writer = extract, transcript, writer
         self._load: _Load | None = None
         self._waiting: dict[str, Callable[[p.TextMeasured], None]] = {}  # measuring request id -> the next step
+        self._part_budget: tuple[ExtractedDocument, int] | None = None  # what the last too_long left for its parts
 
     @property
     def busy(self) -> bool:
@@ -88,14 +94,14 @@ class DocumentFlow:
         load = self._begin(path.name, shown_before)
         self._screen.load_status(f"Extracting the text of {path.name}…")
         self._extract(path, load.cancelled.is_set,
-                      self._step(load, lambda document: self._measure(load, document, path, part)),
+                      self._step(load, lambda document: self._prepare(load, document, path, part)),
                       self._step(load, self._failed))
 
     def read_part(self, document: ExtractedDocument, path: Path, part: str, shown_before: Conversation | None) -> None:
         """Load the first or last part of a document already extracted, or all of it in a longer context."""
         load = self._begin(document.title, shown_before)
         load.may_grow = part == "all"
-        self._measure(load, document, path, part)
+        self._prepare(load, document, path, part)
 
     def new_chat_from(self, message_id: str, shown_before: Conversation | None) -> None:
         """A new conversation holding the same document, starting from its saved state."""
@@ -155,32 +161,27 @@ class DocumentFlow:
         """``then``, called only while ``load`` is still the current load."""
         return lambda *args: then(*args) if load is self._load else None
 
-    def _measure(self, load: _Load, document: ExtractedDocument, path: Path, part: str) -> None:
-        """Count the open conversation's messages (if any), then the document against what is left."""
-        self._screen.load_status(f"Counting the tokens of {document.title}…")
-        conversation = load.shown_before
-        if conversation is None and part == "all" and not load.may_grow:  # a new chat: is this text already in one?
+    def _prepare(self, load: _Load, document: ExtractedDocument, path: Path, part: str) -> None:
+        """A new chat asks first if its text is in a conversation already; then on to the reading."""
+        load.document, load.path = document, path
+        if load.shown_before is None and part == "all" and not load.may_grow:
             model = self._screen.window_choices().model
             self._submit(lambda store: loaded_before(store, DocumentStore(store.db), document.text, part, model),
-                         self._step(load, lambda before: self._offer_or_fit(load, document, path, part, before)),
+                         self._step(load, lambda before: self._offer_or_read(load, document, path, part, before)),
                          self._step(load, self._failed))
-        elif conversation is None:
-            self._fit(load, document, path, part, Room())
         else:
-            self._submit(lambda store: store.current_branch(conversation.id),
-                         self._step(load, lambda history: self._count(load, document, path, part, history)),
-                         self._step(load, self._failed))
+            self._cut_or_store(load, document, path, part)
 
-    def _offer_or_fit(self, load: _Load, document: ExtractedDocument, path: Path, part: str,
-                      before: LoadedBefore | None) -> None:
+    def _offer_or_read(self, load: _Load, document: ExtractedDocument, path: Path, part: str,
+                       before: LoadedBefore | None) -> None:
         """Read the document, or, if its text is already in a conversation, ask first."""
         if before is None:
-            self._fit(load, document, path, part, Room())
+            self._cut_or_store(load, document, path, part)
             return
         self._screen.load_status(f"{document.title} is already loaded.")
         self._screen.offer_loaded_before(document, before, LoadedBeforeAnswers(
             open_it=self._step(load, lambda: self._open_loaded(before)),
-            read_again=self._step(load, lambda: self._fit(load, document, path, part, Room())),
+            read_again=self._step(load, lambda: self._cut_or_store(load, document, path, part)),
             add_nothing=self._step(load, lambda: self._drop(load))))
 
     def _open_loaded(self, before: LoadedBefore) -> None:
@@ -193,17 +194,26 @@ class DocumentFlow:
         self._finish()
         self._screen.load_status(f"{load.title} was not added.")
 
-    def _count(self, load: _Load, document: ExtractedDocument, path: Path, part: str, history: list[Message]) -> None:
-        command = history_command(history)
-        if command is None:
-            self._fit(load, document, path, part, Room())
-        else:
-            self._ask(load, command, lambda counted: self._fit(load, document, path, part,
-                                                               room_after(counted, len(history))))
+    def _cut_or_store(self, load: _Load, document: ExtractedDocument, path: Path, part: str) -> None:
+        """Store all of the document to be read (the engine measures it then); first have the engine
+        cut a first or last part, or count a text too big to send."""
+        if part == "all" and sendable(document.text):
+            self._store(load, document, path, part, document.text, 0)
+            return
+        budget = self._part_budget[1] if self._part_budget and self._part_budget[0].text == document.text else 0
+        self._screen.load_status(f"Counting the tokens of {document.title}…")
+        self._ask(load, fit_command(document.text, part, budget), lambda measured: self._cut(load, measured, part))
 
-    def _fit(self, load: _Load, document: ExtractedDocument, path: Path, part: str, room: Room) -> None:
-        self._ask(load, fit_command(document.text, part, room),
-                  lambda measured: self._store(load, document, path, part, room, measured))
+    def _cut(self, load: _Load, measured: p.TextMeasured, part: str) -> None:
+        document, path = load.document, load.path
+        try:
+            text = check_fit(document, measured, part, engine=self._screen.window_choices().remote_engine)
+        except DocumentTooLong as error:
+            self._finish()
+            self._part_budget = (document, error.budget_tokens)
+            self._screen.offer_parts(document, path, error, in_conversation=False)
+            return
+        self._store(load, document, path, part, text, measured.kept_tokens)
 
     def _ask(self, load: _Load, command: p.MeasureText, then: Callable[[p.TextMeasured], None]) -> None:
         """Send ``command``; ``then(TextMeasured)`` follows while ``load`` is current."""
@@ -211,21 +221,8 @@ class DocumentFlow:
         if not self._send(command):
             self._failed(NOT_RUNNING)
 
-    def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, room: Room,
-               measured: p.TextMeasured) -> None:
-        """Store a document that fits; offer what can be read of one that does not."""
+    def _store(self, load: _Load, document: ExtractedDocument, path: Path, part: str, text: str, tokens: int) -> None:
         choices = self._screen.window_choices()
-        try:
-            text = check_fit(document, measured, part, room, engine=choices.remote_engine)
-        except DocumentTooLong as too_long:
-            self._finish()
-            self._screen.offer_parts(document, path, too_long, in_conversation=room.held_tokens > 0)
-            return
-        if part == "all" and not measured.fits and fits_whole(measured) and not load.may_grow:
-            self._finish()
-            self._screen.offer_growing(document, path, measured)
-            return
-        tokens = measured.tokens if part == "all" else measured.kept_tokens
         self._submit(self._storing(load, document, path, part, text, tokens, choices),
                      lambda result: self._stored(load, result), self._step(load, self._failed))
 
@@ -236,6 +233,7 @@ class DocumentFlow:
         conversation_id = load.shown_before.id if load.shown_before else None
         thinking = choices.thinking if conversation_id is None else None
         writer, transcript = self._writer, self._transcript
+        grow = part != "all" or load.may_grow  # a part is cut to fit; all of it grows the context if the user chose
 
         def store(s: ConversationStore) -> StoredRead:
             stored = store_document(s, DocumentStore(s.db), document, text, tokens, part, model=choices.model,
@@ -243,7 +241,7 @@ class DocumentFlow:
                                     system_prompt=choices.system_prompt)
             if thinking is not None:
                 stored.conversation = s.update_settings(stored.conversation.id, {THINKING_SETTING: thinking})
-            return stored, read_command(s, stored.conversation.id, stored.message.id), \
+            return stored, read_command(s, stored.conversation.id, stored.message.id, grow=grow), \
                 transcript(s, stored.conversation.id)
         return store
 
@@ -274,6 +272,8 @@ class DocumentFlow:
             self._screen.load_error(event.message)
         elif isinstance(event, p.DocumentRead) and event.finish_reason == "stop":
             self._read_to_the_end(load, event)
+        elif isinstance(event, p.DocumentRead) and event.finish_reason == "too_long" and event.room is not None:
+            self._too_long(load, event.room)
         elif isinstance(event, p.DocumentRead):
             self._end_unread(load, event.finish_reason)
 
@@ -299,6 +299,20 @@ class DocumentFlow:
 
         self._submit(keep, kept, lambda message: self._screen.load_error(
             f"{load.title} was read, but saving it failed: {message}"))
+
+    def _too_long(self, load: _Load, room: p.DocumentRoom) -> None:
+        """Nothing was read: take the document back out, and offer what can be read of it."""
+        self._finish()
+        document, path = load.document, load.path
+        in_conversation = load.stored.message.parent_id is not None  # stored: its read was sent
+        self._take_back(load, "too_long")
+        self._part_budget = (document, part_budget(document.title, room))
+        if fits_once_grown(room) and not load.may_grow:
+            self._screen.offer_growing(document, path, room, self._part_budget[1])
+            return
+        error = too_long(document.title, room, engine=self._screen.window_choices().remote_engine,
+                         in_conversation=in_conversation)
+        self._screen.offer_parts(document, path, error, in_conversation=in_conversation)
 
     def _end_unread(self, load: _Load, finish_reason: str) -> None:
         """End a load whose document was stored but not read to the end, and say so once it is gone."""

@@ -85,5 +85,6 @@ class DocumentScreen(Protocol):
                     in_conversation: bool) -> None:
         """Offer the first or last part of a document too long (a choice comes back as ``read_part``)."""
 
-    def offer_growing(self, document: ExtractedDocument, path: Path, measured: p.TextMeasured) -> None:
-        """Offer all of a document that fits once the context grows, or its parts (as ``read_part``)."""
+    def offer_growing(self, document: ExtractedDocument, path: Path, room: p.DocumentRoom, part_tokens: int) -> None:
+        """Offer all of a document that fits once the context grows, or its parts of ``part_tokens`` (as
+        ``read_part``)."""

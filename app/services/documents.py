@@ -1,19 +1,22 @@
 """Loading a document into a conversation, the same for the CLI and the GUI.
 
-1. :func:`fit_command` asks the engine how many tokens the extracted text has (and, for
-   ``--part first|last``, for the part that fits); :func:`check_fit` turns a document that does
-   not fit into an error that says by how much and what to do — nothing is cut silently. In a
-   conversation that already holds messages, :func:`history_command` counts them first and
-   :func:`room_after` takes them out of the document's budget, so a document that fits an empty
-   context is not read into one that is half full;
-2. :func:`store_document` stores the text as a message of the conversation (a new one unless
-   given) and records the document;
-3. :func:`read_command` asks the engine to read it and snapshot the state under that message;
-4. :func:`keep_if_read` keeps the document only if it was read to the end: after a cancelled or
-   failed read it takes the message and its record back out, so the conversation is as it was
-   before (a conversation made for the document is deleted) and no later question reads a
+1. :func:`store_document` stores the text as a message of the conversation (a new one unless
+   given) and records the document, as the conversation's one writer until the read ends;
+2. :func:`read_command` asks the engine to read it: one worker task that measures the rendered
+   conversation against the context, reads, and snapshots the state under that message. A document
+   that does not fit is not read: the engine ends ``too_long`` with the numbers, which
+   :func:`too_long` turns into an error that says by how much and what to do (nothing is cut
+   silently);
+3. :func:`keep_if_read` keeps the document only if it was read to the end: after a cancelled,
+   failed or too long read it takes the message and its record back out, so the conversation is as
+   it was before (a conversation made for the document is deleted) and no later question reads a
    document the user stopped.
-Questions are then ordinary turns after the document message.
+
+The first or last part of a document too long is cut first: :func:`fit_command` asks the engine for
+the part that fits a budget (:func:`part_budget`: what the ``too_long`` report left for it), and
+:func:`check_fit` takes it; then it is stored and read as above. A text too big to send at all
+(more than :data:`MAX_MEASURE_CHARS`) is measured that way too, and refused whole. Questions are
+then ordinary turns after the document message.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ from model_store.snapshots import SnapshotStore
 from model_store.writer_lock import WriterLock
 
 MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
-MESSAGE_TEMPLATE_TOKENS = 8  # what a chat template adds around one message (role markers, separators), rounded up
+CUT_MARGIN_TOKENS = 8  # a part cut to a budget may read as a few more tokens where it meets the heading
 
 
 class DocumentTooLong(ValueError):
     """The document does not fit the model's context; the message says by how much and what to do.
 
     ``summary`` is the first half (the numbers), for a caller that offers the choices its own way;
+    ``budget_tokens`` is what a first or last part may have (:func:`part_budget`);
     ``tokens`` and ``held_tokens`` (the document's, the conversation's before it) say what a context
     must hold (app.services.model_suggestion).
     """
@@ -54,61 +58,58 @@ class DocumentTooLong(ValueError):
                          "(--part first / --part last)")
 
 
-@dataclass(frozen=True)
-class Room:
-    """What a conversation leaves for a document."""
-
-    held_tokens: int = 0  # already in the conversation, before the document
-    budget_tokens: int = 0  # for the document; 0: the engine's default (the context less room for questions)
-
-
 def document_message(title: str, text: str) -> str:
     return f"Document: {title}\n\n{text}"
 
 
-def history_command(history: list[Message]) -> p.MeasureText | None:
-    """Ask the engine to count the messages a document will follow; None when there are none."""
-    if not history:
-        return None
-    text = "\n".join(message.content for message in history)[-MAX_MEASURE_CHARS:]
-    return p.MeasureText(request_id=new_request_id("measure"), text=text)
-
-
-def room_after(counted: p.TextMeasured, n_messages: int) -> Room:
-    """The room left once ``n_messages`` messages of ``counted`` tokens (and their template) are read."""
-    held = counted.tokens + n_messages * MESSAGE_TEMPLATE_TOKENS
-    return Room(held, max(1, counted.budget_tokens - held))  # 1, not 0: 0 would ask for the default
-
-
-def fit_command(text: str, part: str, room: Room = Room()) -> p.MeasureText:
-    """Ask the engine to count (and for first/last, cut) the text."""
+def fit_command(text: str, part: str, budget_tokens: int = 0) -> p.MeasureText:
+    """Ask the engine to count (and for first/last, cut to ``budget_tokens``; 0: its default) the text."""
     if len(text) > MAX_MEASURE_CHARS:
         text = text[:MAX_MEASURE_CHARS] if part != "last" else text[-MAX_MEASURE_CHARS:]
-    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part, budget_tokens=room.budget_tokens)
+    return p.MeasureText(request_id=new_request_id("measure"), text=text, keep=part, budget_tokens=budget_tokens)
 
 
-def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, room: Room = Room(),
-              engine: str = "") -> str:
-    """The text to read; raises :class:`DocumentTooLong` when all of it was asked for and it does not fit
-    (``engine``: the remote engine that measured it, whose context cannot grow)."""
-    if part != "all":
+def sendable(text: str) -> bool:
+    """Whether all of ``text`` can go to the engine to be read (else only a part can)."""
+    return len(text) <= MAX_MEASURE_CHARS
+
+
+def check_fit(document: ExtractedDocument, measured: p.TextMeasured, part: str, engine: str = "") -> str:
+    """The first or last part of ``document`` that ``measured`` cut; :class:`DocumentTooLong` when
+    there is none, or when all of a text too big to send was asked for (``engine``: the remote engine
+    that measured it)."""
+    if part != "all" and measured.kept_text:
         return measured.kept_text
-    if fits_whole(measured) and len(document.text) <= MAX_MEASURE_CHARS:
-        return document.text  # at most a longer context away: the engine grows it as it reads
-    counted = f"more than {measured.tokens:,}" if len(document.text) > MAX_MEASURE_CHARS else f"{measured.tokens:,}"
-    after = f" after the {room.held_tokens:,} tokens already in this conversation" if room.held_tokens else ""
-    room_tokens = max(measured.budget_tokens, measured.grown_budget_tokens)
-    over = measured.tokens - room_tokens
+    room = p.DocumentRoom(tokens=measured.tokens, held_tokens=0, budget_tokens=measured.budget_tokens,
+                          grown_budget_tokens=measured.grown_budget_tokens)
+    raise too_long(document.title, room, engine=engine, more_than=not sendable(document.text))
+
+
+def too_long(title: str, room: p.DocumentRoom, *, engine: str = "", in_conversation: bool = False,
+             more_than: bool = False) -> DocumentTooLong:
+    """The error for a document that ``room`` cannot hold (``engine``: the remote engine that measured
+    it, whose context cannot grow; ``more_than``: only the part that could be sent was counted)."""
+    counted = f"more than {room.tokens:,}" if more_than else f"{room.tokens:,}"
+    after = f" after the {room.held_tokens:,} tokens already in this conversation" if in_conversation else ""
+    room_tokens = max(room.budget_tokens, room.grown_budget_tokens)
+    over = room.tokens - room_tokens
     where = (f"the context of {engine} leaves room for {room_tokens:,}{after} ({over:,} too many)" if engine else
              f"this model's context leaves room for {room_tokens:,}{after} ({over:,} too many), even in the longest "
              "context it can have now")
-    raise DocumentTooLong(f"{document.title} has {counted} tokens but {where}", measured.budget_tokens,
-                          remote=bool(engine), tokens=measured.tokens, held_tokens=room.held_tokens)
+    return DocumentTooLong(f"{title} has {counted} tokens but {where}", part_budget(title, room),
+                           remote=bool(engine), tokens=room.tokens, held_tokens=room.held_tokens)
 
 
-def fits_whole(measured: p.TextMeasured) -> bool:
-    """The whole text can be read: in the context as it is, or in one the engine can grow to now."""
-    return measured.fits or measured.tokens <= measured.grown_budget_tokens
+def fits_once_grown(room: p.DocumentRoom) -> bool:
+    """All of the document fits a context the engine can grow to now, not the one it has."""
+    return room.budget_tokens < room.tokens <= room.grown_budget_tokens
+
+
+def part_budget(title: str, room: p.DocumentRoom) -> int:
+    """The tokens a first or last part of the document may have, so that it, under its heading
+    (at most a token a byte), fits where ``room`` says all of it did not."""
+    heading = len(document_message(title, "").encode("utf-8"))
+    return max(1, room.budget_tokens - heading - CUT_MARGIN_TOKENS)
 
 
 @dataclass
@@ -199,10 +200,14 @@ def reading_speed(event: p.PromptProgress) -> tuple[float, float]:
     return rate, (event.total - event.processed) / rate if rate else 0.0
 
 
-def read_command(store: ConversationStore, conversation_id: str, message_id: str) -> p.ReadDocument:
+def read_command(store: ConversationStore, conversation_id: str, message_id: str, *,
+                 grow: bool = True) -> p.ReadDocument:
+    """The engine's one task for a stored document: measure, read, report (``grow``: False ends a
+    document that fits only once the context grows ``too_long``, for the user to choose)."""
     history, conversation = store.branch(message_id), store.get(conversation_id)
     return p.ReadDocument(request_id=new_request_id("read"), conversation_id=conversation_id,
-                          messages=conversation_turns(history, conversation), template=template_spec(conversation))
+                          messages=conversation_turns(history, conversation), template=template_spec(conversation),
+                          grow=grow)
 
 
 def copy_document(store: ConversationStore, message_id: str) -> tuple[StoredDocument, p.ReadDocument | None]:

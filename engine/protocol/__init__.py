@@ -21,10 +21,10 @@ from engine.protocol.commands import (  # noqa: F401
     UnloadModel,
 )
 from engine.protocol.events import (  # noqa: F401
-    CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown, ConversationOpened, DocumentRead, Error, ErrorCode, Event,
-    Finished, ModelFacts, ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready, RemoteWaiting,
-    Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event, closing_event, ends_request,
-    failure_events,
+    CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown, ConversationOpened, DocumentRead, DocumentRoom, Error,
+    ErrorCode, Event, Finished, ModelFacts, ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready,
+    RemoteWaiting, Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event, closing_event,
+    ends_request, failure_events,
 )
 from engine.protocol.limits import (  # noqa: F401
     DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES,

@@ -155,14 +155,17 @@ class MeasureText(_Message, tag="measure_text"):
 
 
 class ReadDocument(_Message, tag="read_document"):
-    """Read the branch up to its last message (a document) and snapshot the state under that
-    message's id: every question about the document then starts from there."""
+    """Measure, read, report: check that the branch up to its last message (a document) fits the
+    context with room for questions, read it, and snapshot the state under that message's id, so
+    every question about the document starts from there. One that does not fit is not read: it ends
+    with ``DocumentRead(finish_reason="too_long")`` and the numbers (``DocumentRoom``)."""
 
     request_id: str
     conversation_id: str
     messages: list[WireMessage]  # the branch, ending with the document's message (which has an id)
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
+    grow: bool = True  # False: a document that fits only once the context grows ends "too_long" instead
 
 
 class Calibrate(_Message, tag="calibrate"):

@@ -145,12 +145,23 @@ class Calibrated(_Message, tag="calibrated"):
     notes: list[str] = []  # devices left out, and why
 
 
+class DocumentRoom(_Message, tag="document_room"):
+    """What a conversation's context leaves for a document, measured on the rendered conversation."""
+
+    tokens: int  # the document message's own tokens
+    held_tokens: int  # the rendered conversation before it (system prompt, messages, the template's markers)
+    budget_tokens: int  # how many the document may have in the context as it is, leaving room for questions
+    grown_budget_tokens: int  # the same, in the longest context the memory holds now (= budget: it cannot grow)
+
+
 class DocumentRead(_Message, tag="document_read"):
     request_id: str
-    finish_reason: Literal["stop", "cancelled", "error"]
+    # "too_long": nothing was read, because the document does not fit (``room`` says by how much)
+    finish_reason: Literal["stop", "cancelled", "error", "too_long"]
     tokens: int  # tokens read for the document
     timings: Timings
     snapshot: SnapshotReport | None = None
+    room: DocumentRoom | None = None  # set when the finish reason is "too_long"
 
 
 class Finished(_Message, tag="finished"):

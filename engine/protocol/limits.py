@@ -11,7 +11,7 @@ import msgspec
 
 from engine.command_check import shown
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it

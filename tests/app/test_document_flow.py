@@ -3,7 +3,7 @@ extraction, the engine's events scripted.
 
 The store's jobs and the extraction run when the test says (:class:`_Store`, :class:`_Extraction`),
 as the GUI's threads run them later, so every step can be seen between two others. The engine counts
-one token a word (:func:`_measured`).
+one token a word (:func:`_measured`, :func:`_too_long`).
 """
 
 from __future__ import annotations
@@ -99,23 +99,30 @@ class _Screen:
     def offer_parts(self, document, path, too_long, *, in_conversation: bool) -> None:
         self.steps.append(("parts", (too_long.tokens, in_conversation)))
 
-    def offer_growing(self, document, path, measured) -> None:
-        self.steps.append(("growing", measured.tokens))
+    def offer_growing(self, document, path, room, part_tokens) -> None:
+        self.steps.append(("growing", room.tokens))
 
 
-def _measured(command: p.MeasureText, grown_budget: int = 0) -> p.TextMeasured:
+def _measured(command: p.MeasureText) -> p.TextMeasured:
     """The engine's count: a token a word, against the command's budget (``BUDGET`` by default)."""
     words = command.text.split()
     budget = command.budget_tokens or BUDGET
     kept = words[:budget] if command.keep == "first" else words[-budget:] if command.keep == "last" else []
     return p.TextMeasured(request_id=command.request_id, tokens=len(words), budget_tokens=budget,
-                          fits=len(words) <= budget, kept_text=" ".join(kept), kept_tokens=len(kept),
-                          grown_budget_tokens=grown_budget)
+                          fits=len(words) <= budget, kept_text=" ".join(kept), kept_tokens=len(kept))
 
 
 def _read(command: p.ReadDocument, finish_reason: str, tokens: int = 0) -> p.DocumentRead:
     return p.DocumentRead(request_id=command.request_id, finish_reason=finish_reason, tokens=tokens,
                           timings=p.Timings(prompt_ms=1500.0))
+
+
+def _too_long(command: p.ReadDocument, grown_budget: int = BUDGET, held: int = 12) -> p.DocumentRead:
+    """The engine measured the rendered conversation: the document (a token a word) does not fit."""
+    room = p.DocumentRoom(tokens=len(command.messages[-1].content.split()), held_tokens=held, budget_tokens=BUDGET,
+                          grown_budget_tokens=grown_budget)
+    return p.DocumentRead(request_id=command.request_id, finish_reason="too_long", tokens=0, timings=p.Timings(),
+                          room=room)
 
 
 def _contents(store: ConversationStore, conversation_id: str) -> list[str]:
@@ -141,15 +148,9 @@ class _Window:
         path.write_text(" ".join(f"word{i}" for i in range(n_words)), encoding="utf-8")
         self.flow.attach(path, "all", into)
 
-    def extracted_and_measured(self, grown_budget: int = 0) -> None:
-        """Extract, look for it in other chats or count the open one, and have the engine measure it."""
-        self.extraction.finish()
-        self.store.run()
-        self.flow.take(_measured(self.engine.last(p.MeasureText), grown_budget))
-
     def stored_and_sent(self) -> p.ReadDocument:
-        """Up to the ReadDocument sent for the document: the command."""
-        self.extracted_and_measured()
+        """Extract, look for it in other chats, store it and send it to be read: the command."""
+        self.extraction.finish()
         self.store.run()
         return self.engine.last(p.ReadDocument)
 
@@ -170,13 +171,15 @@ def _a_conversation(window: _Window) -> Conversation:
     return store.get(conversation.id)
 
 
-def test_a_document_that_fits_is_measured_stored_read_and_its_tokens_kept(window):
+def test_a_document_that_fits_is_stored_read_and_its_tokens_kept(window):
     window.attach(120)
     assert window.flow.busy and window.screen.steps[:2] == [("loading", True),
                                                             ("status", "Extracting the text of notes.txt…")]
     read = window.stored_and_sent()
     (conversation,) = window.conversations.list()
     assert read.conversation_id == conversation.id and read.messages[-1].content.startswith("Document: notes.txt")
+    assert [type(command) for command in window.engine.sent] == [p.ReadDocument], "measured as it is read"
+    assert not read.grow, "a document that needs a longer context is the user's choice"
     assert holder_of(window.conversations.db, conversation.id) is not None, "the window writes it while it is read"
     assert window.screen.said("shown") == [(conversation.id, [read.messages[-1].content])]
     assert window.screen.said("status")[-1] == "Reading notes.txt…"
@@ -193,29 +196,19 @@ def test_a_document_that_fits_is_measured_stored_read_and_its_tokens_kept(window
                                                 "question starts from the saved state.")
 
 
-def test_a_document_in_an_open_conversation_is_measured_against_what_its_messages_leave(window):
+def test_a_document_in_an_open_conversation_is_read_after_its_messages_in_one_task(window):
     earlier = _a_conversation(window)
     window.attach(120, into=earlier)
-    window.extraction.finish()
-    window.store.run()
-    count = window.engine.last(p.MeasureText)
-    assert count.text == "Hello there.\nHi." and count.budget_tokens == 0, "its messages are counted first"
-    window.flow.take(p.TextMeasured(request_id=count.request_id, tokens=4, budget_tokens=BUDGET, fits=True))
-    fit = window.engine.last(p.MeasureText)
-    assert fit.budget_tokens == BUDGET - 4 - 2 * 8, "what the messages and their template leave"
+    read = window.stored_and_sent()
+    assert [message.content for message in read.messages[:2]] == ["Hello there.", "Hi."]
+    assert [type(command) for command in window.engine.sent] == [p.ReadDocument], "the engine measures what it reads"
 
 
 def test_a_cancelled_read_takes_the_document_back_out_of_the_conversation(window):
     earlier = _a_conversation(window)
     branch_before = window.conversations.current_branch(earlier.id)
     window.attach(120, into=earlier)
-    window.extraction.finish()
-    window.store.run()
-    window.flow.take(p.TextMeasured(request_id=window.engine.last(p.MeasureText).request_id, tokens=4,
-                                    budget_tokens=BUDGET, fits=True))
-    window.flow.take(_measured(window.engine.last(p.MeasureText)))
-    window.store.run()
-    read = window.engine.last(p.ReadDocument)
+    read = window.stored_and_sent()
 
     window.flow.cancel()
     assert window.engine.sent[-1] == p.Cancel(request_id=read.request_id) and window.flow.busy, "the engine ends it"
@@ -254,16 +247,27 @@ def test_a_read_into_a_new_chat_that_does_not_end_leaves_no_conversation(window,
 def test_cancel_before_reading_ends_at_once_and_a_late_result_is_ignored(window):
     window.attach(120)
     window.extraction.finish()
-    window.store.run()
-    measure = window.engine.last(p.MeasureText)
+    window.store.run_jobs()  # was it loaded before? The answer is on its way back
     window.flow.cancel()
     assert not window.flow.busy and window.screen.steps[-2:] == [
         ("loading", False), ("status", "Loading notes.txt was cancelled; nothing was added.")]
     steps = list(window.screen.steps)
+    window.store.run()
+    assert window.screen.steps == steps and window.conversations.list() == []
+    assert window.engine.sent == []
+
+
+def test_a_late_count_of_a_part_is_ignored(window):
+    window.attach(10)
+    window.extraction.finish()
+    document = extract_text(window.folder / "notes.txt")
+    window.flow.read_part(document, window.folder / "notes.txt", "first", None)
+    measure = window.engine.last(p.MeasureText)
+    window.flow.cancel()
+    steps = list(window.screen.steps)
     assert not window.flow.take(_measured(measure)), "the count came too late"
     window.store.run()
     assert window.screen.steps == steps and window.conversations.list() == []
-    assert not any(isinstance(command, p.ReadDocument) for command in window.engine.sent)
 
 
 def test_cancel_while_extracting_stops_the_extraction_and_drops_its_result(window):
@@ -276,37 +280,69 @@ def test_cancel_while_extracting_stops_the_extraction_and_drops_its_result(windo
 
 def test_a_document_cancelled_while_being_stored_is_taken_back_out_once_it_is(window):
     window.attach(120)
-    window.extracted_and_measured()
+    window.extraction.finish()
+    window.store.run_jobs()
+    window.store.deliver()  # not loaded before: the document goes to be stored
     window.flow.cancel()
     window.store.run()  # the store's job had begun: the document is stored, then taken back out
     assert window.conversations.list() == []
-    assert not any(isinstance(command, p.ReadDocument) for command in window.engine.sent)
+    assert window.engine.sent == []
 
 
-def test_a_document_too_long_is_not_stored_and_its_parts_are_offered(window):
+def test_a_document_too_long_is_taken_back_out_and_its_parts_are_offered(window):
     window.attach(500)
-    window.extracted_and_measured()
-    assert not window.flow.busy and window.screen.said("parts") == [(500, False)]
+    read = window.stored_and_sent()
+    window.flow.take(_too_long(read))
+    assert not window.flow.busy and window.screen.said("parts") == [(502, False)]
     window.store.run()
     assert window.conversations.list() == []
 
     document = extract_text(window.folder / "notes.txt")
     window.flow.read_part(document, window.folder / "notes.txt", "last", None)
-    window.flow.take(_measured(window.engine.last(p.MeasureText)))
+    cut = window.engine.last(p.MeasureText)
+    heading = len("Document: notes.txt\n\n")
+    assert cut.keep == "last" and cut.budget_tokens == BUDGET - heading - 8, "what the engine's report left"
+    window.flow.take(_measured(cut))
     window.store.run()
     read = window.engine.last(p.ReadDocument)
-    assert read.messages[-1].content == "Document: notes.txt\n\n" + " ".join(f"word{i}" for i in range(200, 500))
+    assert read.grow and read.messages[-1].content == "Document: notes.txt\n\n" + " ".join(
+        f"word{i}" for i in range(500 - cut.budget_tokens, 500))
+
+
+def test_a_document_too_long_for_an_open_conversation_says_what_the_conversation_holds(window):
+    earlier = _a_conversation(window)
+    window.attach(500, into=earlier)
+    read = window.stored_and_sent()
+    window.flow.take(_too_long(read, held=40))
+    assert window.screen.said("parts") == [(502, True)]
+    window.store.run()
+    assert window.conversations.current_branch(earlier.id)[-1].content == "Hi.", "taken back out"
 
 
 def test_a_document_that_fits_once_the_context_grows_is_read_whole_only_when_chosen(window):
     window.attach(500)
-    window.extracted_and_measured(grown_budget=1000)
-    assert not window.flow.busy and window.screen.said("growing") == [500] and window.conversations.list() == []
+    read = window.stored_and_sent()
+    window.flow.take(_too_long(read, grown_budget=1000))
+    assert not window.flow.busy and window.screen.said("growing") == [502]
+    window.store.run()
+    assert window.conversations.list() == []
 
     window.flow.read_part(extract_text(window.folder / "notes.txt"), window.folder / "notes.txt", "all", None)
-    window.flow.take(_measured(window.engine.last(p.MeasureText), grown_budget=1000))
     window.store.run()
-    assert window.engine.last(p.ReadDocument).messages[-1].content.endswith("word499"), "all of it"
+    read = window.engine.last(p.ReadDocument)
+    assert read.grow and read.messages[-1].content.endswith("word499"), "all of it, the context growing"
+
+
+def test_a_text_too_big_to_send_is_counted_in_part_and_refused_whole(window, monkeypatch):
+    monkeypatch.setattr("app.services.documents.MAX_MEASURE_CHARS", 100)
+    window.attach(120)
+    window.extraction.finish()
+    window.store.run()
+    measure = window.engine.last(p.MeasureText)
+    assert len(measure.text) == 100 and measure.keep == "all"
+    window.flow.take(_measured(measure))
+    assert not window.flow.busy and window.screen.said("parts") == [(len(measure.text.split()), False)]
+    assert window.conversations.list() == [] and not any(isinstance(c, p.ReadDocument) for c in window.engine.sent)
 
 
 def test_a_text_loaded_before_is_offered_and_can_be_opened_instead(window):
@@ -327,24 +363,16 @@ def test_a_text_loaded_before_is_offered_and_can_be_opened_instead(window):
     assert len(window.engine.sent) == sent, "an answer of a load that ended is dropped"
 
 
-def test_a_send_to_a_stopped_engine_ends_the_load_with_an_error(window):
+def test_a_read_the_engine_cannot_start_takes_the_stored_document_back_out(window):
     window.engine.up = False
     window.attach(120)
     window.extraction.finish()
-    window.store.run()
+    window.store.run()  # stored, the read not sent, taken back out
     assert not window.flow.busy and window.screen.said("error") == ["the engine is not running"]
-    assert window.screen.steps[-3:] == [("loading", False), ("status", ""), ("error", "the engine is not running")]
-    assert window.conversations.list() == []
-
-
-def test_a_read_the_engine_cannot_start_takes_the_stored_document_back_out(window):
-    window.attach(120)
-    window.extracted_and_measured()
-    window.engine.up = False
-    window.store.run()
-    assert not window.flow.busy and window.screen.said("error") == ["the engine is not running"]
-    window.store.run()
-    assert window.conversations.list() == []
+    ending = window.screen.steps.index(("loading", False))
+    assert window.screen.steps[ending:ending + 3] == [("loading", False), ("status", ""),
+                                                      ("error", "the engine is not running")]
+    assert window.conversations.list() == [] and window.screen.said("shown")[-1] == (None, [])
 
 
 def test_a_file_that_is_not_text_is_refused_with_the_extractions_reason(window):
@@ -357,9 +385,9 @@ def test_a_file_that_is_not_text_is_refused_with_the_extractions_reason(window):
 
 
 def test_a_measure_the_engine_refuses_ends_the_load_with_its_message(window):
-    window.attach(120)
+    window.attach(10)
     window.extraction.finish()
-    window.store.run()
+    window.flow.read_part(extract_text(window.folder / "notes.txt"), window.folder / "notes.txt", "first", None)
     window.flow.take(p.Error(code="no_model", message="no model is loaded",
                              request_id=window.engine.last(p.MeasureText).request_id))
     assert not window.flow.busy and window.screen.said("error") == ["no model is loaded"]

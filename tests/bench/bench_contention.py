@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from app.services.documents import check_fit, fit_command, read_command, store_document  # noqa: E402
+from app.services.documents import fit_command, read_command, store_document  # noqa: E402
 from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
@@ -98,7 +98,7 @@ class HearthSide:
         document = make_document(text_words)
         measured = next(e for e in self.client.stream(fit_command(document.text, "all"))
                         if isinstance(e, p.TextMeasured))
-        stored = store_document(self.store, self.documents, document, check_fit(document, measured, "all"),
+        stored = store_document(self.store, self.documents, document, document.text,
                                 measured.tokens, "all", model="bench", source_path=None)
         return stored, read_command(self.store, stored.conversation.id, stored.message.id)
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import llama_cpp  # noqa: E402
 
-from app.services.documents import check_fit, fit_command, read_command, store_document  # noqa: E402
+from app.services.documents import fit_command, read_command, store_document  # noqa: E402
 from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
@@ -94,7 +94,7 @@ class Bench:
                     if isinstance(e, p.TextMeasured))
 
     def store_it(self, document: ExtractedDocument, measured: p.TextMeasured):
-        return store_document(self.store, DocumentStore(self.store.db), document, check_fit(document, measured, "all"),
+        return store_document(self.store, DocumentStore(self.store.db), document, document.text,
                               measured.tokens, "all", model="bench", source_path=None)
 
     def ask(self, conversation_id: str, after: str, question: str, draft: str = "off") -> tuple[float, p.Finished]:

@@ -344,6 +344,21 @@ def test_a_document_read_ends_with_document_read_and_a_question_stands_on_it(mak
     assert done.snapshot.restored and done.snapshot.restored_tokens == read.tokens
 
 
+def test_a_document_that_leaves_no_room_for_questions_is_measured_and_not_read(make_worker, tmp_path):
+    worker = make_worker(data_dir=tmp_path)
+    worker.load()
+    n_ctx = worker.core.session.n_ctx
+    conversation = Conversation(tmp_path)
+    events = worker.run(conversation.read_document("doc", "x" * (n_ctx - 1024)))  # a byte a token
+    read = events[-1]
+    assert ends_once(events) and read.finish_reason == "too_long" and read.tokens == 0
+    assert not any(isinstance(event, p.PromptProgress) for event in events) and worker.core.session.n_past == 0
+    held = read.room.held_tokens
+    assert read.room == p.DocumentRoom(tokens=n_ctx - 1024, held_tokens=held, budget_tokens=n_ctx - 1024 - held,
+                                       grown_budget_tokens=n_ctx - 1024 - held)
+    assert 0 < held < 32, "the template's markers around it"
+
+
 # -- measuring -------------------------------------------------------------------------------------
 
 

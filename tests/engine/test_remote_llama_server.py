@@ -122,6 +122,25 @@ def test_a_document_is_counted_by_the_server_and_one_too_long_is_refused_with_th
     assert 0 < first.kept_tokens <= first.budget_tokens and long_text.startswith(first.kept_text)
 
 
+def test_a_document_read_on_the_engine_is_measured_after_the_messages_before_it(remote):
+    client, loaded = remote
+    earlier = [p.WireMessage(role="user", content="Hello there, what a day. " * 40),
+               p.WireMessage(role="assistant", content="Indeed.")]
+
+    def read(request_id: str, text: str) -> p.DocumentRead:
+        command = p.ReadDocument(request_id=request_id, conversation_id="c",
+                                 messages=[*earlier, p.WireMessage(role="user", content=text, id="d")])
+        return next(e for e in client.stream(command) if isinstance(e, p.DocumentRead))
+
+    short = read("r1", "A short note about tea.")
+    assert short.finish_reason == "stop" and 3 <= short.tokens <= 12 and short.room is None
+    long = read("r2", "The keeper climbed the stairs again. " * 600)
+    room = long.room
+    assert long.finish_reason == "too_long" and room.tokens > loaded.n_ctx
+    assert room.held_tokens > 200, "the messages before it, counted by the server, and the template"
+    assert room.budget_tokens == room.grown_budget_tokens == loaded.n_ctx - 1024 - room.held_tokens
+
+
 def test_a_conversation_turn_on_the_engine_is_stored_with_the_engine_and_model(remote, tmp_path, llama_cpp_server):
     client, _ = remote
     db = open_database(database_path(tmp_path))

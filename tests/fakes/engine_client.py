@@ -20,8 +20,10 @@ answer's reasoning is scripted with ``answer("Hi", reasoning=("Let me", " think"
 (``TokenDelta.reasoning``, no text) before the answer's, as the worker sends them, and none when the
 request's ``template.enable_thinking`` is False.
 
-``grown_budget_tokens`` is what MeasureText answers a document could have if the context grew (0:
-it cannot grow); a ReadDocument longer than the context then grows it first.
+``document_budget_tokens`` is the words a document may have in an empty context; ``grown_budget_tokens``
+what it could have if the context grew (0: it cannot grow). A ReadDocument measures as the worker
+does: a document (its message's words) that does not fit after the words before it ends ``too_long``
+with the numbers (a ``DocumentRoom``); one longer than the context grows it first.
 
 As with the real worker, a request that needs a model gets ``Error(no_model)`` before a model is
 loaded; an ``Error`` for a request that writes an answer (``p.ANSWERS``) or a ``ReadDocument`` is
@@ -329,8 +331,19 @@ class ScriptedEngine(EngineClient):
                                   kept_text=kept_text, kept_tokens=kept_tokens,
                                   grown_budget_tokens=budget + growth if growth else 0))
 
+    def _room(self, command: p.ReadDocument) -> p.DocumentRoom:
+        held = _words(*(turn.content for turn in command.messages[:-1]))
+        budget = max(0, self.document_budget_tokens - held)
+        grown = max(0, self.grown_budget_tokens - held) if self.grown_budget_tokens else budget
+        return p.DocumentRoom(tokens=_words(command.messages[-1].content), held_tokens=held, budget_tokens=budget,
+                              grown_budget_tokens=grown)
+
     def _read(self, command: p.ReadDocument, step: Step) -> None:
         rid = command.request_id
+        room = self._room(command)
+        if room.tokens > (room.grown_budget_tokens if command.grow else room.budget_tokens):
+            self._emit(p.DocumentRead(request_id=rid, finish_reason="too_long", tokens=0, timings=Timings(), room=room))
+            return
         total = _words(*(turn.content for turn in command.messages))
         if self.grown_budget_tokens and total > self.n_ctx:  # as the worker does, with room left for questions
             self.grow_context(rid, _steps_of_256(total + self.n_ctx - self.document_budget_tokens))

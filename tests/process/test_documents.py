@@ -7,7 +7,7 @@ import random
 import pytest
 
 from app.services.documents import (
-    DocumentTooLong, check_fit, fit_command, history_command, keep_if_read, read_command, room_after, store_document,
+    check_fit, fit_command, fits_once_grown, keep_if_read, part_budget, read_command, store_document, too_long,
 )
 from app.services.turn import send_turn
 from engine import protocol as p
@@ -44,13 +44,15 @@ class Library:
         self.clients.append(client)
         return client
 
-    def load(self, client, extracted, part="all", conversation_id=None):
-        measured = events_of(client, fit_command(extracted.text, part), p.TextMeasured)[0]
-        text = check_fit(extracted, measured, part)
-        tokens = measured.tokens if part == "all" else measured.kept_tokens
+    def load(self, client, extracted, part="all", conversation_id=None, *, grow=True, budget=0):
+        """Store the document (all of it, or the part the engine cuts to ``budget``) and start its read."""
+        text, tokens = extracted.text, 0
+        if part != "all":
+            measured = events_of(client, fit_command(extracted.text, part, budget), p.TextMeasured)[0]
+            text, tokens = check_fit(extracted, measured, part), measured.kept_tokens
         stored = store_document(self.store, self.documents, extracted, text, tokens, part, model="tiny",
                                 source_path=None, conversation_id=conversation_id)
-        return stored, client.stream(read_command(self.store, stored.conversation.id, stored.message.id))
+        return stored, client.stream(read_command(self.store, stored.conversation.id, stored.message.id, grow=grow))
 
     def ask(self, client, conversation_id, question, after):
         return send_turn(self.store, client, conversation_id, question, reply_to=after, sampling=GREEDY,
@@ -107,7 +109,7 @@ def test_questions_forked_from_the_document_snapshot_equal_uninterrupted_runs(li
     assert second.finished.token_ids == uninterrupted.finished.token_ids
     assert second.finished.token_ids != first.finished.token_ids, "two questions, two answers"
     recorded = lib.documents.for_message(doc_message)
-    assert recorded.tokens == measured_tokens(lib, doc) and recorded.content_sha256 == text_sha256(doc.text)
+    assert recorded.content_sha256 == text_sha256(doc.text)
 
 
 def measured_tokens(lib, doc) -> int:
@@ -138,7 +140,7 @@ def test_a_cancelled_read_saves_nothing_and_leaves_the_conversation_as_it_was(li
     assert lib.store.current_branch(conversation.id)[-1].id == stored.message.id
     read = read_and_cancel_at_first_progress(client, events)
     assert read.finish_reason == "cancelled" and read.snapshot.snapshot_id is None and not read.snapshot.saved_bytes
-    assert 0 < read.timings.prompt_n < stored.document.tokens
+    assert 0 < read.timings.prompt_n < measured_tokens(lib, document(700))
     assert not keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
 
     assert lib.store.get(conversation.id) == before
@@ -172,20 +174,33 @@ def test_a_document_read_to_the_end_is_kept(libraries):
     assert lib.documents.for_conversation(stored.conversation.id) == [stored.document]
 
 
+def _read_end(events) -> p.DocumentRead:
+    return [e for e in events if isinstance(e, p.DocumentRead)][0]
+
+
 def test_a_document_longer_than_the_context_is_refused_with_the_numbers_or_cut_as_asked(libraries):
     lib = libraries("long")
     client = lib.engine()
     doc = document(6000)
-    measured = events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0]
-    assert not measured.fits and measured.budget_tokens < measured.tokens
-    assert measured.grown_budget_tokens == measured.budget_tokens + 8192 - 4096, "it could grow to the trained 8k"
-    with pytest.raises(DocumentTooLong, match=f"{measured.tokens - measured.grown_budget_tokens:,} too many"):
-        check_fit(doc, measured, "all")
+    stored, events = lib.load(client, doc)
+    events = list(events)
+    read = _read_end(events)
+    assert read.finish_reason == "too_long" and read.tokens == 0 and not any(
+        isinstance(e, (p.PromptProgress, p.ContextGrown)) for e in events), "measured, not read"
+    room = read.room
+    assert room.tokens > room.grown_budget_tokens == room.budget_tokens + 8192 - 4096, "it could grow to the trained 8k"
+    assert room.held_tokens > 0, "the chat template's markers around it, counted on the rendered conversation"
+    assert room.budget_tokens == 4096 - 1024 - room.held_tokens
+    assert f"{room.tokens - room.grown_budget_tokens:,} too many" in str(too_long(doc.title, room))
+    assert not keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
+    assert lib.store.list() == [], "taken back out"
     for part in ("first", "last"):
-        cut = events_of(client, fit_command(doc.text, part), p.TextMeasured)[0]
-        assert cut.kept_tokens == cut.budget_tokens
-        kept = check_fit(doc, cut, part)
-        assert (doc.text.startswith(kept[:200]) if part == "first" else doc.text.endswith(kept[-200:]))
+        stored, events = lib.load(client, doc, part, budget=part_budget(doc.title, room))
+        events = list(events)
+        assert _read_end(events).finish_reason == "stop", "the part the report left room for fits"
+        assert not any(isinstance(e, p.ContextGrown) for e in events), "in the context as it is"
+        kept = stored.message.content.removeprefix(f"Document: {doc.title}\n\n")
+        assert doc.text.startswith(kept[:200]) if part == "first" else doc.text.endswith(kept[-200:])
         assert len(kept) < len(doc.text)
 
 
@@ -193,27 +208,27 @@ def test_the_budget_leaves_out_what_the_conversation_already_holds(libraries):
     lib = libraries("room")
     client = lib.engine(n_ctx=8192)  # the trained length: it cannot grow
     stored, events = lib.load(client, document(300))
-    assert [e for e in events if isinstance(e, p.DocumentRead)][0].finish_reason == "stop"
+    assert _read_end(events).finish_reason == "stop"
     conversation = stored.conversation.id
+    before = lib.store.current_branch(conversation)
     second = document(1800, seed=2)
     alone = events_of(client, fit_command(second.text, "all"), p.TextMeasured)[0]
     assert alone.fits, "the second document fits an empty context"
 
-    history = lib.store.current_branch(conversation)
-    room = room_after(events_of(client, history_command(history), p.TextMeasured)[0], len(history))
-    assert room.held_tokens > stored.document.tokens and room.budget_tokens == alone.budget_tokens - room.held_tokens
-    after = events_of(client, fit_command(second.text, "all", room), p.TextMeasured)[0]
-    assert not after.fits and after.budget_tokens == after.grown_budget_tokens == room.budget_tokens
-    with pytest.raises(DocumentTooLong, match=f"after the {room.held_tokens:,} tokens already in this conversation"):
-        check_fit(second, after, "all", room)
+    more, events = lib.load(client, second, conversation_id=conversation)
+    read = _read_end(events)
+    room = read.room
+    assert read.finish_reason == "too_long" and room.held_tokens > stored.document.tokens
+    assert room.budget_tokens == room.grown_budget_tokens == 8192 - 1024 - room.held_tokens
+    assert f"after the {room.held_tokens:,} tokens already in this conversation" in str(
+        too_long(second.title, room, in_conversation=True))
+    keep_if_read(lib.store, lib.documents, more, read.finish_reason)
+    assert lib.store.current_branch(conversation) == before
 
-    cut = events_of(client, fit_command(second.text, "last", room), p.TextMeasured)[0]
-    kept = check_fit(second, cut, "last", room)
-    assert cut.kept_tokens == room.budget_tokens and second.text.endswith(kept[-200:])
-    more = store_document(lib.store, lib.documents, second, kept, cut.kept_tokens, "last", model="tiny",
-                          source_path=None, conversation_id=conversation)
-    read = events_of(client, read_command(lib.store, conversation, more.message.id), p.DocumentRead)[0]
-    assert read.finish_reason == "stop" and read.tokens >= cut.kept_tokens, "both documents fit the context"
+    more, events = lib.load(client, second, "last", conversation_id=conversation, budget=part_budget(second.title, room))
+    read = _read_end(events)
+    assert read.finish_reason == "stop", "both documents fit the context"
+    assert second.text.endswith(more.message.content[-200:])
     answer = lib.ask(client, conversation, "Which word comes last?", more.message.id)
     assert answer.finished.finish_reason in ("stop", "length") and answer.finished.snapshot.restored
 
@@ -222,13 +237,15 @@ def test_a_document_longer_than_the_context_is_read_whole_in_a_longer_one(librar
     lib = libraries("grows")
     client = lib.engine(n_ctx=2048)
     doc = document(1200)
-    measured = events_of(client, fit_command(doc.text, "all"), p.TextMeasured)[0]
-    assert not measured.fits and measured.tokens <= measured.grown_budget_tokens
+    stored, events = lib.load(client, doc, grow=False)
+    read = _read_end(events)
+    assert read.finish_reason == "too_long" and fits_once_grown(read.room), "the user chooses a longer context"
+    keep_if_read(lib.store, lib.documents, stored, read.finish_reason)
     stored, events = lib.load(client, doc)
     events = list(events)
     (grown,) = [e for e in events if isinstance(e, p.ContextGrown)]
-    read = [e for e in events if isinstance(e, p.DocumentRead)][0]
-    assert grown.previous_n_ctx == 2048 and grown.context.n_ctx > read.tokens >= measured.tokens
+    read = _read_end(events)
+    assert grown.previous_n_ctx == 2048 and grown.context.n_ctx > read.tokens > 1200
     answer = lib.ask(client, stored.conversation.id, "Which word comes last?", stored.message.id)
     assert answer.finished.snapshot.restored and answer.finished.snapshot.prefilled_tokens < 40
 

@@ -22,7 +22,7 @@ from app.engine_clients.remote.answer import AnswerStream
 from app.engine_clients.remote.api import OpenAIApi
 from app.engine_clients.remote.errors import RemoteError
 from app.engine_clients.remote.loading import model_loaded, pick_model
-from app.engine_clients.remote.measure import TokenCounter, text_measured
+from app.engine_clients.remote.measure import TokenCounter, document_room, text_measured
 from app.engine_clients.remote.retry import RetryPolicy, default_policy
 from app.engine_clients.remote.spec import RemoteEngine
 from app.engine_clients.remote.telemetry import remote_telemetry
@@ -113,15 +113,22 @@ class RemoteClient(EngineClient):
             case p.MeasureText():
                 self._events.put(text_measured(self._loaded_counter(), command, self.n_ctx))
             case p.ReadDocument():
-                tokens, _exact = self._loaded_counter().count(command.messages[-1].content if command.messages else "")
-                self._events.put(p.DocumentRead(request_id=command.request_id, finish_reason="stop", tokens=tokens,
-                                                timings=p.Timings(), snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
+                self._events.put(self._document_read(command))
             case p.OpenConversation():
                 self._events.put(p.ConversationOpened(request_id=command.request_id,
                                                       snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
             case p.Calibrate():
                 raise RemoteError("remote_refused", "calibration measures this computer's devices; switch to this "
                                                     "computer's engine to calibrate")
+
+    def _document_read(self, command: p.ReadDocument) -> p.DocumentRead:
+        """A remote engine reads nothing ahead: the document is measured, and sent with each question."""
+        room = document_room(self._loaded_counter(), command, self.n_ctx)
+        if room.tokens > room.budget_tokens:
+            return p.DocumentRead(request_id=command.request_id, finish_reason="too_long", tokens=0,
+                                  timings=p.Timings(), room=room)
+        return p.DocumentRead(request_id=command.request_id, finish_reason="stop", tokens=room.tokens,
+                              timings=p.Timings(), snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS]))
 
     def _ready(self) -> p.Ready:
         device = p.DeviceInfo(kind="remote", name=self.engine.name, detail=self.engine.url)

@@ -1,4 +1,5 @@
-"""Counting a text's tokens on a remote engine, for documents (``MeasureText``).
+"""Counting a text's tokens on a remote engine, for documents (``MeasureText``, and the measuring
+that starts a ``ReadDocument``).
 
 Servers that can count say so at different addresses: llama.cpp's server and vLLM at ``/tokenize``,
 llama-cpp-python at ``/extras/tokenize/count``; Ollama and Hearth's own API cannot. The first that
@@ -69,6 +70,16 @@ def text_measured(counter: TokenCounter, command: p.MeasureText, n_ctx: int) -> 
     kept, kept_tokens = _part_that_fits(counter, command.text, command.keep, tokens, budget)
     return p.TextMeasured(request_id=command.request_id, tokens=tokens, budget_tokens=budget, fits=False,
                           kept_text=kept, kept_tokens=kept_tokens, grown_budget_tokens=budget)
+
+
+def document_room(counter: TokenCounter, command: p.ReadDocument, n_ctx: int) -> p.DocumentRoom:
+    """What the remote engine's context (``n_ctx``, which cannot grow) leaves for the document that
+    ends ``command``'s branch: the messages before it are counted, the template estimated."""
+    tokens, _exact = counter.count(command.messages[-1].content) if command.messages else (0, True)
+    before = "\n".join(message.content for message in command.messages[:-1])
+    held = (counter.count(before)[0] if before else 0) + TEMPLATE_ROOM
+    budget = max(0, n_ctx - ANSWER_ROOM - held)
+    return p.DocumentRoom(tokens=tokens, held_tokens=held, budget_tokens=budget, grown_budget_tokens=budget)
 
 
 def _part_that_fits(counter: TokenCounter, text: str, keep: str, tokens: int, budget: int) -> tuple[str, int]:

@@ -33,15 +33,18 @@ def test_a_document_that_fits_once_the_context_grows_is_offered_whole_first(star
     assert app.documents.attach(path)
     choice = wait_choice(app)
 
-    assert choice.all.text() == "Read all of it (needs 5,000 tokens, fits in memory)"
+    assert choice.all.text() == "Read all of it (needs 5,002 tokens, fits in memory)"
     assert choice.all.x() < choice.first.x() < choice.last.x() and choice.all.isDefault()
-    assert "has 5,000 tokens but this model's context leaves room for 3,000" in choice.text()
-    assert "first or its last 3,000 tokens" in choice.text()
-    assert engine.sent(p.ReadDocument) == [] and app.controller.conversation is None, "nothing is read before a choice"
+    assert "has 5,002 tokens but this model's context leaves room for 3,000" in choice.text(), "its heading too"
+    assert "first or its last 2,972 tokens" in choice.text(), "less the heading: 'Document: long.txt', 20 bytes"
+    (measured,) = engine.sent(p.ReadDocument)
+    assert not measured.grow, "the engine measured it and read nothing"
+    app.wait(lambda: app.controller.conversation is None and app.controller.conversations.rowCount() == 0)  # taken back
 
     app.qtbot.mouseClick(choice.all, Qt.MouseButton.LeftButton)
     app.wait(lambda: app.window.status_line.text().startswith("Read long.txt"))
-    (read,) = engine.sent(p.ReadDocument)
+    read = engine.sent(p.ReadDocument)[-1]
+    assert read.grow
     assert read.messages[-1].content.endswith(path.read_text(encoding="utf-8")), "all of it was read"
     document = app.controller.messages.rows()[-1].document
     assert document.part == "all" and document.tokens == 5002, "its 5,000 words and the title's line, as read"
@@ -64,12 +67,12 @@ def test_a_document_too_long_even_for_the_longest_context_gets_only_its_parts(st
     choice = wait_choice(app)
 
     assert choice.all is None
-    assert "leaves room for 10,000 (2,000 too many), even in the longest context it can have now" in choice.text()
-    assert "free some memory" in choice.text() and "last 3,000 tokens" in choice.text()
+    assert "leaves room for 10,000 (2,002 too many), even in the longest context it can have now" in choice.text()
+    assert "free some memory" in choice.text() and "last 2,972 tokens" in choice.text()
     app.qtbot.mouseClick(choice.first, Qt.MouseButton.LeftButton)
     app.wait(lambda: app.window.status_line.text().startswith("Read huge.txt"))
     document = app.controller.messages.rows()[-1].document
-    assert document.part == "first" and document.tokens == BUDGET + 2, "the part that fits and the title's line"
+    assert document.part == "first" and document.tokens == 2972 + 2, "the part that fits and the title's line"
     assert "6,144" not in app.window.model_picker.state.text(), "a part that fits needs no longer context"
 
 
