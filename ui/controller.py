@@ -25,7 +25,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.services.settings import Settings, app_data_dir, sampling_spec
 from app.services.turn import PendingTurn, TurnOptions, Writer
-from app.services.turn_flow import Answering, NewAnswer, NewMessage, TurnFlow
+from app.services.turn_flow import TurnFlow
+from app.services.turn_start import Answering, NewAnswer, NewMessage
 from engine import protocol as p
 from model_store.conversations import Conversation, Message
 from model_store.writer_lock import ConversationBusy
@@ -73,8 +74,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.devices: list[p.DeviceInfo] = []  # what the worker found (Ready), CPU first
         self.search_text = ""
         # the turns in flight; this class is their screen
-        self.turn_flow = TurnFlow(store.submit, lambda command: self.bridge.send(command), self, WINDOW,
-                                  load_transcript)
+        self.turn_flow = TurnFlow(store.submit, self.bridge, self, WINDOW, load_transcript)
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False

@@ -13,7 +13,8 @@ import pytest
 
 from app.engine_clients.client import EngineDead
 from app.services.turn import TurnOptions, Writer
-from app.services.turn_flow import Answering, NewAnswer, NewMessage, TurnFlow
+from app.services.turn_flow import TurnFlow
+from app.services.turn_start import Answering, NewAnswer, NewMessage
 from engine import protocol as p
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
@@ -47,7 +48,7 @@ class _Screen:
 def parts(tmp_path):
     store = StoreJobs(ConversationStore(open_database(database_path(tmp_path))))
     screen, engine = _Screen(), SentCommands()
-    return store, screen, engine, TurnFlow(store.submit, engine.send, screen, WINDOW, lambda store, cid: "rows")
+    return store, screen, engine, TurnFlow(store.submit, engine, screen, WINDOW, lambda store, cid: "rows")
 
 
 def _begin(flow: TurnFlow, text: str, conversation_id: str | None = None, **options) -> None:

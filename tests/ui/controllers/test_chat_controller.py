@@ -100,7 +100,7 @@ def test_regenerate_is_offered_only_when_there_is_an_answer(start_scripted, engi
 
     engine.script(p.AnswerTurn, hold("Blue"), answer("Green"))
     assert app.controller.send("Name a colour.")
-    app.wait(lambda: engine.holding is not None)
+    app.wait(lambda: engine.holding is not None and len(app.window.chat_view.widgets) == 2)  # sent, and shown
     assert not action.isEnabled() and not app.controller.regenerate(), "not while the answer is being written"
     assert app.window.chat_view.widgets[1].regenerate.isHidden(), "nor on the answer being written"
     engine.release()

@@ -133,21 +133,21 @@ def test_a_crash_notice_goes_when_the_engine_is_back_and_its_news_with_the_next_
 
 def test_a_message_the_store_could_not_save_goes_back_and_the_notice_goes_with_the_next_write(
         start_scripted, engine, monkeypatch):
-    from app.services import turn_flow
+    from app.services import turn_start
 
     app = start_scripted()
-    real_start_turn = turn_flow.start_turn
+    real_start_turn = turn_start.start_turn
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(turn_flow, "start_turn", full_disk)
+    monkeypatch.setattr(turn_start, "start_turn", full_disk)
     app.type_and_send("Will this be kept?")
     app.wait(lambda: "Could not save your message" in app.window.banner.text())
     assert "it is back in the message box" in app.window.banner.text()
     assert app.window.composer.text() == "Will this be kept?"
 
-    monkeypatch.setattr(turn_flow, "start_turn", real_start_turn)
+    monkeypatch.setattr(turn_start, "start_turn", real_start_turn)
     app.type_and_send("Will this be kept?")
     app.wait_turn()
     assert app.window.banner.text() == ""
