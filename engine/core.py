@@ -113,7 +113,7 @@ class EngineCore:
             case p.Ping():
                 self.emit(p.Pong(request_id=command.request_id))
             case p.Hello() | p.Cancel() | p.SetTelemetry() | p.Shutdown():
-                pass  # the worker loop's own (engine.worker_loop); they never reach the core
+                pass  # the inbox acts on these itself (engine.command_inbox); they never reach the core
             case _:
                 assert_never(command)
 

@@ -19,6 +19,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.framing import FrameError, frame, read_frames
+from engine.command_inbox import CommandInbox
 from engine.worker_loop import WorkerLoop
 from engine.transcripts import ReceivedTranscripts, UnknownTranscript
 
@@ -47,38 +48,28 @@ def take_protocol_stdout() -> BinaryIO:
     return protocol_out
 
 
-def read_commands(stream: BinaryIO, loop: WorkerLoop) -> None:
+def read_commands(stream: BinaryIO, inbox: CommandInbox) -> None:
     """Decode frames into commands until EOF; bad frames are answered, never fatal."""
     transcripts = ReceivedTranscripts()
     for item in read_frames(stream):
         if isinstance(item, FrameError):
-            loop.report_bad_input("bad_frame", str(item))
+            inbox.report_bad_input("bad_frame", str(item))
             continue
         try:
             command = p.decode_command(item)
         except p.InvalidCommand as exc:
-            refuse(loop, exc.request_id, exc.kind, str(exc))
+            inbox.refuse(exc.request_id, exc.kind, str(exc))
             continue
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            loop.report_bad_input("bad_message", f"a message could not be read: {exc}")
+            inbox.report_bad_input("bad_message", f"a message could not be read: {exc}")
             continue
         try:
             command = transcripts.complete(command)
         except UnknownTranscript as exc:
-            refuse(loop, command.request_id, command.__struct_config__.tag, str(exc))
+            inbox.refuse(command.request_id, command.__struct_config__.tag, str(exc))
             continue
-        loop.submit(command)
-    loop.stop(abort=True)  # EOF: the app is gone or closed the pipe
-
-
-def refuse(loop: WorkerLoop, rid: str | None, kind: str, problem: str) -> None:
-    """Answer a command that cannot be served (a value out of range, a branch built on messages
-    never sent) as its request's failure, ended as its kind ends (engine.request_lifecycle); the
-    worker goes on serving."""
-    if rid is None:
-        loop.emit(p.Error(code="bad_request", message=problem))
-    else:
-        loop.requests.fail(kind, rid, "bad_request", problem)
+        inbox.submit(command)
+    inbox.stop(abort=True)  # EOF: the app is gone or closed the pipe
 
 
 def main() -> None:
@@ -95,7 +86,8 @@ def main() -> None:
             os._exit(0)  # nobody is listening any more
 
     loop = WorkerLoop(send)
-    reader = threading.Thread(target=read_commands, args=(sys.stdin.buffer, loop), name="commands", daemon=True)
+    reader = threading.Thread(target=read_commands, args=(sys.stdin.buffer, loop.inbox), name="commands",
+                              daemon=True)
     reader.start()
     loop.run()
     out.close()

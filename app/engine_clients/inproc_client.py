@@ -31,12 +31,12 @@ class InprocClient(EngineClient):
     def send(self, command: p.Command) -> None:
         if self._loop is None:
             raise EngineError("not_started", "the engine is not running; start it first")
-        self._loop.submit(checked(command))
+        self._loop.inbox.submit(checked(command))
 
     def close(self, mode: str = "drain", timeout: float = 10.0) -> None:
         if self._loop is None:
             return
-        self._loop.stop(abort=mode == "abort")
+        self._loop.inbox.stop(abort=mode == "abort")
         if self._thread is not None:
             self._thread.join(timeout)
         self._loop = self._thread = None

@@ -89,7 +89,7 @@ def test_an_abort_after_a_stop_drops_the_queue_without_a_word_about_the_stop_its
 
     sent: list[p.Event] = []
     loop = WorkerLoop(sent.append, telemetry_interval_ms=0)
-    loop._queue.put(COMMANDS["chat"])
-    loop.stop(abort=False)  # a drain: its sentinel waits behind the chat
-    loop.stop(abort=True)
+    loop.inbox.queue.put(COMMANDS["chat"])
+    loop.inbox.stop(abort=False)  # a drain: its sentinel waits behind the chat
+    loop.inbox.stop(abort=True)
     assert [type(e) for e in sent] == [p.Finished] and sent[0].finish_reason == "cancelled"
