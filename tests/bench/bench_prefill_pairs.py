@@ -98,18 +98,24 @@ def bench_model(ref: str, path: Path, args: argparse.Namespace, home: Path) -> d
             "others_cores_max": busiest}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="hybrid-bench,hybrid-bench-Q8_0,hybrid-bench-Q4_0,hybrid-bench-Q4_K_M")
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--prefill-tokens", type=int, default=2000)
+def server_pair_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The servers' options both pair benchmarks share; the parsed arguments, against llama-server."""
     parser.add_argument("--context", type=int, default=16384)
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--draft", default=DEFAULTS.draft, help="hearth serve's --draft")
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
     args = parser.parse_args()
     args.against = "llama-server"
+    return args
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="hybrid-bench,hybrid-bench-Q8_0,hybrid-bench-Q4_0,hybrid-bench-Q4_K_M")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--prefill-tokens", type=int, default=2000)
+    args = server_pair_arguments(parser)
     variant, results = per_model(args, "hearth-bench-prefill-",
                                  lambda ref, path, home: bench_model(ref, path, args, home))
     print(json.dumps({"bench": "prefill_pairs", "cpu_build": variant, "threads": args.threads,

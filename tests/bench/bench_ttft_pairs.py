@@ -32,9 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.backends.base import default_threads  # noqa: E402
-from engine.protocol import DEFAULTS  # noqa: E402
-from tests.bench.bench_prefill_pairs import CPP, HEARTH, start_pair  # noqa: E402
+from tests.bench.bench_prefill_pairs import CPP, HEARTH, server_pair_arguments, start_pair  # noqa: E402
 from tests.bench.bench_serve import conversation, per_model, user_message  # noqa: E402
 from tests.bench.serve_servers import count_tokens  # noqa: E402
 
@@ -95,12 +93,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--history-tokens", type=int, default=6600)
     parser.add_argument("--answer-tokens", type=int, default=16)
-    parser.add_argument("--context", type=int, default=16384)
-    parser.add_argument("--threads", type=int, default=default_threads())
-    parser.add_argument("--draft", default=DEFAULTS.draft, help="hearth serve's --draft")
-    parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
-    args = parser.parse_args()
-    args.against = "llama-server"
+    args = server_pair_arguments(parser)
     variant, results = per_model(args, "hearth-bench-ttft-", lambda ref, path, home: bench_model(ref, path, args, home))
     print(json.dumps({"bench": "ttft_pairs", "cpu_build": variant, "threads": args.threads, "context": args.context,
                       "hearth_draft": args.draft, "pairs": args.pairs, "turns": args.turns,
