@@ -23,4 +23,7 @@ def test_emitting_signals_does_not_drop_references(qapp):
         emitter.happened.emit(None)
     after = [sys.getrefcount(True), sys.getrefcount(False), sys.getrefcount(None)]
     assert len(received) == 500
-    assert [a - b for a, b in zip(after, before)] == [0, 0, 500]  # the 500 Nones now in ``received``
+    # the 500 Nones now in ``received``; a binding that drops a reference per emit is 500 off. Other threads
+    # of the process (a finished test's background thread winding down) may move these by a few meanwhile.
+    changes = [a - b for a, b in zip(after, before)]
+    assert all(abs(change - expected) < 50 for change, expected in zip(changes, [0, 0, 500])), changes
