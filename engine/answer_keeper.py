@@ -20,8 +20,8 @@ import msgspec
 from engine import protocol as p
 from engine.answer_record import AnswerRecord
 from engine.worker_store import WorkerStore
-from model_store.conversations import ConversationStore
 from model_store.db import StoreError, write_transaction
+from model_store.message_rows import read_message, update_message
 from model_store.writer_lock import confirm_hold, remove_hold
 
 log = logging.getLogger(__name__)
@@ -57,11 +57,10 @@ class AnswerKeeper:
             with write_transaction(db):
                 if token:
                     confirm_hold(db, command.conversation_id, token)
-                conversations = ConversationStore(db)
-                answer = conversations.message(command.answer_id)
+                answer = read_message(db, command.answer_id)
                 if answer.conversation_id != command.conversation_id or answer.status != "generating":
                     raise StoreError(f"answer {command.answer_id} is not one being written in this conversation")
-                conversations.update_message(command.answer_id, **record.stored_fields())
+                update_message(db, command.answer_id, **record.stored_fields())
                 if token:
                     remove_hold(db, command.conversation_id, token)
         except (ValueError, StoreError, sqlite3.Error, OSError) as exc:  # the app stores it, or says why not

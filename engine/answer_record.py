@@ -78,7 +78,7 @@ class AnswerRecord:
 
     @property
     def finish(self) -> str:
-        """How the answer ended (model_store.conversations.MESSAGE_FINISHES); "" when it was cut short
+        """How the answer ended (model_store.message_rows.MESSAGE_FINISHES); "" when it was cut short
         by the engine's death or the app closing (the status says so)."""
         if self.status == "error":
             return "error"

@@ -25,13 +25,11 @@ from typing import Any
 import sqlite_utils
 
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
+from model_store.message_rows import (MESSAGE_COLUMNS, Message, check_status, message_from_row, read_message,
+                                      update_message)
 from model_store.snapshots import SnapshotStore
 
-MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
-# How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
-# length limit the engine did not name, the user's stop, a failure; "" while it is written, when it was cut
-# short otherwise (the status says how), or before this was kept.
-MESSAGE_FINISHES = ("", "stop", "max_tokens", "context", "length", "cancelled", "error")
+__all__ = ["Conversation", "ConversationStore", "Message"]  # Message is message_rows', named here for the store's callers
 
 
 @dataclass(frozen=True)
@@ -48,32 +46,9 @@ class Conversation:
     system_prompt: str = ""  # sent before its messages; "": none, the model's default (m010_conversation_system_prompt)
 
 
-@dataclass(frozen=True)
-class Message:
-    """One message; ``status`` is one of :data:`MESSAGE_STATUSES`."""
-
-    id: str
-    conversation_id: str
-    parent_id: str | None
-    role: str
-    content: str
-    status: str
-    created_at: float
-    stats: dict[str, Any]
-    reasoning: str = ""  # an answer's reasoning, apart from its text (m008_message_reasoning)
-    finish: str = ""  # how an answer ended, one of MESSAGE_FINISHES (m009_message_outcome)
-    error: str = ""  # why it failed, in words (m009_message_outcome)
-
-    @property
-    def cut_off(self) -> bool:
-        """The answer stopped because the context was full, not because it was done."""
-        return self.finish == "context"
-
-
-# The records' fields are the tables' columns (dict fields are JSON text). Selecting them by
-# name keeps rows stable when later migrations append columns.
+# The record's fields are the table's columns (dict fields are JSON text). Selecting them by name keeps
+# rows stable when later migrations append columns (messages: model_store.message_rows).
 _CONVERSATION_COLUMNS = ", ".join(f.name for f in fields(Conversation))
-_MESSAGE_COLUMNS = ", ".join(f.name for f in fields(Message))
 
 
 class ConversationStore:
@@ -219,7 +194,7 @@ class ConversationStore:
             content: The text (may be empty while an answer is still generating).
             parent_id: The message it follows; ``None`` for a first message. Pass the parent of
                 an existing message to add an alternative to it (edit or regenerate).
-            status: One of :data:`MESSAGE_STATUSES`.
+            status: One of :data:`model_store.message_rows.MESSAGE_STATUSES`.
             stats: Timings and counters (JSON-serialisable).
             message_id: Use this id instead of a new random one.
             reasoning: An answer's reasoning, kept apart from ``content``.
@@ -231,7 +206,7 @@ class ConversationStore:
             StoreError: If the conversation or the parent does not exist, or the parent belongs
                 to another conversation.
         """
-        _check_status(status)
+        check_status(status)
         msg = Message(
             message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
             time.time(), dict(stats or {}), reasoning,
@@ -252,48 +227,9 @@ class ConversationStore:
             )
         return msg
 
-    def update_message(
-        self,
-        message_id: str,
-        *,
-        content: str | None = None,
-        status: str | None = None,
-        stats: dict[str, Any] | None = None,
-        reasoning: str | None = None,
-        finish: str | None = None,
-        error: str | None = None,
-    ) -> Message:
-        """Change a message's content, status, stats, reasoning, finish and/or error; ``None`` leaves a
-        field as it is.
-
-        Returns:
-            The message as stored afterwards.
-        """
-        changes: dict[str, Any] = {}
-        if content is not None:
-            changes["content"] = content
-        if status is not None:
-            _check_status(status)
-            changes["status"] = status
-        if stats is not None:
-            changes["stats"] = to_json(stats)
-        if reasoning is not None:
-            changes["reasoning"] = reasoning
-        if finish is not None:
-            if finish not in MESSAGE_FINISHES:
-                raise ValueError(f"message finish {finish!r} is not one of {', '.join(MESSAGE_FINISHES[1:])}")
-            changes["finish"] = finish
-        if error is not None:
-            changes["error"] = error
-        with write_transaction(self.db):
-            self.message(message_id)
-            if changes:
-                assignments = ", ".join(f"{column} = ?" for column in changes)
-                self.db.execute(
-                    f"UPDATE messages SET {assignments} WHERE id = ?",
-                    [*changes.values(), message_id],
-                )
-            return self.message(message_id)
+    def update_message(self, message_id: str, **changes: Any) -> Message:
+        """Change a message's fields (:func:`model_store.message_rows.update_message`); the message as stored."""
+        return update_message(self.db, message_id, **changes)
 
     def message(self, message_id: str) -> Message:
         """Return one message.
@@ -301,12 +237,7 @@ class ConversationStore:
         Raises:
             StoreError: If there is no such message.
         """
-        row = self.db.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", [message_id]
-        ).fetchone()
-        if row is None:
-            raise StoreError(f"no message {message_id}")
-        return _message(row)
+        return read_message(self.db, message_id)
 
     def branch(self, leaf_id: str) -> builtins.list[Message]:
         """Return the messages from the root down to ``leaf_id``, following ``parent_id``.
@@ -314,10 +245,10 @@ class ConversationStore:
         Raises:
             StoreError: If ``leaf_id`` is not a message.
         """
-        rows = ancestors(self.db, "messages", _MESSAGE_COLUMNS, leaf_id)[::-1]  # root first
+        rows = ancestors(self.db, "messages", MESSAGE_COLUMNS, leaf_id)[::-1]  # root first
         if not rows:
             raise StoreError(f"no message {leaf_id}")
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     def current_branch(self, conversation_id: str) -> builtins.list[Message]:
         """Return the branch the conversation shows (root to ``leaf_id``); ``[]`` if empty."""
@@ -328,19 +259,19 @@ class ConversationStore:
     def children(self, message_id: str) -> builtins.list[Message]:
         """Return the messages that follow ``message_id``, oldest first (its alternatives)."""
         rows = self.db.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE parent_id = ?"
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_id = ?"
             " ORDER BY created_at, rowid", [message_id]
         )
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     def siblings(self, message_id: str) -> builtins.list[Message]:
         """Return the alternatives at ``message_id``'s fork (itself included), oldest first."""
         message = self.message(message_id)
         rows = self.db.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND parent_id IS ?"
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND parent_id IS ?"
             " ORDER BY created_at, rowid", [message.conversation_id, message.parent_id]
         )
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     def versions(self, conversation_id: str) -> dict[str | None, builtins.list[str]]:
         """Every fork of the conversation in one read: parent id (None: the start) -> the ids of its
@@ -415,16 +346,6 @@ class ConversationStore:
 def _conversation(row: tuple) -> Conversation:
     values = dict(zip(_CONVERSATION_COLUMNS.split(", "), row))
     return Conversation(**{**values, "settings": from_json(values["settings"])})
-
-
-def _message(row: tuple) -> Message:
-    values = dict(zip(_MESSAGE_COLUMNS.split(", "), row))
-    return Message(**{**values, "stats": from_json(values["stats"])})
-
-
-def _check_status(status: str) -> None:
-    if status not in MESSAGE_STATUSES:
-        raise ValueError(f"message status {status!r} is not one of {', '.join(MESSAGE_STATUSES)}")
 
 
 def _escape_like(text: str) -> str:

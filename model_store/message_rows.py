@@ -1,0 +1,106 @@
+"""One message row: what it holds, reading it, changing it.
+
+:mod:`model_store.conversations` builds the tree of messages (adding, branching, listing) on top of
+these. The worker needs only this part: when it stores the answer it wrote
+(:mod:`engine.answer_keeper`), it reads the answer's row and changes it here, without the rest of
+the conversation store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import sqlite_utils
+
+from model_store.db import StoreError, from_json, to_json, write_transaction
+
+MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
+# How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
+# length limit the engine did not name, the user's stop, a failure; "" while it is written, when it was cut
+# short otherwise (the status says how), or before this was kept.
+MESSAGE_FINISHES = ("", "stop", "max_tokens", "context", "length", "cancelled", "error")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message; ``status`` is one of :data:`MESSAGE_STATUSES`."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: str
+    content: str
+    status: str
+    created_at: float
+    stats: dict[str, Any]
+    reasoning: str = ""  # an answer's reasoning, apart from its text (m008_message_reasoning)
+    finish: str = ""  # how an answer ended, one of MESSAGE_FINISHES (m009_message_outcome)
+    error: str = ""  # why it failed, in words (m009_message_outcome)
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer stopped because the context was full, not because it was done."""
+        return self.finish == "context"
+
+
+# The record's fields are the table's columns (dict fields are JSON text). Selecting them by name
+# keeps rows stable when later migrations append columns.
+MESSAGE_COLUMNS = ", ".join(f.name for f in fields(Message))
+
+
+def message_from_row(row: tuple) -> Message:
+    """A ``SELECT MESSAGE_COLUMNS`` row as a :class:`Message`."""
+    values = dict(zip(MESSAGE_COLUMNS.split(", "), row))
+    return Message(**{**values, "stats": from_json(values["stats"])})
+
+
+def check_status(status: str) -> None:
+    if status not in MESSAGE_STATUSES:
+        raise ValueError(f"message status {status!r} is not one of {', '.join(MESSAGE_STATUSES)}")
+
+
+def read_message(db: sqlite_utils.Database, message_id: str) -> Message:
+    """One message.
+
+    Raises:
+        StoreError: If there is no such message.
+    """
+    row = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", [message_id]).fetchone()
+    if row is None:
+        raise StoreError(f"no message {message_id}")
+    return message_from_row(row)
+
+
+def update_message(db: sqlite_utils.Database, message_id: str, *, content: str | None = None,
+                   status: str | None = None, stats: dict[str, Any] | None = None, reasoning: str | None = None,
+                   finish: str | None = None, error: str | None = None) -> Message:
+    """Change a message's content, status, stats, reasoning, finish and/or error; ``None`` leaves a
+    field as it is. Returns the message as stored afterwards.
+
+    Raises:
+        StoreError: If there is no such message.
+        ValueError: For a status or finish that is not one of the known ones.
+    """
+    changes: dict[str, Any] = {}
+    if content is not None:
+        changes["content"] = content
+    if status is not None:
+        check_status(status)
+        changes["status"] = status
+    if stats is not None:
+        changes["stats"] = to_json(stats)
+    if reasoning is not None:
+        changes["reasoning"] = reasoning
+    if finish is not None:
+        if finish not in MESSAGE_FINISHES:
+            raise ValueError(f"message finish {finish!r} is not one of {', '.join(MESSAGE_FINISHES[1:])}")
+        changes["finish"] = finish
+    if error is not None:
+        changes["error"] = error
+    with write_transaction(db):
+        read_message(db, message_id)
+        if changes:
+            assignments = ", ".join(f"{column} = ?" for column in changes)
+            db.execute(f"UPDATE messages SET {assignments} WHERE id = ?", [*changes.values(), message_id])
+        return read_message(db, message_id)
