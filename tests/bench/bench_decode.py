@@ -18,8 +18,10 @@ and of Hearth on the portable build against the bare loop on the native one (wha
 as the median of the rounds' ratios and as best against best. On this VM a process runs either
 fast or about 40 % slower for its whole life, whichever build it loads (both modes show in the
 per-round decode speeds printed), so the best-of-rounds ratio is the one that compares builds.
+``--draft-max N`` opens Hearth's context as a drafting server does (``hearth serve`` drafts 4 by
+default): a hybrid model then keeps recurrent rollback planes, which its reading computes too.
 Prints one JSON object. Usage: ``python tests/bench/bench_decode.py [--reps N] [--models a,b]
-[--native LIB --rounds N]``.
+[--draft-max N] [--native LIB --rounds N]``.
 """
 
 from __future__ import annotations
@@ -96,8 +98,8 @@ def hearth_run(session, tokens: list[int], n_gen: int) -> tuple[float, float]:
     return t.prompt_n / (t.prompt_ms / 1000), (t.gen_n - 1) / (decode_ms / 1000)
 
 
-def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> dict:
-    session = open_session(str(path), n_ctx=N_CTX, n_threads=threads)
+def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int, draft_max: int = 0) -> dict:
+    session = open_session(str(path), n_ctx=N_CTX, n_threads=threads, draft_max=draft_max)
     tokens = raw_prompt_tokens(session.model, PROMPT)[: N_CTX - n_gen - 8]
     bare = BareLoop(path, threads)
     hearth_runs, bare_runs = [], []
@@ -110,6 +112,7 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
             hearth_runs.append(hearth_run(session, tokens, n_gen))
             bare_runs.append(bare.run(tokens, n_gen))
     weight_type, repacked = session.model.weight_type, session.model.repacked
+    rollback_planes = session.context.n_rs_seq
     session.close()
     bare.close()
     med = lambda runs, i: statistics.median(r[i] for r in runs)
@@ -118,6 +121,7 @@ def bench_model(name: str, path: Path, reps: int, n_gen: int, threads: int) -> d
         "model": name,
         "weight_type": weight_type,
         "hearth_repacked": repacked,
+        "hearth_rollback_planes": rollback_planes,
         "prompt_tokens": len(tokens),
         "gen_tokens": n_gen,
         "hearth_prefill_tok_s": round(med(hearth_runs, 0), 1),
@@ -183,6 +187,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
     parser.add_argument("--native", type=Path, default=None, metavar="LIB")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--draft-max", type=int, default=0,
+                        help="open Hearth's context as drafting does (a hybrid gets rollback planes for this many tokens)")
     args = parser.parse_args()
     if args.models == "quant":
         args.models = ",".join(["smollm2"] + [f"hybrid-bench-{t}" for t in QUANT_TYPES])
@@ -193,7 +199,7 @@ def main() -> None:
     build = init_backend().variant  # the bare loop runs on the same CPU build as Hearth
     wanted = args.models.split(",")
     paths = model_paths(wanted, args.cache)
-    results = [bench_model(n, paths[n], args.reps, args.gen, threads) for n in wanted]
+    results = [bench_model(n, paths[n], args.reps, args.gen, threads, args.draft_max) for n in wanted]
     print(json.dumps({"bench": "decode", "cpu_build": build, "threads": threads, "reps": args.reps,
                       "results": results}, indent=2))
 
