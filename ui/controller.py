@@ -24,6 +24,7 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 
 from app.services.settings import Settings, app_data_dir, sampling_spec
+from app.services.transcript_rows import MessageRow, load_transcript
 from app.services.turn import PendingTurn, TurnOptions, Writer
 from app.services.turn_flow import TurnFlow
 from app.services.turn_start import Answering, NewAnswer, NewMessage
@@ -33,7 +34,7 @@ from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
 from ui.held_question import HeldQuestion, QuestionHolding
 from ui.item_models.conversations import ConversationListModel
-from ui.item_models.messages import MessageListModel, MessageRow, load_transcript
+from ui.item_models.messages import MessageListModel
 from ui.model_loading import ModelLoader
 from ui.notices import MODEL, STORE
 from ui.remote_text import answering_model, remote_name

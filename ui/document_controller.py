@@ -32,12 +32,12 @@ from app.services.document_flow import DocumentFlow
 from app.services.document_screen import LoadedBeforeAnswers, WindowChoices
 from app.services.documents import LoadedBefore
 from app.services.extract import ExtractedDocument, extract_text
+from app.services.transcript_rows import MessageRow, load_transcript
 from engine import protocol as p
 from model_store.conversations import Conversation
 from ui.background import Background
 from ui.controller import WINDOW, ChatController
 from ui.document_offers import DocumentOffers
-from ui.item_models.messages import MessageRow, load_transcript
 from ui.notices import MODEL
 from ui.views.document_progress import LoadedBeforeChoice, PartChoice
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from engine import protocol as p
 from app.engine_clients.client import EngineDead
 from app.engine_clients.process_client import ProcessClient
+from app.services.transcript_rows import load_transcript
+from engine import protocol as p
 from tests.cpu_builds import auto_build, safe_build
 from tests.helpers.gui import watch_notices, write_settings
 from ui.bridge import EngineBridge
-from ui.item_models.messages import load_transcript
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 CHOICES = ["Retry with the safe CPU build", "Choose another model", "System check"]

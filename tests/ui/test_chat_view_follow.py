@@ -10,8 +10,9 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QAbstractSlider
 
+from app.services.transcript_rows import MessageRow
 from model_store.conversations import Message
-from ui.item_models.messages import MessageListModel, MessageRow
+from ui.item_models.messages import MessageListModel
 from ui.views.chat_view import ChatView
 
 QUESTION = "Tell me about lighthouses: who kept them, how the lamps worked, and why so many are automatic now."

@@ -2,8 +2,8 @@
 
 from PySide6.QtGui import QGuiApplication
 
+from app.services.transcript_rows import MessageRow
 from model_store.conversations import Message
-from ui.item_models.messages import MessageRow
 from ui.views.message_widget import COLLAPSE_CHARS, MessageWidget
 
 

@@ -21,7 +21,8 @@ def test_jobs_run_in_order_and_a_failing_job_does_not_stop_the_next(qtbot, tmp_p
 
 
 def test_no_window_code_runs_on_the_store_thread(qtbot, tmp_path):
-    """The hop is between modules: the store thread runs the loop and the jobs, never ``ui/``."""
+    """The hop is between modules: the store thread runs the loop and the jobs it is given, none of the
+    window's code (``ui/``) of its own."""
     seen: set[str] = set()
 
     def note_files(frame, event, _arg):

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from app.services.transcript_rows import MessageRow
 from engine import protocol as p
 from model_store.conversations import Message
 from tests.helpers.gui import write_settings
-from ui.item_models.messages import MessageListModel, MessageRow
+from ui.item_models.messages import MessageListModel
 from ui.views.chat_view import ChatView
 
 N_DELTAS = 4000

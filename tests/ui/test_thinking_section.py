@@ -9,8 +9,9 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
+from app.services.transcript_rows import MessageRow
 from model_store.conversations import Message
-from ui.item_models.messages import MessageListModel, MessageRow
+from ui.item_models.messages import MessageListModel
 from ui.views.chat_view import ChatView
 from ui.views.message_widget import MessageWidget
 from ui.views.thinking_section import reasoning_header, visible_reasoning

@@ -22,39 +22,12 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
+from app.services.transcript_rows import MessageRow
 from engine.answer_record import CUT_OFF
-from model_store.conversations import ConversationStore, Message
-from model_store.db import read_transaction
-from model_store.documents import Document, DocumentStore
+from model_store.conversations import Message
 
 Index = QModelIndex | QPersistentModelIndex
 APPENDED_ROLES = [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole]  # what an append changes
-
-
-@dataclass
-class MessageRow:
-    message: Message
-    sibling_ids: list[str] = field(default_factory=list)  # every version at this fork, oldest first
-    document: Document | None = None  # the document this message holds, if it is one
-
-    @property
-    def version(self) -> int:
-        """1-based position among its versions."""
-        return self.sibling_ids.index(self.message.id) + 1 if self.message.id in self.sibling_ids else 1
-
-    @property
-    def versions(self) -> int:
-        return max(1, len(self.sibling_ids))
-
-
-def load_transcript(store: ConversationStore, conversation_id: str) -> list[MessageRow]:
-    """Read the current branch with each message's versions and documents (runs on the store thread),
-    in a few reads whatever the conversation's length."""
-    with read_transaction(store.db):
-        branch, versions = store.current_branch(conversation_id), store.versions(conversation_id)
-        documents = {d.message_id: d for d in DocumentStore(store.db).for_conversation(conversation_id)}
-    return [MessageRow(m, versions.get(m.parent_id, [m.id]), documents.get(m.id) if m.role == "user" else None)
-            for m in branch]
 
 
 @dataclass

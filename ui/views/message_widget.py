@@ -34,11 +34,11 @@ from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QVBoxLayout, QWidget
 
 from app.services.documents import document_message
+from app.services.transcript_rows import MessageRow
 from engine.answer_record import CUT_OFF
 from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.remote_text import answered_by_line
-from ui.item_models.messages import MessageRow
 from ui.theme import SPACE_L, SPACE_S
 from ui.views.bubble import Bubble
 from ui.views.message_actions import MessageActions
