@@ -3,7 +3,7 @@
 The worker process writes snapshots into the same SQLite file, so any write from the GUI can wait
 on its lock (up to the busy timeout), and reading a long conversation takes time. Every store call
 therefore runs on one background thread that owns its own connection
-(:class:`app.services.store_loop.StoreLoop`, the only code that runs there). This module runs on
+(:class:`app.services.store_loop.StoreLoop`, which runs the jobs there). This module runs on
 the GUI thread only: it queues jobs, and the loop's reports come back as queued signals, so each
 result is handed to its caller's callback here. Jobs run in the order they were submitted, so a
 write followed by a read sees the write.

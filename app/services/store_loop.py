@@ -1,9 +1,10 @@
 """The store thread's side of the window's database work: open the file, run jobs in order, report.
 
 :class:`ui.store_thread.StoreThread` is the window's side: it queues jobs and hands results to their
-callbacks on the GUI thread. This loop is the only code that runs on the store thread. It owns the
-connection; everything it has to say goes out through :class:`StoreReports`, whose calls cross to
-the GUI thread (the window wires them to queued Qt signals), so no code here touches the window.
+callbacks on the GUI thread. On the store thread run only this loop and the jobs it is given (a
+turn's job also sends its command through the engine bridge, a thread-safe write into the pipe). The
+loop owns the connection; everything it has to say goes out through :class:`StoreReports`, whose
+calls cross to the GUI thread (the window wires them to queued Qt signals).
 
 The file may be damaged, read-only or on a full disk (:mod:`model_store.storage_problems`). A
 read-only file is opened for reading (``read_only`` says so); damage, found when the file is opened
