@@ -59,11 +59,11 @@ def test_the_cache_key_follows_every_build_input_and_not_the_host_cpu(monkeypatc
     assert llama_build.build_key("0.3.36") == base
 
 
-def test_each_exactness_patch_must_match_once_or_the_build_stops(tmp_path):
-    for relative, text, _ in llama_build.PATCHES:
+def test_each_patch_must_match_once_or_the_build_stops(tmp_path):
+    for relative, text, _ in llama_build.PATCHES:  # two patches may change one file
         path = tmp_path / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"before\n    {text} rest;\nafter\n")
+        path.write_text((path.read_text() if path.exists() else "") + f"before\n    {text} rest;\nafter\n")
     llama_build.apply_patches(tmp_path)
     for relative, text, replacement in llama_build.PATCHES:
         assert replacement in (tmp_path / relative).read_text()
@@ -126,6 +126,9 @@ LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/llamafile/sgemm.cpp", "    // only enable sgemm for prompt processing\n",
      "    // only enable sgemm for prompt processing\n    if (n < 16)  // Hearth: verify batches stay exact\n"
      "        return false;\n"],
+    ["ggml/src/ggml-cpu/ops.cpp",
+     "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
+     "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"],
 ]
 
 
