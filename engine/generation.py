@@ -18,6 +18,7 @@ from typing import Protocol
 
 from engine import protocol as p
 from engine.draft_spans import add_span
+from engine.protocol.limits import EXACT_ROWS
 from engine.backends.llama_context import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
@@ -292,6 +293,21 @@ def _take_spans(spans: list[list], chars: int) -> tuple[tuple[int, bool], ...]:
     return tuple(taken)
 
 
+def _prunable(done: int, length: int, total: int, followed: bool) -> bool:
+    """Whether the chunk ``done..done+length`` of a ``total``-token read may be pruned: its rows
+    past the last layer's attention, but its last, are read by nobody.
+
+    A chunk before the last FULL_ROWS_TAIL rows always may. With no drafting head following
+    (``followed``), every chunk may but the read's last when it has EXACT_ROWS rows or more: its
+    last row's logits can give the answer's first token, and a pruned chunk computes that row's
+    last layer alone, on other kernels than the batch's; below EXACT_ROWS they are the same
+    kernels, row for row. Pruning never changes the state, so a drafted and a plain answer still
+    read the same prompt to the same logits."""
+    if done + length <= total - FULL_ROWS_TAIL:
+        return True
+    return not followed and (done + length < total or length < EXACT_ROWS)
+
+
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
             cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None:
     """Read ``tokens`` in chunks of the batch size, reporting progress after each; the chunk
@@ -310,6 +326,7 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         session.reset()
     chunks: list[int] = []
     done = 0
+    followed = session.rows_followed
     while done < len(tokens):
         if cancelled():
             return None
@@ -317,7 +334,7 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         if on_chunk_start is not None:
             on_chunk_start(done, len(chunk), len(tokens))
         try:
-            session.feed(chunk, abort=cancelled, prune=done + len(chunk) <= len(tokens) - FULL_ROWS_TAIL)
+            session.feed(chunk, abort=cancelled, prune=_prunable(done, len(chunk), len(tokens), followed))
         except DecodeAborted:
             return None
         chunks.append(len(chunk))

@@ -20,9 +20,10 @@ from engine.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
-# The last rows of a prompt read computed to the end (every row's hidden state, the last row's
-# logits): what a drafting head follows (engine.speculative.head_drafter) and where the answer's
-# first token comes from. Chunks wholly before them are pruned (ModelSession.feed).
+# The last rows of a prompt read computed to the end while a drafting head follows the decodes
+# (every row's hidden state, the last row's logits): what the head catches up on
+# (engine.speculative.head_drafter). Chunks wholly before them are pruned (ModelSession.feed), and
+# with no head following, all but a read's last chunk (engine.generation.prefill).
 FULL_ROWS_TAIL = 512
 
 
@@ -90,8 +91,8 @@ class ModelSession:
 
         ``abort`` is polled while each batch is computed; when it turns true the batch stops and
         :class:`~engine.backends.llama_context.DecodeAborted` is raised, with the aborted batch counted
-        nowhere (see :meth:`_drop_unfinished`). ``prune``: only the state is wanted, not the logits
-        or hidden rows (:meth:`~engine.backends.llama_context.LlamaContext.decode`).
+        nowhere (see :meth:`_drop_unfinished`). ``prune``: only the state and the last row's logits
+        are wanted, not the other rows (:meth:`~engine.backends.llama_context.LlamaContext.decode`).
         """
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
@@ -115,6 +116,11 @@ class ModelSession:
             self.reset()
         else:
             self.context.seq_rm(0, self.n_past, -1)
+
+    @property
+    def rows_followed(self) -> bool:
+        """Whether a drafting head reads every decode's rows (it attaches as ``after_decode``)."""
+        return getattr(self.context, "after_decode", None) is not None
 
     def last_logits(self) -> np.ndarray:
         return self.context.logits(-1)

@@ -129,8 +129,8 @@ class LlamaContext:
 
         ``abort`` is polled while the batch is computed (between graph nodes, many times a
         second); when it returns true the decode stops and raises :class:`DecodeAborted`.
-        ``prune``: the caller needs this batch's state only, so the model's last layer computes
-        past its attention only the output rows (see :meth:`_set_outputs`).
+        ``prune``: the caller needs this batch's state and output rows only, so the model's last
+        layer computes past its attention only the output rows (see :meth:`_set_outputs`).
         """
         n = len(tokens)
         if not 0 < n <= self.settings.n_batch:
@@ -195,8 +195,9 @@ class LlamaContext:
         last layer only when told to ("masked"); otherwise that layer's FFN runs for every row of a
         prompt chunk, whose logits but the last are never read. A pruned decode leaves the state
         (every layer's KV and recurrent state) as an unpruned one does; only the output rows'
-        numbers may take other kernels, so a read prunes only chunks whose outputs nobody reads
-        (:data:`engine.session.FULL_ROWS_TAIL`). Other architectures always drop them."""
+        numbers may take other kernels (the same ones below EXACT_ROWS rows), so a read prunes only
+        chunks whose outputs nobody reads or would read the same (engine.generation._prunable).
+        Other architectures always drop them."""
         wanted = (self.hidden_rows, prune)
         if wanted != self._outputs:
             llama_cpp_ext.llama_set_embeddings_nextn(self.handle, *wanted)

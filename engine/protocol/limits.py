@@ -19,10 +19,13 @@ PROTOCOL_VERSION = 13
 # the worker. Sampling settings are checked by sampling_problem.
 
 MAX_TOKENS = 2**31 - 1  # llama.cpp's positions are int32: no context, answer or document is longer
-# A verify batch (draft + 1 token) must stay under the CPU builds' exact-rows bound (16, see
-# installers/llama_build.py), so a longer draft is never used. The same number sizes a hybrid model's
-# rollback planes (n_rs_seq), which llama.cpp needs below its micro-batch (n_ubatch > n_rs_seq + 1).
-MAX_DRAFT = 14
+# The CPU builds' exact-rows bound (installers/llama_build.py EXACT_ROWS): a batch of fewer rows gives
+# each row exactly what decoding it alone gives.
+EXACT_ROWS = 16
+# A verify batch (draft + 1 token) must stay under EXACT_ROWS, so a longer draft is never used. The
+# same number sizes a hybrid model's rollback planes (n_rs_seq), which llama.cpp needs below its
+# micro-batch (n_ubatch > n_rs_seq + 1).
+MAX_DRAFT = EXACT_ROWS - 2
 # Paths a tree of drafts verifies at once. Each is a sequence with its own recurrent state (and rollback
 # planes), and every path's rows share one verify batch, which must stay under the same 16-row bound.
 MAX_DRAFT_PATHS = 4

@@ -95,3 +95,36 @@ def test_a_head_follows_only_the_unpruned_tail(hybrid_tiny):
         head.close()
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("length, pruned", [(1030, [True, True, True]), (1100, [True, True, False])])
+@pytest.mark.parametrize("name", ["hybrid_tiny", "smollm2"])
+def test_with_no_head_following_only_a_long_last_chunk_is_read_whole(request, name, length, pruned):
+    """No head follows: the chunks in the tail are pruned too, and so is a last chunk of fewer than
+    EXACT_ROWS rows (the same kernels either way); a longer last chunk gives the answer's first token
+    unpruned. The state, the logits and the answer are an unpruned read's."""
+    session = open_session(str(request.getfixturevalue(name)), n_ctx=4096)
+    try:
+        tokens = raw_prompt_tokens(session.model, TEXT * 70)[:length]
+        assert len(tokens) == length and not session.rows_followed
+        flags: list[bool] = []
+        feed = session.feed
+
+        def recording_feed(chunk, **kwargs):
+            flags.append(kwargs.get("prune", False))
+            feed(chunk, **kwargs)
+
+        session.reset()
+        session.feed = recording_feed
+        assert prefill(session, tokens, reset=False, on_progress=no_progress, cancelled=never)
+        session.feed = feed
+        assert flags == pruned
+        read = (session.context.state_get(), session.last_logits().copy(), greedy_steps(session, 8))
+        session.reset()
+        session.feed(tokens)  # never pruned
+        whole = (session.context.state_get(), session.last_logits().copy(), greedy_steps(session, 8))
+    finally:
+        session.close()
+    assert read[0] == whole[0]
+    assert np.array_equal(read[1], whole[1])
+    assert read[2] == whole[2]
