@@ -36,7 +36,8 @@ class Prefiller(Protocol):
     """Reads ``tokens`` into the session (see :func:`prefill`): the chunk lengths, or None if cancelled."""
 
     def __call__(self, session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
-                 cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None: ...
+                 cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None,
+                 logits_read: bool = True) -> list[int] | None: ...
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ class Generation:
                     self.on_chunk_start(begin + done, length, total)
 
             ran = self.prefiller(self.session, tokens[begin:end], reset=self.reset and index == 0,
-                                 on_progress=progress, cancelled=self.cancelled, on_chunk_start=chunk_start)
+                                 on_progress=progress, cancelled=self.cancelled, on_chunk_start=chunk_start,
+                                 logits_read=end == total)
             if ran is None:
                 self.timings.prompt_n = read[0]
                 return False
@@ -293,25 +295,27 @@ def _take_spans(spans: list[list], chars: int) -> tuple[tuple[int, bool], ...]:
     return tuple(taken)
 
 
-def _prunable(done: int, length: int, total: int, followed: bool) -> bool:
+def _prunable(done: int, length: int, total: int, followed: bool, logits_read: bool) -> bool:
     """Whether the chunk ``done..done+length`` of a ``total``-token read may be pruned: its rows
     past the last layer's attention, but its last, are read by nobody.
 
     A chunk before the last FULL_ROWS_TAIL rows always may. With no drafting head following
-    (``followed``), every chunk may but the read's last when it has EXACT_ROWS rows or more: its
-    last row's logits can give the answer's first token, and a pruned chunk computes that row's
-    last layer alone, on other kernels than the batch's; below EXACT_ROWS they are the same
-    kernels, row for row. Pruning never changes the state, so a drafted and a plain answer still
-    read the same prompt to the same logits."""
+    (``followed``), every chunk may but the read's last when its logits are read (``logits_read``:
+    they give the answer's first token) and it has EXACT_ROWS rows or more: a pruned chunk computes
+    that row's last layer alone, on other kernels than the batch's; below EXACT_ROWS they are the
+    same kernels, row for row. Pruning never changes the state, so a drafted and a plain answer
+    still read the same prompt to the same logits."""
     if done + length <= total - FULL_ROWS_TAIL:
         return True
-    return not followed and (done + length < total or length < EXACT_ROWS)
+    return not followed and (done + length < total or not logits_read or length < EXACT_ROWS)
 
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,
-            cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None) -> list[int] | None:
+            cancelled: CancelCheck, on_chunk_start: ChunkCallback | None = None,
+            logits_read: bool = True) -> list[int] | None:
     """Read ``tokens`` in chunks of the batch size, reporting progress after each; the chunk
-    lengths, or None if cancelled.
+    lengths, or None if cancelled. ``logits_read``: the last token's logits will be read (False: more
+    of the read follows, as after a question's part), which decides what may be pruned (:func:`_prunable`).
 
     Every chunk is one full batch (the last one the remainder): a ``llama_decode`` call costs a
     fixed overhead (and, with threads sharing busy cores, a wait at each of ggml's per-node
@@ -334,7 +338,7 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         if on_chunk_start is not None:
             on_chunk_start(done, len(chunk), len(tokens))
         try:
-            session.feed(chunk, abort=cancelled, prune=_prunable(done, len(chunk), len(tokens), followed))
+            session.feed(chunk, abort=cancelled, prune=_prunable(done, len(chunk), len(tokens), followed, logits_read))
         except DecodeAborted:
             return None
         chunks.append(len(chunk))

@@ -54,7 +54,7 @@ class RequestPrefill:
         self._on_ran = on_ran
 
     def __call__(self, session: ModelSession, tokens: list[int], *, reset: bool, on_progress, cancelled,
-                 on_chunk_start=None) -> list[int] | None:
+                 on_chunk_start=None, logits_read: bool = True) -> list[int] | None:
         self._on_ran(self.ran)
         if self._prefiller is not None:
             try:
@@ -65,7 +65,7 @@ class RequestPrefill:
                                                 "so the input was read on the CPU")
                 self._on_ran(self.ran)
         return cpu_prefill(session, tokens, reset=reset, on_progress=on_progress, cancelled=cancelled,
-                           on_chunk_start=on_chunk_start)
+                           on_chunk_start=on_chunk_start, logits_read=logits_read)
 
 
 @dataclass

@@ -97,16 +97,21 @@ def test_a_head_follows_only_the_unpruned_tail(hybrid_tiny):
         session.close()
 
 
-@pytest.mark.parametrize("length, pruned", [(1030, [True, True, True]), (1100, [True, True, False])])
+@pytest.mark.parametrize("length, logits_read, pruned", [(1030, True, [True, True, True]),
+                                                    (1100, True, [True, True, False]),
+                                                    (1100, False, [True, True, True])])
 @pytest.mark.parametrize("name", ["hybrid_tiny", "smollm2"])
-def test_with_no_head_following_only_a_long_last_chunk_is_read_whole(request, name, length, pruned):
+def test_with_no_head_following_only_a_long_last_chunk_whose_logits_are_read_is_read_whole(
+        request, name, length, logits_read, pruned):
     """No head follows: the chunks in the tail are pruned too, and so is a last chunk of fewer than
-    EXACT_ROWS rows (the same kernels either way); a longer last chunk gives the answer's first token
-    unpruned. The state, the logits and the answer are an unpruned read's."""
+    EXACT_ROWS rows (the same kernels either way) or one whose logits nobody reads (a question's part,
+    the answer's cue read after it); a longer last chunk gives the answer's first token unpruned. The
+    state, the logits and the answer are an unpruned read's."""
     session = open_session(str(request.getfixturevalue(name)), n_ctx=4096)
     try:
-        tokens = raw_prompt_tokens(session.model, TEXT * 70)[:length]
-        assert len(tokens) == length and not session.rows_followed
+        tokens = raw_prompt_tokens(session.model, TEXT * 70)[:length + 3]
+        question, cue = tokens[:length], tokens[length:]
+        assert len(question) == length and len(cue) == 3 and not session.rows_followed
         flags: list[bool] = []
         feed = session.feed
 
@@ -116,13 +121,20 @@ def test_with_no_head_following_only_a_long_last_chunk_is_read_whole(request, na
 
         session.reset()
         session.feed = recording_feed
-        assert prefill(session, tokens, reset=False, on_progress=no_progress, cancelled=never)
+        assert prefill(session, question, reset=False, on_progress=no_progress, cancelled=never,
+                       logits_read=logits_read)
+        state = session.context.state_get()
+        if not logits_read:  # the cue follows, as generation reads it: its logits give the answer
+            assert prefill(session, cue, reset=False, on_progress=no_progress, cancelled=never)
         session.feed = feed
-        assert flags == pruned
-        read = (session.context.state_get(), session.last_logits().copy(), greedy_steps(session, 8))
+        assert flags == pruned + ([] if logits_read else [True])
+        read = (state, session.last_logits().copy(), greedy_steps(session, 8))
         session.reset()
-        session.feed(tokens)  # never pruned
-        whole = (session.context.state_get(), session.last_logits().copy(), greedy_steps(session, 8))
+        session.feed(question)  # never pruned
+        state = session.context.state_get()
+        if not logits_read:
+            session.feed(cue)
+        whole = (state, session.last_logits().copy(), greedy_steps(session, 8))
     finally:
         session.close()
     assert read[0] == whole[0]
