@@ -82,7 +82,7 @@ def main() -> None:
     def send(event: p.Event) -> None:
         try:
             out.write(frame(p.encode(event)))
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: the stream is already closed
             os._exit(0)  # nobody is listening any more
 
     loop = WorkerLoop(send)

@@ -32,9 +32,13 @@ class TelemetryThread:
         self._interval_s = max(0, interval_ms) / 1000
         self._wake.set()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop, and return once no event can come from the thread any more: the worker closes its
+        protocol stream after this, and a sample emitted into a closed stream printed a traceback."""
         self._stopped = True
         self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
 
     def _run(self) -> None:
         while not self._stopped:

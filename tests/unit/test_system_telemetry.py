@@ -232,3 +232,28 @@ def test_frequency_alone_decides_at_the_ratio_boundary(monkeypatch, tmp_path):
     at_ratio = sampler_with(monkeypatch, tmp_path, freq=Freq(750.0, 0.0, 1000.0)).read()
     below = sampler_with(monkeypatch, tmp_path, freq=Freq(749.0, 0.0, 1000.0)).read()
     assert (at_ratio.throttled, below.throttled) == (False, True)
+
+
+def test_stopping_the_telemetry_thread_waits_for_a_sample_being_sent():
+    """The worker closes its protocol stream right after stop(): no sample may be sent later."""
+    import threading
+    import time
+
+    from engine.core import LiveState
+    from engine.telemetry.sampler import TelemetryThread
+
+    sending, stopped = threading.Event(), threading.Event()
+    late: list[bool] = []
+
+    def slow_emit(event) -> None:
+        sending.set()
+        time.sleep(0.3)  # a sample on its way out when stop() is called
+        late.append(stopped.is_set())
+
+    telemetry = TelemetryThread(LiveState(), slow_emit, interval_ms=10)
+    telemetry.start()
+    assert sending.wait(5)
+    telemetry.stop()
+    stopped.set()
+    time.sleep(0.4)
+    assert late and not any(late)
