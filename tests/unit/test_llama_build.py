@@ -302,3 +302,11 @@ def test_the_amx_check_runs_on_x86_only(monkeypatch, tmp_path):
     on(monkeypatch, "Windows", "x86_64")
     with pytest.raises(SystemExit, match="3 AMX instructions"):
         llama_build.check_no_amx({"haswell": tmp_path / "ggml-cpu-haswell.dll"}, set())
+
+
+def test_the_engine_knows_the_exact_rows_bound_the_build_patches_in():
+    """The engine prunes and caps drafts by EXACT_ROWS; the build's patches set the kernels' bound."""
+    from engine.protocol.limits import EXACT_ROWS, MAX_DRAFT
+
+    assert EXACT_ROWS == llama_build.EXACT_ROWS
+    assert MAX_DRAFT + 1 < EXACT_ROWS  # a verify batch (draft + 1 token) stays below it
