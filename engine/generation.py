@@ -105,9 +105,10 @@ class Generation:
         self.writes = writes  # False: read the prompt and stop (a document read into the state)
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
         self.prefiller: Prefiller = prefiller or prefill
-        # 0 < checkpoint < len(prompt): the prompt is read in two parts, and ``on_checkpoint`` is called
-        # between them (the state then ends where a question ends; engine.snapshot_cursor saves it)
-        self.checkpoint = checkpoint if 0 < checkpoint < len(prompt_tokens) else 0
+        # 0 < checkpoint <= len(prompt): ``on_checkpoint`` is called once that many tokens are read (the
+        # state then ends where a question ends; engine.snapshot_cursor saves it), the prompt read in two
+        # parts around it when it falls short of the end
+        self.checkpoint = checkpoint if 0 < checkpoint <= len(prompt_tokens) else 0
         self.on_checkpoint = on_checkpoint or (lambda chunks: None)  # given the chunks read so far
         self.source = None
         self.session = session
@@ -150,7 +151,7 @@ class Generation:
         """Read the prompt (in two parts around ``checkpoint``); False if cancelled, with
         ``timings.prompt_n`` the tokens read by then."""
         tokens, total = self.prompt_tokens, len(self.prompt_tokens)
-        parts = [(0, self.checkpoint), (self.checkpoint, total)] if self.checkpoint else [(0, total)]
+        parts = [(0, self.checkpoint), (self.checkpoint, total)] if 0 < self.checkpoint < total else [(0, total)]
         read, chunks = [0], []
         for index, (begin, end) in enumerate(parts):
             def progress(done: int, _: int, begin: int = begin) -> None:
@@ -168,7 +169,7 @@ class Generation:
                 self.timings.prompt_n = read[0]
                 return False
             chunks += ran
-            if end < total:
+            if end == self.checkpoint:
                 self.on_checkpoint(list(chunks))
         self.prefill_chunks = chunks
         return True

@@ -11,22 +11,28 @@ with ``<think>`` and writes earlier answers without their reasoning; others trim
 state after the answer holds text the next rendering does not, and cannot be used. So when a turn
 ends, the template is asked how it will write the conversation once another message follows
 (:meth:`SnapshotCursor._answer_reusable`): if the answer's state starts that, it is saved as ever;
-if not, the state where the question ended, before the answer's cue, is saved instead (a *question
-snapshot*, under the question's message, taken in memory while the prompt was read), and the next
-turn stands on it and reads the answer as the template writes it now, the new message and the
-framing, never the whole conversation. The answer's own token ids are kept (fewer tokens read
-than a re-tokenized transcript), so long as they spell its stored text byte for byte.
+if not, the state where the question ended is saved instead (a *question snapshot*, under the
+question's message, taken in memory while the prompt was read), and the next turn stands on it
+and reads the answer as the template writes it now, the new message and the framing, never the
+whole conversation. The answer's own token ids are kept (fewer tokens read than a re-tokenized
+transcript), so long as they spell its stored text byte for byte.
 
-Taking the question's state costs the prompt a second decode (the answer's cue read apart, one
-more pass over the weights: 26-36 ms of a 120-token prompt on the hybrid bench model). A turn
-pays it only while the template is not known to write this model's answers back as they were
-read (``_written_back``, learnt from the last answer): a question snapshot would not be kept
-otherwise. A wrong guess costs speed once, never a token: that turn's next turn reads the answer
-again from the snapshot before it.
+The question snapshot ends where the template's writing of this turn and of the next part: after
+as much of the answer's cue as the template writes again before that answer once it is history
+(:meth:`SnapshotCursor._kept_cue`; Qwen3.5 cues ``<|im_start|>assistant\n<think>\n`` and writes
+history answers after ``<|im_start|>assistant\n``). Only the rest of the cue is read apart, a
+second decode that costs about what as many single tokens do: on the Qwen3.5-0.8B shape at 6k
+tokens of context, 80 ms for its 2 tokens where the whole 5-token cue took 135 ms (issue 35). A
+template that writes the whole cue again (ChatML) needs no second decode: the state is kept
+after the prompt. A turn keeps a question snapshot only while the template is not known to write
+this model's answers back as they were read (``_written_back``, learnt from the last answer): it
+would not be kept otherwise. A wrong guess costs speed once, never a token: that turn's next turn
+reads the answer again from the snapshot before it.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +53,16 @@ from model_store.snapshots import SnapshotRecord
 
 
 NEXT_MESSAGE = ChatMessage("user", "?")  # stands for the message that will follow an answer
+PROBE_ANSWER = "Hearth probe answer"  # stands for an answer, to see how the template frames it as history
+
+
+@dataclass(frozen=True)
+class Cue:
+    """What the template writes after a conversation to cue the answer, and how much of it it
+    writes again before that answer once it is history (a question snapshot keeps that much)."""
+
+    text: str
+    kept: str = ""
 
 
 @dataclass
@@ -54,7 +70,7 @@ class Question:
     """Where the question ends among a turn's new tokens, and the state there once it is read."""
 
     message_id: str
-    n_new: int  # of the turn's new tokens, how many come before the answer's cue
+    n_new: int  # of the turn's new tokens, how many come before the cue's part read apart (all: none is)
     text: str  # the new text up to there
     chunks: list[int] | None = None  # how those tokens were read (set at the checkpoint)
     point: Checkpoint | None = None
@@ -99,7 +115,7 @@ class SnapshotCursor:
         # read. Then the next turn reads its prompt in one part (a question snapshot would not be
         # kept); unknown or not, in two, keeping the question's state at the checkpoint.
         self._written_back: dict[bool | None, bool] = {}
-        self._cues: dict[bool | None, str] = {}  # per thinking switch: the answer's cue the template wrote last
+        self._cues: dict[bool | None, Cue] = {}  # per thinking switch: the answer's cue the template wrote last
         self._held: HeldState | None = None  # the last question snapshot, while the live state still holds it
 
     def forget_live(self) -> None:
@@ -139,7 +155,7 @@ class SnapshotCursor:
             start.reasoning = reasoning_start(target.text[len(closed.text):]) if target.text.startswith(
                 closed.text) else "detect"
             if not self._written_back.get(options.enable_thinking, False):
-                start.question = self._question(messages[-1].id, start, closed)
+                start.question = self._question(messages[-1].id, start, target, closed)
         return start
 
     def _closed(self, chat: list[ChatMessage], options: RenderOptions, target: RenderedChat) -> RenderedChat:
@@ -150,26 +166,48 @@ class SnapshotCursor:
         question's tokens are checked against the prompt's, and a snapshot is stood on only where
         the next rendering starts with its text."""
         cue = self._cues.get(options.enable_thinking)
-        if cue and target.text.endswith(cue):
-            return target.prefix(len(target.text) - len(cue))
+        if cue and target.text.endswith(cue.text):
+            return target.prefix(len(target.text) - len(cue.text))
         closed = render_for(self.session.model, chat, answer=False, options=options)
         if target.text.startswith(closed.text):
-            self._cues[options.enable_thinking] = target.text[len(closed.text):]
+            text = target.text[len(closed.text):]
+            self._cues[options.enable_thinking] = Cue(text, self._kept_cue(chat, options, closed.text, text))
         return closed
 
-    def _question(self, message_id: str | None, start: TurnStart, closed: RenderedChat) -> Question | None:
-        """Where the question ends among the turn's new tokens, if the state there can be kept: the
-        rendering without the cue starts the one with it, and reading it in two parts gives the
-        same tokens as in one (the cue starts at a control token in every template seen)."""
+    def _kept_cue(self, chat: list[ChatMessage], options: RenderOptions, closed: str, cue: str) -> str:
+        """How much of ``cue`` the template writes again before the answer once another message
+        follows it: the framing before a stand-in answer, as far as it agrees with the cue (one more
+        rendering, when a cue is learnt). "" when the template will not say."""
+        try:
+            later = render_for(self.session.model, [*chat, ChatMessage("assistant", PROBE_ANSWER), NEXT_MESSAGE],
+                               answer=False, options=options).text
+        except ChatTemplateError:
+            return ""
+        if not later.startswith(closed):
+            return ""
+        framing, found, _ = later[len(closed):].partition(PROBE_ANSWER)
+        return os.path.commonprefix([framing, cue]) if found else ""
+
+    def _question(self, message_id: str | None, start: TurnStart, target: RenderedChat,
+                  closed: RenderedChat) -> Question | None:
+        """Where the question's snapshot ends among the turn's new tokens, if the state there can be
+        kept: after the question and the part of the cue an answer in history keeps, or else right
+        after the question; the rendering without the cue starts the one with it, and reading the
+        prompt in two parts there gives the same tokens as in one (the cue's parts start at control
+        tokens in every template seen)."""
         model, before = self.session.model, len(start.text_before)
-        if message_id is None or len(closed.text) <= before or \
-                not (start.text_before + start.new_text).startswith(closed.text):
+        if message_id is None or not target.text.startswith(closed.text):
             return None
-        question = rendered_tokens(model, closed.suffix(before), bos=start.base is None)
-        cue = rendered_tokens(model, RenderedChat(start.new_text[len(closed.text) - before:]), bos=False)
-        if not cue or question + cue != start.new_tokens:
-            return None
-        return Question(message_id, len(question), closed.text[before:])
+        cue = self._cues.get(start.options.enable_thinking)
+        kept = cue.kept if cue is not None and target.text.startswith(cue.kept, len(closed.text)) else ""
+        for end in dict.fromkeys((len(closed.text) + len(kept), len(closed.text))):
+            if end <= before:
+                continue
+            question = rendered_tokens(model, target.prefix(end).suffix(before), bos=start.base is None)
+            rest = rendered_tokens(model, target.suffix(end), bos=False) if end < len(target.text) else []
+            if question + rest == start.new_tokens:
+                return Question(message_id, len(question), target.text[before:end])
+        return None
 
     def mark_question(self, start: TurnStart, chunks: list[int]) -> None:
         """The turn has read its question (the generation's checkpoint): keep that state's recurrent part."""

@@ -3,6 +3,7 @@ process from the template and tokenizer alone, to check what the worker did agai
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from engine.backends.llama_cpp import LlamaModel, init_backend
@@ -29,6 +30,18 @@ class TemplateOracle:
     def tokens(self, messages: list[Message], *, answer: bool) -> list[int]:
         chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
         return rendered_tokens(self.model, render_for(self.model, chat, answer=answer, options=self.options), bos=True)
+
+    def question_tokens(self, messages: list[Message]) -> list[int]:
+        """What a question's snapshot holds: the conversation up to the question (``messages[-1]``)
+        and as much of the answer's cue as the template writes again before an answer in history."""
+        chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+        cued = render_for(self.model, chat, answer=True, options=self.options)
+        closed = render_for(self.model, chat, answer=False, options=self.options).text
+        later = render_for(self.model, [*chat, ChatMessage("assistant", "Some answer"), ChatMessage("user", "Next")],
+                           answer=False, options=self.options).text
+        framing = later[len(closed):].split("Some answer")[0]
+        kept = os.path.commonprefix([framing, cued.text[len(closed):]])
+        return rendered_tokens(self.model, cued.prefix(len(closed) + len(kept)), bos=True)
 
     def text(self, messages: list[Message], *, answer: bool) -> str:
         chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]

@@ -53,8 +53,9 @@ def test_every_later_turn_reads_only_the_last_answer_the_new_message_and_the_fra
         assert report.restored, (turn, report.notes)
         assert report.prefilled_tokens <= most, (turn, report.prefilled_tokens, most)
     # Nothing the template would not write stays in the state: every saved state's tokens spell its text, and
-    # a question's saved state is the template's own rendering of the conversation up to it, token for token
-    # but where an answer's own tokens spell the same bytes otherwise.
+    # a question's saved state is the template's own rendering of the conversation up to it and of the framing
+    # it writes before an answer in history, token for token but where an answer's own tokens spell the same
+    # bytes otherwise.
     snapshots = SnapshotStore(chat.store.db)
     final_text = oracle.text(branch, answer=False)
     for depth, message in enumerate(branch, start=1):
@@ -62,7 +63,7 @@ def test_every_later_turn_reads_only_the_last_answer_the_new_message_and_the_fra
             tokens = chain_tokens(snapshots, record)
             assert record.holds(oracle.detokenize(tokens))
             if message.role == "user":
-                assert not oracle.differences(tokens, oracle.tokens(branch[:depth], answer=False))
+                assert not oracle.differences(tokens, oracle.question_tokens(branch[:depth]))
                 assert record.starts(final_text)
     oracle.close()
 
@@ -91,10 +92,11 @@ def test_a_date_the_template_writes_is_the_conversations_so_its_state_serves_on_
     assert time.strftime("%d %b %Y") not in held
 
 
-def test_once_the_template_writes_an_answer_back_later_turns_read_their_prompt_in_one_part(hybrid_tiny, hearth_home):
-    """Taking the question's state costs a second decode for the answer's cue; a plain ChatML template
-    writes the answer back as it was read, so after the first turn shows it, no turn pays that
-    (Qwen3.5's never does: the test above keeps its question snapshots)."""
+def test_a_template_that_writes_its_whole_cue_again_reads_every_prompt_in_one_part(hybrid_tiny, hearth_home):
+    """A question's state is kept after as much of the answer's cue as the template writes again before
+    that answer once it is history, and only the rest is read apart. Plain ChatML writes
+    ``<|im_start|>assistant\n`` both times, so no turn reads its prompt in two parts: not the first,
+    before the template is known to write the answer back, nor any later one."""
     chat = Chat(hearth_home, str(hybrid_tiny))
     try:
         chat.start_worker()
@@ -104,9 +106,30 @@ def test_once_the_template_writes_an_answer_back_later_turns_read_their_prompt_i
             chat.stop_worker()
     snapshots = SnapshotStore(chat.store.db)
     chunks = [snapshots.get(report.snapshot_id).layout["prefill_chunks"] for report in reports]
-    assert len(chunks[0]) == 2, "the first turn reads the question, then the cue"
-    assert [len(c) for c in chunks[1:]] == [1, 1], chunks
+    assert [len(c) for c in chunks] == [1, 1, 1], chunks
     assert all(report.restored for report in reports[1:])
+
+
+def test_under_qwen35_a_question_state_keeps_the_answers_opening_and_only_think_is_read_apart(hearth_home):
+    """Qwen3.5 cues ``<|im_start|>assistant\n<think>\n`` and writes an earlier answer after
+    ``<|im_start|>assistant\n``: its question snapshot ends there, and each turn reads the two tokens
+    of ``<think>\n`` apart (not the cue's five)."""
+    model = real_model(REAL_TINY["qwen35"])
+    chat = Chat(hearth_home, str(model))
+    try:
+        chat.start_worker()
+        reports = [chat.say(question, max_tokens=8).finished.snapshot for question in QUESTIONS[:2]]
+    finally:
+        chat.stop_worker()
+    snapshots = SnapshotStore(chat.store.db)
+    branch = chat.store.current_branch(chat.conversation.id)
+    for report, question in zip(reports, [m for m in branch if m.role == "user"]):
+        saved = snapshots.for_message(question.id)
+        assert len(saved) == 1, "the answer is written without its reasoning: the question's state is kept"
+        assert held_text(model, snapshots, saved[0]).endswith("<|im_start|>assistant\n")
+        question_read = sum(saved[0].layout["prefill_chunks"])
+        assert report.prefilled_tokens - question_read == 2, (report.prefilled_tokens, question_read)
+    assert reports[1].restored, reports[1].notes
 
 
 def test_a_turn_on_the_question_state_kept_in_memory_answers_as_one_restored_from_its_snapshot(tmp_path):
