@@ -18,6 +18,7 @@ from typing import BinaryIO
 import msgspec
 
 from engine import protocol as p
+from engine.allocator import keep_freed_state_memory
 from engine.framing import FrameError, frame, read_frames
 from engine.command_inbox import CommandInbox
 from engine.worker_loop import WorkerLoop
@@ -74,6 +75,7 @@ def read_commands(stream: BinaryIO, inbox: CommandInbox) -> None:
 
 def main() -> None:
     die_with_parent()
+    keep_freed_state_memory()
     # Ctrl+C in a terminal reaches the whole process group; the app decides what it means (a
     # Cancel), the worker must not die of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

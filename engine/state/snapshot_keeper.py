@@ -81,7 +81,7 @@ class HeldState:
     snapshot_id: str
     resets: int  # the session's reset count when it was taken: any reset since loses the KV
     tokens: tuple[int, ...]
-    recurrent: bytes
+    recurrent_blob: bytes | None  # the recurrent part as llama.cpp reads it back (None: the model has none)
 
 
 def model_fingerprint(file_sha256: str, settings: ContextSettings) -> str:
@@ -159,7 +159,8 @@ class SnapshotKeeper:
     def hold(self, record: SnapshotRecord, point: Checkpoint) -> HeldState:
         """Keep ``record`` (saved from ``point``, an earlier point of the live sequence) to rewind to."""
         tokens = tuple(self.session.tokens[:point.n_tokens])
-        return HeldState(record.id, self.session.resets, tokens, point.recurrent)
+        blob = with_header(0, point.recurrent) if self.has_recurrent else None  # made now, not when it is used
+        return HeldState(record.id, self.session.resets, tokens, blob)
 
     # -- restoring -------------------------------------------------------------------------------
 
@@ -170,8 +171,7 @@ class SnapshotKeeper:
         if held.snapshot_id != snapshot.id or held.resets != session.resets or len(held.tokens) != n_tokens \
                 or session.n_past < n_tokens or tuple(session.tokens[:n_tokens]) != held.tokens:
             return False
-        blob = with_header(0, held.recurrent) if self.has_recurrent else None
-        if not session.rewind(n_tokens, blob):
+        if not session.rewind(n_tokens, held.recurrent_blob):
             session.reset()
             return False
         self.store.touch(snapshot.id)
