@@ -339,7 +339,9 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
         if on_chunk_start is not None:
             on_chunk_start(done, len(chunk), len(tokens))
         try:
-            session.feed(chunk, abort=cancelled, prune=_prunable(done, len(chunk), len(tokens), followed, logits_read))
+            last = done + len(chunk) == len(tokens)
+            session.feed(chunk, abort=cancelled, prune=_prunable(done, len(chunk), len(tokens), followed, logits_read),
+                         logits=last and logits_read)
         except DecodeAborted:
             return None
         chunks.append(len(chunk))

@@ -86,18 +86,20 @@ class ModelSession:
     def has_recurrent_state(self) -> bool:
         return self.facts.has_recurrent_state
 
-    def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
+    def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None, prune: bool = False,
+             logits: bool = True) -> None:
         """Decode ``tokens`` after those already in the context; logits are kept for the last one.
 
         ``abort`` is polled while each batch is computed; when it turns true the batch stops and
         :class:`~engine.backends.llama_context.DecodeAborted` is raised, with the aborted batch counted
         nowhere (see :meth:`_drop_unfinished`). ``prune``: only the state and the last row's logits
-        are wanted, not the other rows (:meth:`~engine.backends.llama_context.LlamaContext.decode`).
+        are wanted, not the other rows (:meth:`~engine.backends.llama_context.LlamaContext.decode`);
+        with ``logits=False`` too, the state alone.
         """
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
             try:
-                self.context.decode(chunk, self.n_past, abort=abort, prune=prune)
+                self.context.decode(chunk, self.n_past, abort=abort, prune=prune, logits=logits)
             except DecodeAborted:
                 self._drop_unfinished()
                 raise

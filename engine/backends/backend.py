@@ -109,10 +109,12 @@ class ContextBackend(Protocol):
     def n_rs_seq(self) -> int: ...  # recurrent rollback planes: how many tokens seq_rm can take back
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False,
-               seq_id: int = 0, abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
+               seq_id: int = 0, abort: Callable[[], bool] | None = None, prune: bool = False,
+               logits: bool = True) -> None:
         """Decode 1..``settings.n_batch`` tokens at positions ``start_pos..``: logits for the last
         row, or for every row with ``all_logits``. ``prune``: past the last layer's attention only the
-        output rows are computed (their logits stay readable; the state is the same)."""
+        output rows are computed (their logits stay readable; the state is the same); with
+        ``logits=False`` too, none is (the state only: :meth:`logits` then refuses)."""
         ...
 
     def logits(self, row: int = -1) -> np.ndarray:

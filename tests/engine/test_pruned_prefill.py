@@ -105,18 +105,21 @@ def test_with_no_head_following_only_a_long_last_chunk_whose_logits_are_read_is_
         request, name, length, logits_read, pruned):
     """No head follows: the chunks in the tail are pruned too, and so is a last chunk of fewer than
     EXACT_ROWS rows (the same kernels either way) or one whose logits nobody reads (a question's part,
-    the answer's cue read after it); a longer last chunk gives the answer's first token unpruned. The
-    state, the logits and the answer are an unpruned read's."""
+    the answer's cue read after it); a longer last chunk gives the answer's first token unpruned. A
+    chunk whose logits nobody reads computes no output row at all. The state, the logits and the
+    answer are an unpruned read's."""
     session = open_session(str(request.getfixturevalue(name)), n_ctx=4096)
     try:
         tokens = raw_prompt_tokens(session.model, TEXT * 70)[:length + 3]
         question, cue = tokens[:length], tokens[length:]
         assert len(question) == length and len(cue) == 3 and not session.rows_followed
         flags: list[bool] = []
+        kept: list[bool] = []
         feed = session.feed
 
         def recording_feed(chunk, **kwargs):
             flags.append(kwargs.get("prune", False))
+            kept.append(kwargs.get("logits", True))
             feed(chunk, **kwargs)
 
         session.reset()
@@ -125,9 +128,13 @@ def test_with_no_head_following_only_a_long_last_chunk_whose_logits_are_read_is_
                        logits_read=logits_read)
         state = session.context.state_get()
         if not logits_read:  # the cue follows, as generation reads it: its logits give the answer
+            with pytest.raises(RuntimeError, match="kept no logits"):
+                session.last_logits()  # no output row was computed: the question's part moved the state only
             assert prefill(session, cue, reset=False, on_progress=no_progress, cancelled=never)
         session.feed = feed
         assert flags == pruned + ([] if logits_read else [True])
+        # only the read's last chunk keeps its last row's logits, and only when they are read
+        assert kept == [False] * (len(pruned) - 1) + ([True] if logits_read else [False, True])
         read = (state, session.last_logits().copy(), greedy_steps(session, 8))
         session.reset()
         session.feed(question)  # never pruned

@@ -230,7 +230,7 @@ class FakeContext:
     # -- decoding --------------------------------------------------------------------------------
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
-               abort: Callable[[], bool] | None = None, prune: bool = False) -> None:
+               abort: Callable[[], bool] | None = None, prune: bool = False, logits: bool = True) -> None:
         batch = [int(t) for t in tokens]
         self._check_decode(batch, start_pos, seq_id)
         self._outputs = {}  # pruned or not, a decode's last row has its logits (llama.cpp computes output rows)
@@ -242,11 +242,12 @@ class FakeContext:
                 raise DecodeAborted()
             for token in batch[begin:begin + step]:
                 self._append(token)
-        rows = range(len(batch)) if all_logits else [len(batch) - 1]
+        rows = range(len(batch)) if all_logits else [len(batch) - 1] if logits or not prune else []
         for row in rows:
             top = next_token(self.tokens[:start_pos + row + 1]) if healthy else BYTE_BASE + ord(GARBLED)
             self._outputs[row] = _logits(top)
-        self._outputs[-1] = self._outputs[len(batch) - 1]
+        if rows:
+            self._outputs[-1] = self._outputs[len(batch) - 1]
 
     def _check_decode(self, batch: list[int], start_pos: int, seq_id: int) -> None:
         if self.closed:
