@@ -9,7 +9,9 @@ from tests.helpers.real_models import REAL_SCRIPT, REAL_TINY, SCRIPT, real_model
 from tests.helpers.template_turns import TemplateOracle
 
 THOUGHT, ANSWER = (part.strip() for part in SCRIPT.removesuffix("<|im_end|>").split("</think>"))
-CUE_TOKENS = 5  # <|im_start|> assistant \n <think> \n
+# read apart from the question: <think> \n (the question's state keeps <|im_start|> assistant \n, which the
+# template writes again before the answer once it is history)
+CUE_PART_READ_APART = 2
 
 
 def test_the_window_shows_thinking_apart_and_the_next_turn_stands_on_saved_state(start_app):
@@ -27,7 +29,7 @@ def test_the_window_shows_thinking_apart_and_the_next_turn_stands_on_saved_state
     assert THOUGHT not in widget.rendered_text() and ANSWER in widget.rendered_text()
     assert app.transcript()[1] == ("assistant", ANSWER, "done")
     report = second.finished.snapshot
-    assert report.restored and report.restored_tokens == first.finished.snapshot.prefilled_tokens - CUE_TOKENS
+    assert report.restored and report.restored_tokens == first.finished.snapshot.prefilled_tokens - CUE_PART_READ_APART
 
 
 def test_every_later_turn_in_the_window_reads_only_what_is_new_under_qwen35s_template(start_app):
