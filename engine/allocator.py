@@ -5,7 +5,7 @@ checkpoint, the rewind onto the last question's snapshot, the turn end's capture
 Qwen3.5-0.8B shape, more for larger models. glibc serves such a block with ``mmap`` and returns it
 to the system when it is freed (or trims it off the heap's top), so every copy lands on fresh pages
 and pays a page fault per 4 KiB: 25-40 ms for one 20 MB capture on this VM, where the copy itself
-takes 2-4 ms (``/tmp/capt4.py`` in issue 35's closing note). Keeping blocks up to
+takes 2-4 ms (issue 35's closing note; ``tests/unit/test_allocator.py`` shows the blocks kept). Keeping blocks up to
 ``MMAP_THRESHOLD_BYTES`` on the heap, and up to ``TRIM_THRESHOLD_BYTES`` of freed heap for the next
 turn, makes those copies cost what they should; larger states behave as before.
 

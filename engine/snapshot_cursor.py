@@ -22,7 +22,8 @@ as much of the answer's cue as the template writes again before that answer once
 (:meth:`SnapshotCursor._kept_cue`; Qwen3.5 cues ``<|im_start|>assistant\n<think>\n`` and writes
 history answers after ``<|im_start|>assistant\n``). Only the rest of the cue is read apart, a
 second decode that costs about what as many single tokens do: on the Qwen3.5-0.8B shape at 6k
-tokens of context, 80 ms for its 2 tokens where the whole 5-token cue took 135 ms (issue 35). A
+tokens of context, 80 ms for its 2 tokens where the whole 5-token cue took 135 ms (issue 35;
+``tests/bench/bench_small_batches.py``: 2 rows 0.64x the time of 5 in a later run). A
 template that writes the whole cue again (ChatML) needs no second decode: the state is kept
 after the prompt. A turn keeps a question snapshot only while the template is not known to write
 this model's answers back as they were read (``_written_back``, learnt from the last answer): it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def kept_after_a_turn(mode: str) -> int:
     return int(done.stdout)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt and mallinfo2")
 def test_freed_state_sized_blocks_stay_on_the_heap_for_the_next_copy():
     """Without the thresholds glibc gives the two blocks back to the system, and the next copy of a
     state faults in fresh pages (25-40 ms for 20 MB); with them the heap keeps them."""
