@@ -24,6 +24,7 @@ caller counts and goes past.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 from model_store.db import PAGE_SIZE
@@ -35,6 +36,8 @@ FILE_HEADER_BYTES = 100
 PAGE_SIZES = (PAGE_SIZE, *(1 << n for n in range(9, 17) if 1 << n != PAGE_SIZE))  # Hearth's own first
 WAL_MAGIC = 0x377F0682  # the low bit says the checksums' word order: 0 little-endian, 1 big-endian
 ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
+MAX_PAGE_NUMBER = 0xFFFFFFFE  # SQLite's largest page count
+WAL_HEADER_BYTES, WAL_FRAME_HEADER_BYTES = 32, 24
 
 
 class Unreadable(Exception):
@@ -52,11 +55,31 @@ class PageFile:
         self.page_size = _header_page_size(header) if self.header_ok else self._guess_page_size()
         self.usable = self.page_size - (header[20] if self.header_ok else 0)
         self.encoding = ENCODINGS.get(int.from_bytes(header[56:60], "big"), "utf-8") if self.header_ok else "utf-8"
-        self.wal_frames, wal_pages = _committed_wal_frames(Path(f"{path}-wal"), self.page_size)
-        self.page_count = max(-(-self.size // self.page_size), wal_pages)  # pages past these cannot be read
+        self.wal_frames, wal_claim = _committed_wal_frames(Path(f"{path}-wal"), self.page_size)
+        self.file_pages = -(-self.size // self.page_size)
+        past_file = [number for number in self.wal_frames if number > self.file_pages]
+        self.page_count = self.file_pages + len(past_file)  # the pages held, in the file or its -wal
+        self.last_page = max(past_file, default=self.file_pages)  # a page past this one cannot be read
         counted_ok = self.header_ok and header[92:96] == header[24:28]  # the count is valid for this version
-        self.pages_expected = max(self.page_count, int.from_bytes(header[28:32], "big") if counted_ok else 0)
+        # what the header (or the -wal's last commit) says the database held: a claim, not a fact
+        self.pages_claimed = max(int.from_bytes(header[28:32], "big") if counted_ok else 0, wal_claim)
         self.freelist_head = int.from_bytes(header[32:36], "big") if self.header_ok else 0
+        self.asked_past_end: set[int] = set()  # pages the file's own pointers lead to, past what it holds
+        self.overflow_owner: dict[int, tuple[int, int]] = {}  # overflow page -> (leaf, cell) whose chain has it
+        self.claimed_leaves: set[int] = set()  # leaves whose cells' overflow chains were claimed
+
+    @property
+    def pages_missing(self) -> int:
+        """Pages the database held that the file has lost: only when its pointers lead past its end,
+        and then up to the furthest page both they and the header (or the -wal) say it had; the
+        pages of an SQLite file leave no gaps, so every page up to that one existed."""
+        if not self.asked_past_end:
+            return 0
+        if self.pages_claimed > self.last_page:
+            return min(max(self.asked_past_end), self.pages_claimed) - self.last_page
+        if self.pages_claimed:  # the header says nothing was cut: a pointer past the end is damage
+            return 0
+        return len(self.asked_past_end)  # no count to weigh them with: only the pages pointed to
 
     def close(self) -> None:
         self.file.close()
@@ -69,17 +92,24 @@ class PageFile:
 
     def page(self, number: int) -> bytes:
         """Page ``number`` (1-based), shorter than a page where the file was cut inside it."""
-        if not 1 <= number <= self.page_count:
-            raise Unreadable(f"page {number} is outside the file")
         if number in self.wal_frames:
             wal, offset = self.wal_frames[number]
             with open(wal, "rb") as file:
                 file.seek(offset)
                 return file.read(self.page_size)
+        if not 1 <= number <= self.file_pages:
+            if self.last_page < number <= MAX_PAGE_NUMBER:
+                self.asked_past_end.add(number)
+            raise Unreadable(f"page {number} is outside the file")
         data = self._raw((number - 1) * self.page_size, self.page_size)
         if not data:
             raise Unreadable(f"page {number} is past the end of the file")
         return data
+
+    def numbers(self) -> Iterator[int]:
+        """The number of every page held, in the file's order, then the -wal's."""
+        yield from range(1, self.file_pages + 1)
+        yield from sorted(number for number in self.wal_frames if number > self.file_pages)
 
     def page_type(self, number: int) -> int | None:
         """The b-tree type byte of page ``number`` (None when missing)."""
@@ -128,41 +158,44 @@ def _header_page_size(header: bytes) -> int:
 
 
 def _committed_wal_frames(wal: Path, page_size: int) -> tuple[dict[int, tuple[Path, int]], int]:
-    """Where the newest committed copy of each page lies in ``wal``, and the page count it commits.
+    """Where the newest committed copy of each page lies in ``wal``, and the page count its last
+    commit claims (a claim: the frames show which pages it really holds).
 
     A frame counts when its salts match the WAL header's and its running checksum is right; frames
-    after the last commit frame belong to a transaction that never finished and are left out.
+    after the last commit frame belong to a transaction that never finished and are left out. The
+    file is read a frame at a time, so a huge or sparse ``-wal`` costs no more memory than a frame.
     """
-    try:
-        data = wal.read_bytes()
-    except OSError:
-        return {}, 0
-    if len(data) < 32 or int.from_bytes(data[:4], "big") & ~1 != WAL_MAGIC:
-        return {}, 0
-    order = ">" if data[3] & 1 else "<"
-    if int.from_bytes(data[8:12], "big") != page_size:
-        return {}, 0
-    sums = _wal_checksum(data[:24], (0, 0), order)
-    if sums != struct.unpack(">II", data[24:32]):
-        return {}, 0
     frames: dict[int, tuple[Path, int]] = {}
-    pending: dict[int, tuple[Path, int]] = {}
-    committed_pages = 0
-    offset, frame_size = 32, 24 + page_size
-    while offset + frame_size <= len(data):
-        head = data[offset:offset + 24]
-        if head[8:16] != data[16:24]:
-            break
-        sums = _wal_checksum(data[offset + 24:offset + frame_size], _wal_checksum(head[:8], sums, order), order)
-        if sums != struct.unpack(">II", head[16:24]):
-            break
-        page, commit_size = struct.unpack(">II", head[:8])
-        pending[page] = (wal, offset + 24)
-        if commit_size:
-            frames.update(pending)
-            pending, committed_pages = {}, commit_size
-        offset += frame_size
-    return frames, committed_pages
+    try:
+        file = open(wal, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return frames, 0
+    with file:
+        header = file.read(WAL_HEADER_BYTES)
+        if len(header) < WAL_HEADER_BYTES or int.from_bytes(header[:4], "big") & ~1 != WAL_MAGIC \
+                or int.from_bytes(header[8:12], "big") != page_size:
+            return frames, 0
+        order = ">" if header[3] & 1 else "<"
+        sums = _wal_checksum(header[:24], (0, 0), order)
+        if sums != struct.unpack(">II", header[24:32]):
+            return frames, 0
+        pending: dict[int, tuple[Path, int]] = {}
+        claimed, offset = 0, WAL_HEADER_BYTES
+        while len(frame := file.read(WAL_FRAME_HEADER_BYTES + page_size)) == WAL_FRAME_HEADER_BYTES + page_size:
+            head = frame[:WAL_FRAME_HEADER_BYTES]
+            if head[8:16] != header[16:24]:
+                break
+            sums = _wal_checksum(frame[WAL_FRAME_HEADER_BYTES:], _wal_checksum(head[:8], sums, order), order)
+            if sums != struct.unpack(">II", head[16:24]):
+                break
+            page, commit_size = struct.unpack(">II", head[:8])
+            if 1 <= page <= MAX_PAGE_NUMBER:
+                pending[page] = (wal, offset + WAL_FRAME_HEADER_BYTES)
+            if commit_size:
+                frames.update(pending)
+                pending, claimed = {}, commit_size
+            offset += len(frame)
+    return frames, claimed
 
 
 def _wal_checksum(data: bytes, sums: tuple[int, int], order: str) -> tuple[int, int]:

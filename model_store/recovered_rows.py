@@ -1,8 +1,9 @@
 """Which table each row read from a damaged file's pages belongs to (for ``hearth db recover``).
 
 1. The file's schema is the table b-tree rooted at page 1 (``sqlite_schema``: type, name,
-   tbl_name, rootpage, sql). Each table's columns come from running its ``CREATE TABLE`` in an
-   empty in-memory database and asking ``PRAGMA table_info``, so SQLite parses the SQL, not us.
+   tbl_name, rootpage, sql). Its SQL is never run: a text that one of Hearth's migrations wrote
+   gives that table's columns at that version (:mod:`model_store.schema_history`); any other text
+   is only a name and a root page, read with the table's current shape.
 2. Each table's b-tree is walked from its root page; the rows on the leaves it reaches are that
    table's, in rowid order.
 3. Table leaves that no tree reaches (their interior page was lost, or page 1 and with it the
@@ -19,11 +20,12 @@ snapshots), so references can be checked as they go in.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from model_store.btree_cells import LeafRows, leaf_rows, walk_table
+from model_store.btree_cells import LeafRows, claim_overflow, leaf_rows, walk_table
 from model_store.page_reader import TABLE_LEAF, PageFile, Unreadable
+from model_store.schema_history import known_tables
 
 SCHEMA_ROOT = 1
 SCHEMA_TABLE = "sqlite_schema"
@@ -55,7 +57,11 @@ class TableShape:
 
 def table_shape(conn: sqlite3.Connection, table: str) -> TableShape:
     """The shape of ``table`` as the database behind ``conn`` declares it."""
-    info = conn.execute(f"PRAGMA table_info({quoted(table)})").fetchall()
+    return shape_from_info(table, conn.execute("SELECT * FROM pragma_table_info(?)", [table]).fetchall())
+
+
+def shape_from_info(table: str, info: Sequence[Sequence]) -> TableShape:
+    """The shape of ``table`` from its ``PRAGMA table_info`` rows."""
     keys = [row for row in info if row[5]]
     rowid_column = next((i for i, row in enumerate(info) if row[5]), None) \
         if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else None
@@ -96,8 +102,8 @@ def _fits(value: object, kind: str, required: bool) -> bool:
 class Reading:
     """What reading the pages found, for the report."""
 
-    pages: int = 0  # pages the file should have
-    pages_missing: int = 0  # past the end of a truncated file
+    pages: int = 0  # pages the database had, as far as the file shows: those it holds and those missing
+    pages_missing: int = 0  # lost past the end of a truncated file (page_reader.PageFile.pages_missing)
     unreadable: dict[str, int] = field(default_factory=dict)  # table -> its pages that could not be read
     cells_unreadable: int = 0  # cells on readable leaves whose bytes are damaged or missing
     placed_by_shape: int = 0  # rows found on leaves no table's tree reaches any more
@@ -110,7 +116,7 @@ class RowFinder:
 
     def __init__(self, pages: PageFile, known: dict[str, TableShape]) -> None:
         self.pages, self.known = pages, known
-        self.reading = Reading(pages=pages.pages_expected, pages_missing=pages.pages_expected - pages.page_count)
+        self.reading = Reading()
         self.taken: set[int] = set()  # pages that belong to a tree walked already
 
     def rows(self) -> Iterator[tuple[str, dict[str, object]]]:
@@ -120,6 +126,9 @@ class RowFinder:
         for name, (root, _) in trees.items():  # every tree first, so no leaf is taken for an orphan
             walks[name] = walk_table(self.pages, root, self.taken)
             self.taken |= walks[name].pages
+        for walk in walks.values():  # and their rows' overflow pages, so no stray cell takes them
+            for number in walk.leaves:
+                claim_overflow(self.pages, number)
         orphans = self._orphan_leaves()
         for name in self.known:
             if name in trees:
@@ -131,6 +140,8 @@ class RowFinder:
                 for row in self._leaf(number, self.known[name]):
                     self.reading.placed_by_shape += 1
                     yield row
+        self.reading.pages_missing = self.pages.pages_missing
+        self.reading.pages = self.pages.page_count + self.reading.pages_missing
 
     def _leaf(self, number: int, shape: TableShape) -> Iterator[tuple[str, dict[str, object]]]:
         found = self._read_leaf(number)
@@ -151,33 +162,29 @@ class RowFinder:
 
     def _schema(self) -> dict[str, tuple[int, TableShape | None]]:
         """Table name -> (root page, shape), from the schema rows that can be read: every table, so
-        that no table's leaves are taken for another's (None: SQLite would not parse its SQL)."""
+        that no table's leaves are taken for another's (None: a text none of Hearth's migrations
+        wrote, so its columns are not known)."""
         walk = walk_table(self.pages, SCHEMA_ROOT, set())
         self.taken |= walk.pages
-        parsed = sqlite3.connect(":memory:")
+        history = known_tables()
         trees = {}
-        try:
-            for number in walk.leaves:
-                for _, values in self._read_leaf(number).rows:
-                    if len(values) != 5 or values[0] != "table" or not isinstance(values[3], int):
-                        continue
-                    name, root, sql = values[1], values[3], values[4]
-                    try:
-                        parsed.execute(sql)
-                        trees[name] = (root, table_shape(parsed, name))
-                    except (sqlite3.Error, ValueError, TypeError):  # not SQL, or a name SQLite keeps for itself
-                        trees[name] = (root, None)
-        finally:
-            parsed.close()
+        for number in walk.leaves:
+            for _, values in self._read_leaf(number).rows:
+                if len(values) != 5 or values[0] != "table" or not isinstance(values[1], str) \
+                        or not isinstance(values[3], int):
+                    continue
+                name, root, sql = values[1], values[3], values[4]
+                known = history.get(sql) if isinstance(sql, str) else None
+                trees[name] = (root, shape_from_info(name, known[1]) if known and known[0] == name else None)
         self.reading.schema_readable = any(name in trees for name in self.known)
         return trees
 
     def _orphan_leaves(self) -> dict[str, list[int]]:
         """Table leaves outside every tree walked, by the table whose shape most of their rows fit
         (a leaf is one table's; a damaged cell on it may fit none)."""
-        skip = self.taken | self.pages.freelist()
+        skip = self.taken | self.pages.freelist() | self.pages.overflow_owner.keys()
         placed: dict[str, list[int]] = {}
-        for number in range(1, self.pages.page_count + 1):
+        for number in self.pages.numbers():
             if number in skip or self.pages.page_type(number) != TABLE_LEAF:
                 continue
             found = self._read_leaf(number)
