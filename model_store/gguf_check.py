@@ -10,20 +10,19 @@ The checks, cheapest first:
 1. the path is an existing, readable, regular file (a link that loops is said to be one);
 2. the 24-byte header: magic ``GGUF``, a version the reader supports (2 or 3), and tensor and
    metadata counts that are not absurd (at most :data:`MAX_TENSORS` / :data:`MAX_METADATA`);
-3. the metadata, walked by :func:`model_store.gguf_meta.read_metadata`, which checks every length
-   against the file and tells a file cut short from garbage after a valid header; then the
-   metadata and tensor table, parsed by ``gguf.GGUFReader``. The reader memory-maps the
+3. the metadata and the list of tensors, walked by :func:`model_store.gguf_meta.read_metadata`,
+   which checks every length against the file and tells a file cut short from garbage after a
+   valid header; every tensor's shape is sane (1-4 dimensions, each in 1..2^31), its type is one
+   ggml knows and its data lies inside the file (a download cut short fails here as *truncated*),
+   and the file ends where its data does (a valid file followed by a terabyte of holes fails here
+   as *damaged*). That walk is the one check of a file's extent, the engine's as well;
+4. the metadata and tensor table, parsed by ``gguf.GGUFReader``. The reader memory-maps the
    file, so only the pages it touches (the header, not the weights) are read into memory;
-4. every tensor's shape is sane (1-4 dimensions, each in 1..2^31) and its data lies inside the
-   file; a download cut short fails here as *truncated*;
+   :class:`_CheckingReader` refuses tensors stored in a type llama.cpp cannot compute with before
+   the reader builds its views;
 5. ``general.architecture`` is present and in the supported set, there are tensors and one of
    them is the token embedding, and the model's headline numbers (embedding width, context
    length, layer count) are within bounds no real model exceeds.
-
-Step 4 runs inside the reader: ``GGUFReader`` builds a numpy view of every tensor right after
-parsing the table, and a view that runs past the end of the file fails with a bare numpy error.
-:class:`_CheckingReader` overrides that step (``_build_tensors``) to check each tensor's shape
-and extent first, so the user learns which tensor is cut off rather than "cannot reshape".
 """
 
 from __future__ import annotations
@@ -36,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGUFReader
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf.constants import GGMLQuantizationType
 
 from model_store.db import StoreError
 from model_store.eagle3_heads import HEAD_ARCHITECTURE, HEAD_TENSOR
-from model_store.gguf_meta import MAX_DIM, MAX_DIMS, GgufUnreadable, read_metadata
+from model_store.gguf_meta import GgufUnreadable, read_metadata
 from model_store.regular_file import NotRegularFile, not_regular_reason, open_regular
 
 # gguf arch names (gguf.constants.MODEL_ARCH_NAMES) of models the bundled llama.cpp 0.3.36 runs
@@ -204,51 +203,22 @@ def _summarize(path: Path, size: int, supported) -> GgufSummary:
 
 
 class _CheckingReader(GGUFReader):
-    """``GGUFReader`` that checks each tensor's shape and extent before mapping it."""
+    """``GGUFReader`` that refuses a tensor llama.cpp cannot compute with before mapping it (its shape,
+    type and extent were checked by :func:`model_store.gguf_meta.read_metadata`)."""
 
     def _build_tensors(self, start_offs, fields) -> None:
-        file_size = len(self.data)
         for field in fields:
-            _name_len, name_data, n_dims, dims, raw_dtype, offset = field.parts
-            name = bytes(name_data).decode("utf-8", "replace")
-            _check_shape(name, int(n_dims[0]), [int(d) for d in dims])
-            end = int(start_offs) + int(offset[0]) + _tensor_bytes(name, dims, int(raw_dtype[0]))
-            if end > file_size:
-                raise _Refusal(
-                    f"it is truncated: tensor '{name}' ends at byte {end} but the file has only "
-                    f"{file_size} bytes; the download or copy was cut short, so get it again"
-                )
+            _name_len, name_data, _n_dims, _dims, raw_dtype, _offset = field.parts
+            if int(raw_dtype[0]) in UNCOMPUTABLE_TYPES:  # IntEnum members: an int finds them
+                name, kind = bytes(name_data).decode("utf-8", "replace"), GGMLQuantizationType(int(raw_dtype[0]))
+                raise _Refusal(f"tensor '{name}' is stored as {kind.name}, which llama.cpp cannot compute with; "
+                               "convert the model again to F32, F16, BF16 or a quantization")
         super()._build_tensors(start_offs, fields)
-
-
-def _check_shape(name: str, n_dims: int, dims: list[int]) -> None:
-    if not 1 <= n_dims <= MAX_DIMS or len(dims) != n_dims:
-        raise _Refusal(f"tensor '{name}' has {n_dims} dimensions; the file is damaged")
-    for d in dims:
-        if not 0 < d <= MAX_DIM:
-            raise _Refusal(f"tensor '{name}' has an impossible dimension {d}; the file is damaged")
 
 
 # Types a GGUF may declare that llama.cpp's CPU kernels cannot multiply: a head with F64 matrices
 # loaded, then killed the process at its first decode.
 UNCOMPUTABLE_TYPES = frozenset({GGMLQuantizationType.F64, GGMLQuantizationType.I64})
-
-
-def _tensor_bytes(name: str, dims, raw_type: int) -> int:
-    try:
-        block_size, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(raw_type)]
-    except (ValueError, KeyError):
-        raise _Refusal(
-            f"tensor '{name}' uses data type {raw_type}, which this Hearth does not know "
-            "(a newer quantization?); choose another quantization of the model"
-        ) from None
-    if GGMLQuantizationType(raw_type) in UNCOMPUTABLE_TYPES:
-        raise _Refusal(
-            f"tensor '{name}' is stored as {GGMLQuantizationType(raw_type).name}, which llama.cpp cannot "
-            "compute with; convert the model again to F32, F16, BF16 or a quantization"
-        )
-    n_elements = int(np.prod([int(d) for d in dims], dtype=object))
-    return n_elements * type_size // block_size
 
 
 def _architecture(reader: GGUFReader, supported) -> str:

@@ -10,18 +10,31 @@ against the bytes the file really has, and says in words what is wrong:
 * *damaged*: what follows the header is not GGUF metadata at all (a key longer than GGUF allows,
   a value type GGUF does not have, a string longer than the whole file).
 
+The list of tensors is walked too, and what it declares is checked against the file (the one check of
+a file's extent, issue 50): each tensor's data (the data section starts after the list, at the file's
+``general.alignment``; its offset and its bytes, from its shape and type) must lie inside the file, or
+the file is *truncated*; and the file must end where its tensors' data does, give or take
+:data:`TRAILING_SLACK` bytes. That second rule matters because llama.cpp maps a model file whole and
+reads every page of it into memory before it looks at a tensor (``MAP_POPULATE``): a valid head
+followed by a terabyte of holes made the worker read for ever, its memory growing by 400 MiB a second.
+A file that goes on far past its data is no GGUF a writer makes, so it is refused as damaged.
+
 It never allocates what the file claims (the file is memory-mapped and only walked), so a bad file
-costs a walk, not an out-of-memory error or a library's internal message. The import check
-(:mod:`model_store.gguf_check`) and the engine (:mod:`engine.model_files`, before llama.cpp sees a
-file) both read metadata through it.
+costs a walk, not an out-of-memory error or a library's internal message. Every file Hearth opens as a
+model or a head is read through it first: the import check (:mod:`model_store.gguf_check`) and the
+engine (:mod:`engine.model_files`, before llama.cpp sees a main model, a draft model or an EAGLE-3 head).
 """
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from pathlib import Path
 
+from gguf.constants import GGML_QUANT_SIZES
+
+from model_store.download_errors import format_bytes
 from model_store.regular_file import open_regular
 
 HEADER_BYTES = 24  # magic, version (u32), tensor count (u64), entry count (u64)
@@ -30,6 +43,13 @@ MAX_ARRAY_DEPTH = 2  # arrays of arrays are allowed; deeper nesting is no file's
 KEPT_ARRAY_ITEMS = 4096  # numeric arrays up to this long (per-layer values) are returned; longer are skipped
 MAX_DIMS = 4  # a tensor has 1 to 4 dimensions (GGML_MAX_DIMS)
 MAX_DIM = 1 << 31  # and no dimension of a real model comes near 2^31
+DEFAULT_ALIGNMENT = 32  # where the data section and each tensor's data start, unless general.alignment says
+MAX_ALIGNMENT = 1 << 20  # a power of two; writers use 32 (a larger one would put holes before the data)
+# Bytes a file may have past its last tensor's data: a writer pads to the alignment, nothing more.
+# llama.cpp reads them all into memory (see the module's docstring), so the allowance is small.
+TRAILING_SLACK = 1 << 20
+# ggml type id -> (values per block, bytes per block); Q2_0 is newer than the gguf package.
+TYPE_SIZES = {int(kind): sizes for kind, sizes in GGML_QUANT_SIZES.items()} | {42: (64, 18)}
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 
@@ -45,7 +65,7 @@ class GgufTruncated(GgufUnreadable):
 
 
 class GgufDamaged(GgufUnreadable):
-    """What follows the header is not GGUF metadata."""
+    """What follows the header is not GGUF metadata, or the file does not hold what it declares."""
 
 
 class _End(Exception):
@@ -56,7 +76,8 @@ def read_metadata(path: Path) -> dict[str, Value]:
     """Every metadata entry of a GGUF file except long arrays (the vocabulary): numbers, strings, and
     numeric arrays of at most :data:`KEPT_ARRAY_ITEMS` items. The header's magic must be ``GGUF``.
     The list of tensors after the metadata is walked too: each has 1 to :data:`MAX_DIMS` dimensions
-    of 1 to :data:`MAX_DIM`.
+    of 1 to :data:`MAX_DIM`, a type ggml knows, and its data inside the file; and the file ends at
+    most :data:`TRAILING_SLACK` bytes after the last tensor's data.
 
     Raises:
         GgufTruncated, GgufDamaged: Saying what is wrong and what to do.
@@ -85,6 +106,31 @@ def _bad_tensor(detail: str) -> str:
     return f"its list of tensors is damaged ({detail}); the file is damaged or is not a model, so get it again"
 
 
+def _alignment(value: Value) -> int:
+    """The file's ``general.alignment``: a power of two up to :data:`MAX_ALIGNMENT`, as llama.cpp requires."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_ALIGNMENT or value & (value - 1):
+        raise GgufDamaged(_damaged(f"general.alignment is {value!r}, not a power of two up to {MAX_ALIGNMENT}"))
+    return value
+
+
+def _check_extent(tensors: list[tuple[str, int, int]], data_start: int, size: int) -> None:
+    """Each tensor's data (from ``data_start`` + its offset, its bytes long) lies inside the file's ``size``
+    bytes, and the file ends at most :data:`TRAILING_SLACK` bytes after the last of it."""
+    end = data_start
+    for name, offset, n_bytes in tensors:
+        tensor_end = data_start + offset + n_bytes
+        if tensor_end > size:
+            raise GgufTruncated(f"it is truncated: tensor '{name}' ends at byte {tensor_end} but the file has only "
+                                f"{size} bytes; the download or copy was cut short, so get it again")
+        end = max(end, tensor_end)
+    if size - end > TRAILING_SLACK:
+        raise GgufDamaged(
+            f"it is damaged, or is not a GGUF file Hearth can load: its tensors' data ends at byte {end} "
+            f"({format_bytes(end)}), but the file goes on for {format_bytes(size - end)} more (a GGUF file ends "
+            "where its data does), and loading it would read all of that into memory; get the file again, or "
+            "choose another file")
+
+
 class _Walk:
     def __init__(self, data: mmap.mmap, size: int) -> None:
         self.data, self.size, self.at = data, size, 0
@@ -102,14 +148,17 @@ class _Walk:
                 value = self._value(kind, f"entry {number} ({key})", depth=0)
                 if value is not None:
                     found[key] = value
-            for number in range(1, tensors + 1):
-                self._tensor(number)
+            listed = [self._tensor(number) for number in range(1, tensors + 1)]
         except _End:
             raise GgufTruncated(_truncated(self.at, self.size)) from None
+        alignment = _alignment(found.get("general.alignment", DEFAULT_ALIGNMENT))
+        data_start = -(-self.at // alignment) * alignment if listed else self.at  # llama.cpp pads only before data
+        _check_extent(listed, data_start, self.size)
         return found
 
-    def _tensor(self, number: int) -> None:
-        """Walk one entry of the list of tensors (name, dimensions, type, offset), checking its shape."""
+    def _tensor(self, number: int) -> tuple[str, int, int]:
+        """Walk one entry of the list of tensors (name, dimensions, type, offset), checking its shape and
+        type: its name, the offset of its data in the data section and the bytes of its data."""
         n = self._take("Q")[0]
         if not 0 < n <= MAX_KEY_BYTES:
             raise GgufDamaged(_bad_tensor(f"tensor {number} has a name of {n} bytes"))
@@ -118,10 +167,16 @@ class _Walk:
         n_dims = self._take("I")[0]
         if not 0 < n_dims <= MAX_DIMS:
             raise GgufDamaged(_bad_tensor(f"tensor '{name}' has {n_dims} dimensions; tensors have 1 to {MAX_DIMS}"))
-        for dim in self._take("Q" * n_dims):
+        dims = self._take("Q" * n_dims)
+        for dim in dims:
             if not 0 < dim <= MAX_DIM:
                 raise GgufDamaged(_bad_tensor(f"tensor '{name}' has an impossible dimension {dim}"))
-        self._take("IQ")  # its type and offset: llama.cpp checks them against the data
+        kind, offset = self._take("IQ")
+        if kind not in TYPE_SIZES:
+            raise GgufDamaged(f"tensor '{name}' uses data type {kind}, which this Hearth does not know (a newer "
+                              "quantization?); choose another quantization of the model")
+        per_block, block_bytes = TYPE_SIZES[kind]
+        return name, offset, math.prod(dims) // per_block * block_bytes
 
     def _take(self, fmt: str) -> tuple:
         layout = self._layout(fmt)

@@ -11,10 +11,11 @@ from pathlib import Path
 class ModelLoadError(Exception):
     """A model file could not be used. The message names the file, the reason and what to do."""
 
-    def __init__(self, path: Path | str, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str, what: str = "model") -> None:
+        """``what``: what the file was to be ("model", "draft file")."""
         self.path = str(path)
         self.reason = reason
-        super().__init__(f"Cannot load model {self.path}: {reason}.")
+        super().__init__(f"Cannot load {what} {self.path}: {reason}.")
 
 
 def default_threads() -> int:

@@ -17,7 +17,7 @@ import numpy as np
 from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_context import LlamaContext
 from engine.backends.llama_cpp import LlamaModel
-from engine.model_files import DRAFT_ELSE, check_model_file
+from engine.speculative.draft_files import check_draft_file
 from engine.sampling import SamplingParams
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
@@ -43,8 +43,9 @@ class DraftModel(Proposer):
     kind = "model"
 
     def __init__(self, path: Path, target: LlamaModel, *, n_ctx: int, n_threads: int,
-                 sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.1) -> None:
-        check_model_file(path, DRAFT_ELSE)
+                 sampling: SamplingParams, rng: np.random.Generator, p_min: float = 0.1, held_bytes: int = 0) -> None:
+        """``held_bytes``: what the worker holds already, for the memory check (engine.speculative.draft_files)."""
+        check_draft_file(path, "model", n_ctx=n_ctx, held_bytes=held_bytes)
         self.model = LlamaModel(path)
         try:
             check_same_vocabulary(target, self.model)

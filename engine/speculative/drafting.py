@@ -21,6 +21,7 @@ from engine.sampling import SamplingParams
 from engine.session import ModelSession
 from engine.speculative.token_sources import DraftStats, SpeculativeSource
 from engine.speculative.tree_source import TreeSource
+from engine.speculative.draft_files import held_by
 from engine.speculative.draft_model import DraftModel
 from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.mtp import MtpDrafter, MtpHeadMissing
@@ -184,6 +185,6 @@ class Drafting:
         settings = self.session.context.settings
         self._draft_model = DraftModel(path, self.session.model, n_ctx=self.session.n_ctx,
                                        n_threads=settings.n_threads, sampling=SamplingParams(),
-                                       rng=np.random.default_rng())
+                                       rng=np.random.default_rng(), held_bytes=held_by(self.session))
         self._draft_model.context.thread_budget = self.session.context.thread_budget  # gives cores up with the target
         return self._draft_model

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends.llama_eagle3 import Eagle3Head
-from engine.model_files import DRAFT_ELSE, check_head_file, check_model_file
 from engine.sampling import SamplingParams
 from engine.session import ModelSession
+from engine.speculative.draft_files import check_draft_file, held_by
 from engine.speculative.head_drafter import HeadDrafter
 
 
@@ -42,8 +42,9 @@ class Eagle3Drafter(HeadDrafter):
     def __init__(self, path: Path, session: ModelSession, *, sampling: SamplingParams, rng: np.random.Generator,
                  p_min: float = 0.1) -> None:
         self.path = Path(path)
-        check_model_file(self.path, DRAFT_ELSE)  # ModelLoadError naming the file and what is wrong with it
-        check_head_file(self.path)  # a head with tensors llama.cpp cannot compute with would kill the worker
+        # ModelLoadError naming the file and what is wrong with it: a damaged file, tensors llama.cpp cannot
+        # compute with (they would kill the worker), or no room for it in memory
+        check_draft_file(self.path, "eagle3", n_ctx=session.n_ctx, held_bytes=held_by(session))
         head = Eagle3Head(self.path, session.context)  # Eagle3Incompatible if made for another target
         super().__init__(session, head, sampling=sampling, rng=rng, p_min=p_min)
 
