@@ -45,6 +45,7 @@ from model_store.db_health import (  # the health functions are part of this mod
 from model_store.migrations import migrate, pending_migrations
 from model_store.own_files import NotOwnFile, check_own_file, check_own_files, same_file
 from model_store.private_files import make_private_folder, repair, touch_private
+from model_store.state_files import StateFiles
 from model_store.storage_problems import (  # StoreError and its kinds: store modules import them from here
     DatabaseDamaged, DatabaseReadOnly, DatabaseUnreachable, DiskFull, StoreError, disk_full, storage_problem,
 )
@@ -129,6 +130,7 @@ def _open_for_writing(path: Path, migrate_schema: bool) -> sqlite_utils.Database
     make_private_folder(path.parent)
     touch_private(path)  # 0600 before SQLite opens it: SQLite gives the -wal and -shm files its mode
     repair(sidecars(path))
+    StateFiles.of_database(path).repair()  # and the snapshots' state files beside it
     checked = check_own_file(path)  # the file SQLite is about to open, as it is now (created just above)
     try:
         db = sqlite_utils.Database(path, execute_plugins=False)

@@ -136,6 +136,15 @@ def repair_folder(folder: Path) -> None:
     repair(names)
 
 
+def tighten_open_file(fd: int, path: Path) -> int:
+    """Remove the group and other bits of the regular file open as ``fd`` (``path`` names it in the
+    log); returns its permission bits after. For a file about to be read: its descriptor is tightened,
+    so a link or another file swapped in at ``path`` since is never touched. A refused fchmod is
+    logged once, never raised (as :func:`repair`): the caller sees the bits that are left."""
+    _restrict_fd(fd, Path(path), exact=False)
+    return stat.S_IMODE(os.fstat(fd).st_mode)
+
+
 # -- internals ------------------------------------------------------------------------------------
 
 

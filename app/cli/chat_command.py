@@ -71,7 +71,7 @@ def run_chat(args: argparse.Namespace) -> int:
     turn_options(args)  # out-of-range flags are refused before anything starts
     store = open_conversations()
     with store_errors(store):
-        conversation = find_conversation(store, args.conversation) if args.conversation else None
+        conversation = find_conversation(store, args.conversation) if args.conversation is not None else None
         model = answering_ref(args, conversation)
         with engine_for(model, data_dir=app_data_dir(), draft_max=args.draft_max, draft_paths=args.draft_paths,
                         device_policy=args.prefill_device,

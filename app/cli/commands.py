@@ -282,13 +282,13 @@ def ran_devices(finished: p.Finished, loaded: p.ModelLoaded) -> p.DevicePlan:
 def warn_about_devices(args: argparse.Namespace, plan: p.DevicePlan) -> None:
     """``--prefill-device npu`` that is not honoured as asked is said, once, on stderr."""
     if args.prefill_device == "npu" and plan.prefill.device != "npu":
-        print(f"hearth: warning: prefill runs on {plan.prefill.device}: {plan.prefill.reason}", file=sys.stderr)
+        print(f"hearth: warning: prefill runs on {plan.prefill.device}: {visible(plan.prefill.reason)}", file=sys.stderr)
 
 
 def warn_about_fallback(args: argparse.Namespace, plan: p.DevicePlan, ran: p.DevicePlan) -> None:
     """A forced NPU prefill that fell back to the CPU during the request is said on stderr."""
     if args.prefill_device == "npu" and ran.prefill.device != plan.prefill.device:
-        print(f"hearth: warning: prefill ran on {ran.prefill.device}: {ran.prefill.reason}", file=sys.stderr)
+        print(f"hearth: warning: prefill ran on {ran.prefill.device}: {visible(ran.prefill.reason)}", file=sys.stderr)
 
 
 def run_generate(args: argparse.Namespace) -> int:

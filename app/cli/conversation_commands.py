@@ -82,7 +82,7 @@ def run_send(args: argparse.Namespace) -> int:
     options = turn_options(args)
     store = open_conversations()
     with store_errors(store):
-        conversation = find_conversation(store, args.conversation) if args.conversation else None
+        conversation = find_conversation(store, args.conversation) if args.conversation is not None else None
         reply_to = _reply_to(store, conversation, args.reply_to)
         model = answering_ref(args, conversation)
         codes: list[str] = []
@@ -143,7 +143,7 @@ def run_conversations(args: argparse.Namespace) -> int:
     store = open_conversations(read_only_ok=True)
     read_only = read_only_problem(store.db)
     if read_only is not None:
-        print(f"hearth: warning: {read_only}", file=sys.stderr)
+        print(f"hearth: warning: {visible(str(read_only))}", file=sys.stderr)  # names the file
     with store_errors(store):
         conversations = store.list(args.search)
     if args.json:

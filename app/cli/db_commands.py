@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 from app.cli.commands import UserError
+from app.cli.terminal_text import json_text, visible
 from app.services.db_recovery import recovery_text
 from app.services.settings import app_data_dir
 from model_store.db import database_path
@@ -24,7 +25,7 @@ def run_recover(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"damaged": False, "database": str(path)}))
         else:
-            print(f"{path} is not damaged (PRAGMA quick_check finds nothing wrong); nothing to recover")
+            print(f"{visible(str(path))} is not damaged (PRAGMA quick_check finds nothing wrong); nothing to recover")
         return 0
     try:
         recovery = recover_database(path)
@@ -32,9 +33,9 @@ def run_recover(args: argparse.Namespace) -> int:
         raise UserError(f"could not recover {path}: {exc}; the damaged file was left where it is",
                         kind="recovery_failed") from exc
     if args.json:
-        print(json.dumps(recovery_json(recovery, damage), ensure_ascii=False))
+        print(json_text(recovery_json(recovery, damage)))
     else:
-        print(recovery_text(recovery))
+        print("\n".join(map(visible, recovery_text(recovery).splitlines())))  # its paths, shown
     return 0
 
 

@@ -14,6 +14,7 @@ import json
 import msgspec
 
 from app.cli.commands import UserError, engine_for
+from app.cli.terminal_text import visible
 from app.services.model_refs import model_display_name
 from app.services.settings import SettingsError, app_data_dir, current_settings, save_settings
 from app.services.paths import user_paths
@@ -38,7 +39,7 @@ def run_devices(args: argparse.Namespace) -> int:
         return 0
     for device in devices:
         state = "" if device.available else " (not available)"
-        print(f"{device.kind:<13} {device.name}{state}: {device.detail}")
+        print(f"{device.kind:<13} {visible(device.name)}{state}: {visible(device.detail)}")  # the system's words
     has_npu = any(device.kind == "npu" and device.available for device in devices)
     print(_calibration_text(report["calibration"], report["crossover"], has_npu=has_npu))
     return 0
@@ -69,7 +70,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         print(_calibration_text(result.calibration, result.crossover))
         for note in result.notes:
-            print(f"note: {note}")
+            print(f"note: {visible(note)}")
     return 0
 
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 from app.cli import flag_types
 from app.cli.arg_parser import HearthParser
+from app.cli.conversation_ids import conversation_flag, message_flag
 from app.cli.store_parsers import add_db_commands, add_models_commands
+from app.cli.terminal_text import show_log_lines_visibly
 from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
 from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS
@@ -106,7 +108,7 @@ def _add_serve_command(sub) -> None:
     serve.add_argument("--allow-switch", action="store_true",
                        help="answer for every installed model (GET /v1/models lists them); a request naming "
                             "another loads it in place of the current one")
-    serve.set_defaults(run="app.serve.main:run_serve", draft_max=DEFAULTS.draft_max)
+    serve.set_defaults(run="app.cli.serve_command:run_serve", draft_max=DEFAULTS.draft_max)
 
 
 def _add_draft_paths_flag(parser: argparse.ArgumentParser) -> None:
@@ -154,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     send = sub.add_parser("send", help="send one message in a saved conversation")
     _add_conversation_flags(send, new="start a new conversation with this title")
-    send.add_argument("--reply-to", metavar="MESSAGE_ID",
+    send.add_argument("--reply-to", metavar="MESSAGE_ID", type=message_flag,
                       help="answer from this message instead of the newest one (edit or regenerate)")
     _add_model_flag(send, default=None)
     _add_context_flag(send)
@@ -199,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_conversation_flags(parser: argparse.ArgumentParser, *, new: str) -> None:
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--conversation", metavar="ID",
+    which.add_argument("--conversation", metavar="ID", type=conversation_flag,
                        help="continue this conversation (`hearth conversations` lists them; the id's first "
                             "characters are enough)")
     which.add_argument("--new", metavar="TITLE", help=new)
@@ -251,6 +253,7 @@ def _add_devices_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and bad flags end here, before the engine stack is imported
+    show_log_lines_visibly()  # a path a module's warning names is shown, never acted on
     run = _command(args.run)
     from app.cli.commands import UserError, invalid_value
     from app.engine_clients.client import InvalidRequest

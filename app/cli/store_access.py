@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from app.cli.commands import UserError
+from app.cli.terminal_text import visible
 from app.services.settings import app_data_dir
 from app.services.turn import Writer
 from model_store.after_crash import open_conversation_store
@@ -75,5 +76,5 @@ def _wait_s() -> float:
 
 
 def _say_waiting(holder: Holder) -> None:
-    print(f"hearth: waiting for {holder.describe()}, which is answering in this conversation…", file=sys.stderr,
+    print(f"hearth: waiting for {visible(holder.describe())}, which is answering in this conversation…", file=sys.stderr,
           flush=True)

@@ -14,18 +14,24 @@ Every line the command line prints that holds text Hearth did not write (names, 
 engine's address or words, an error's text) goes through :func:`visible` (error lines in
 :func:`app.cli.main._report`); ``--json`` output through :func:`json_text`, which writes the same
 characters as JSON escapes (``\\u001b``, ``\\u202e``), so a script reads the real text and a
-terminal shows the escape. An answer, streamed in pieces, goes through :class:`AnswerText`: on a
-terminal each control character becomes visible, but for newline and tab (an answer has lines),
-and a CR LF is a newline; piped, it passes byte for byte, since a script reading the answer wants
-the model's text. A control sequence cannot slip through between two pieces: it acts only when it
-starts with ESC or a C1 control (CSI U+009B, OSC U+009D, ...), single characters that are caught
-wherever they fall, and what follows them is plain text once they are shown. Only a CR is held
-back, at the end of a piece, to see whether a LF follows.
+terminal shows the escape. A warning a module logs (a path it could not make private, say) goes
+through :class:`VisibleLog`, installed by :func:`show_log_lines_visibly` as the handler Python's
+logging falls back on (``logging.lastResort``), so it keeps its lines but not their controls.
+
+An answer, streamed in pieces, goes through :class:`AnswerText`: on a terminal each control
+character becomes visible, but for newline and tab (an answer has lines), and a CR LF is a
+newline; piped, it passes byte for byte, since a script reading the answer wants the model's text.
+A control sequence cannot slip through between two pieces: it acts only when it starts with ESC or
+a C1 control (CSI U+009B, OSC U+009D, ...), single characters that are caught wherever they fall,
+and what follows them is plain text once they are shown. Only a CR is held back, at the end of a
+piece, to see whether a LF follows.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from typing import Any
 
 from app.engine_clients.remote.spec import BIDI_CONTROLS
@@ -69,6 +75,27 @@ def json_text(value: Any) -> str:
     """``value`` as one line of JSON (non-ASCII text as it is) in which no character acts on a
     terminal: DEL, C1, bidi controls and line separators are written as ``\\uXXXX`` escapes too."""
     return json.dumps(value, ensure_ascii=False).translate(_IN_JSON)
+
+
+def visible_lines(text: str) -> str:
+    """``text`` with :func:`visible` applied to each of its lines: its newlines are kept."""
+    return "\n".join(map(visible, text.split("\n")))
+
+
+class VisibleLog(logging.Handler):
+    """Log records on stderr (as Python's own last resort writes them), each line made visible."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(visible_lines(self.format(record)) + "\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def show_log_lines_visibly() -> None:
+    """Write the warnings no handler takes (all of them in a command) through :class:`VisibleLog`."""
+    logging.lastResort = VisibleLog(logging.WARNING)
 
 
 class AnswerText:

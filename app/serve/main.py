@@ -240,10 +240,7 @@ def run_serve(args: argparse.Namespace) -> int:
     server = None
     try:
         server = Server(args)
-        return server.run()
-    except ServeRefused as exc:
-        print(f"hearth: error: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return server.run()  # a ServeRefused goes up to the command line, which prints its line escaped
     finally:
         if server is not None:
             server.close()
