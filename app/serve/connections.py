@@ -14,9 +14,15 @@ what it lacks:
   ``body_s``. The route reading a body enforces this itself and answers 408 (``routes.py``); the
   protocol closes the connection a moment later, which ends a body nobody reads (one sent with a
   request already refused) as well;
-- **a cap on connections**: one past ``max_connections`` is answered 503 at once and closed.
-  (uvicorn's ``limit_concurrency`` answers 503 only once a request's headers have arrived, so it
-  never refuses the connections of a client that does not finish them.)
+- **a cap on connections**: past ``max_connections``, the connection that has waited longest for a
+  request (one whose request line and headers have not all come: it sent nothing, part of them, or
+  it is kept alive between requests) is closed to make room, so idle sockets never keep out a
+  client that sends its request (before, whoever held 64 of them, renewed every 10 s, kept the API
+  from everyone). One that sent nothing is closed without a word, as at its header deadline; one
+  that sent part of its headers is answered 503. Only when every connection has a request under
+  way is the new one answered 503 at once and closed. (uvicorn's ``limit_concurrency`` answers 503
+  only once a request's headers have arrived, so it never refuses the connections of a client that
+  does not finish them.)
 
 uvicorn's own limits stay in use: ``timeout_keep_alive`` (5 s) between requests, and h11's 16 KiB
 cap on a request's line and headers (past it: 400 here).
@@ -89,15 +95,47 @@ class GuardedH11Protocol(H11Protocol):
     _deadline: asyncio.TimerHandle | None = None
     _body_ends_at: float | None = None
     _heard = False  # a byte of the current request has come
+    _waiting_since = 0.0  # when it began to wait for its next request (loop time)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections:
-            self._refuse(ApiError(503, f"The server already has {self.limits.max_connections} connections open: "
-                                       "retry shortly", code="too_many_connections",
-                                  headers={"retry-after": str(RETRY_AFTER_S)}))
+        self._waiting_since = self.loop.time()
+        if self._open_connections() > self.limits.max_connections and not self._make_room():
+            self._refuse(self._too_many())
             return
         self._arm(self.limits.header_s, self._header_too_slow)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._waiting_since = self.loop.time()  # kept alive: it waits for its next request from now
+
+    @property
+    def waits_for_request(self) -> bool:
+        """Open, and no request of it is under way: its request line and headers have not all come."""
+        return (not self.transport.is_closing() and self.conn.their_state is h11.IDLE
+                and (self.cycle is None or self.cycle.response_complete))
+
+    def _open_connections(self) -> int:
+        return sum(1 for connection in self.connections if not connection.transport.is_closing())
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest for a request; False when every other one
+        has a request under way."""
+        waiting = [c for c in self.connections
+                   if c is not self and isinstance(c, GuardedH11Protocol) and c.waits_for_request]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda connection: connection._waiting_since)
+        if oldest._heard:  # part of a request's headers came: it is told why
+            oldest._refuse(oldest._too_many())
+        else:
+            oldest._disarm()
+            oldest.transport.close()
+        return True
+
+    def _too_many(self) -> ApiError:
+        return ApiError(503, f"The server already has {self.limits.max_connections} connections open: retry "
+                             "shortly", code="too_many_connections", headers={"retry-after": str(RETRY_AFTER_S)})
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

@@ -9,6 +9,13 @@ only the rest. The answer is then an ``AnswerTurn`` on that branch: the worker s
 deepest snapshot of the branch, exactly as for the app's own conversations (``engine.snapshot_cursor``), and
 saves the answer's end under the answer. Several clients each follow their own branch.
 
+A request's last message is always stored anew, never matched: only the messages before it are
+looked for, so the worker always has the request's own question to read, and each request reads
+what it would read alone, whatever was asked before. (Matched whole, a repeated question stood on
+the state the worker kept where the stored question ended, which can hold the whole prompt: nothing
+was left to read, "the prompt is empty", 400. Two users who both send "hi", or a client that
+retries, did that.) An answer is looked for only once it is finished (:meth:`ApiConversations.finish`).
+
 Not thread-safe: used only from the engine runner's thread (the SQLite connection's thread).
 """
 
@@ -66,10 +73,11 @@ class ApiConversations:
 
     def _stored_prefix(self, messages: list[ApiMessage]) -> tuple[Message | None, str, int]:
         """The deepest stored message the request's messages start with, its digest, and how many
-        of the request's messages it covers."""
-        found: tuple[Message | None, str, int] = (None, "", 0)
+        of the request's messages it covers: never the last one, the request's own question (see
+        the module's docstring)."""
+        found: tuple[Message | None, str, int] = (None, ROOT, 0)
         digest = ROOT
-        for index, sent in enumerate(messages):
+        for index, sent in enumerate(messages[:-1]):
             digest = turn_hash(digest, sent.role, sent.text)
             known = self._messages.get(digest)
             if known is None:

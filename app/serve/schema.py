@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from app.serve.json_depth import NestedTooDeep, check_depth
 from engine import command_check
 from engine import protocol as p
 
@@ -110,12 +111,16 @@ class CompletionRequest(_Sampling, kw_only=True):
 
 
 def decode_body(data: bytes, kind: type[_Sampling]) -> _Sampling:
-    """The body as ``kind``; :class:`RequestRefused` naming the field (and its range) that does not fit."""
+    """The body as ``kind``; :class:`RequestRefused` naming the field (and its range) that does not fit,
+    or that nests too deep for a decoder to read (:mod:`app.serve.json_depth`)."""
     try:
+        check_depth(data)
         return msgspec.json.decode(data, type=kind)
+    except NestedTooDeep as exc:
+        raise RequestRefused(str(exc), exc.field, "nested_too_deep") from None
     except msgspec.ValidationError as exc:
         raise field_refusal(exc, data, kind) from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # (the depth is checked first: RecursionError is a backstop)
         raise RequestRefused("We could not parse the JSON body of your request: send valid JSON",
                              code="invalid_json") from None
 

@@ -191,7 +191,12 @@ def test_a_body_dribbled_without_long_gaps_is_still_cut_off_when_its_time_is_up(
 
 
 def test_connections_past_the_cap_are_answered_503_at_once_and_the_server_recovers(server):
+    # each held connection has a request under way (its body is awaited): none can be closed to make room
+    # (idle ones are: tests/app/test_serve_hostile_clients.py)
     held = [connect(server) for _ in range(MAX_CONNECTIONS)]
+    for connection in held:
+        connection.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
     try:
         time.sleep(0.3)
         extra = connect(server)

@@ -78,3 +78,14 @@ def test_a_reasoning_answer_is_continued_by_its_text_and_keeps_its_reasoning(ser
     two = served.begin([*first, T("assistant", "Paris."), T("user", "And Italy?")], OPTIONS, [], "default")
     assert two.command.messages[1].id == one.answer.id  # matched without the reasoning the client left out
     assert two.command.messages[1].reasoning == "France... Paris."
+
+
+def test_a_repeated_question_is_stored_anew_and_never_matched_whole(served):
+    """Matched whole, a repeated question stood on the state kept where the first one ended, with
+    nothing left to read (issue 50, point 4): the request's last message is always its own."""
+    question = [T("system", "Be brief."), T("user", "Capital of France?")]
+    one = answered(served, question, "Paris.")
+    again = served.begin(question, OPTIONS, [], "default")
+    assert again.user.id != one.user.id and again.user.content == "Capital of France?"
+    assert again.command.messages[0].id == one.command.messages[0].id  # the system message is shared
+    assert [m.content for m in again.command.messages] == ["Be brief.", "Capital of France?"]

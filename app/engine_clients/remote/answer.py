@@ -2,12 +2,13 @@
 read into ``TokenDelta`` events and one ``Finished`` with timings measured here (TTFT from the
 request to the first text, decode speed between the first and the last piece).
 
-A stop closes the connection (the server stops generating); a failure after text has arrived
-keeps that text (it was already sent as deltas) and ends the answer with ``error``. An engine that
-goes on past ``max_tokens`` (or sends more text than that many tokens hold) has its stream closed
-here (:mod:`app.engine_clients.remote.limits`). Only the standard sampling fields are sent (temperature,
-top_p, seed); top_k and min_p are Hearth's own and not every server takes them, so the engine's
-defaults apply to those.
+A stop shuts the connection down at once, whatever the server is doing (the server stops
+generating; one gone silent cannot hold the stop: :class:`~app.engine_clients.remote.api.Interrupt`);
+a failure after text has arrived keeps that text (it was already sent as deltas) and ends the
+answer with ``error``. An engine that goes on past ``max_tokens`` (or sends more text than that
+many tokens hold) has its stream closed here (:mod:`app.engine_clients.remote.limits`). Only the
+standard sampling fields are sent (temperature, top_p, seed); top_k and min_p are Hearth's own and
+not every server takes them, so the engine's defaults apply to those.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from contextlib import ExitStack
 
 from engine import protocol as p
 from engine.records import Timings
-from app.engine_clients.remote.api import OpenAIApi, OpenStream
+from app.engine_clients.remote.api import Interrupt, OpenAIApi, OpenStream
 from app.engine_clients.remote.errors import RemoteError
 from app.engine_clients.remote.limits import AnswerBudget
 from app.engine_clients.remote.retry import RetryPolicy, with_retries
@@ -76,6 +77,7 @@ class AnswerStream:
         self.api, self.model, self.policy, self.emit = api, model, policy, emit
         self.on_progress = on_progress
         self.stopped = threading.Event()
+        self._interrupt = Interrupt()
         self._open: OpenStream | None = None
         self.started = self.first_at = self.last_at = 0.0
         self.n_pieces = 0
@@ -84,6 +86,7 @@ class AnswerStream:
 
     def stop(self) -> None:
         self.stopped.set()
+        self._interrupt.fire()  # wakes a read blocked on a silent server (closing the response does not)
         opened = self._open
         if opened is not None:
             try:
@@ -133,7 +136,10 @@ class AnswerStream:
 
     def _read(self, rid: str, path: str, body: dict) -> str:
         with ExitStack() as stack:
-            opened = with_retries(self.policy, lambda: stack.enter_context(self.api.stream(path, body)), self.stopped,
+            def attempt() -> OpenStream:
+                return stack.enter_context(self.api.stream(path, body, self._interrupt))
+
+            opened = with_retries(self.policy, attempt, self.stopped,
                                   on_wait=lambda error, wait, attempt: self._waiting(rid, error, wait, attempt))
             self._open = opened
             if self.stopped.is_set():

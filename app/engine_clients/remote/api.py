@@ -3,6 +3,11 @@ huggingface-hub already brings): the model list, and streamed chat or text compl
 server-sent events. TLS is verified; redirects are not followed (a key is never sent on to
 another host); every failure is a :class:`~app.engine_clients.remote.errors.RemoteError`.
 
+A stream is stopped from another thread by shutting its socket down (:class:`Interrupt`): closing
+the response object alone does not wake a read blocked on a server that went silent, which held a
+Ctrl+C until the 600 s read timeout. Streams go over connections of their own (not kept for the
+next request), so their socket is known from the moment it connects, before any header comes.
+
 Servers differ in what they say about a model's context: vLLM's ``max_model_len``, llama.cpp
 server's ``meta.n_ctx_train``, Ollama and llama-cpp-python say nothing (:func:`model_context`).
 """
@@ -11,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -33,6 +40,46 @@ class OpenStream(msgspec.Struct):
 
     response: httpx2.Response
     chunks: Iterator[dict]
+
+
+class Interrupt:
+    """Ends a request being read on another thread at once, whatever it is waiting for: the
+    connection, the headers or the next piece. It follows the request's connection (through
+    httpcore's ``trace`` extension) and :meth:`fire` shuts its socket down, which wakes the blocked
+    read; a connection made after that is shut down as it is made."""
+
+    CONNECTED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stream = None  # the request's network stream, once connected
+        self.fired = False
+
+    def trace(self, event: str, info: dict) -> None:
+        """httpcore's ``trace`` callback (on the reading thread)."""
+        if event in self.CONNECTED and info.get("return_value") is not None:
+            with self._lock:
+                self._stream = info["return_value"]
+                fired = self.fired
+            if fired:
+                _shut(self._stream)
+
+    def fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            stream = self._stream
+        _shut(stream)
+
+
+def _shut(stream) -> None:
+    """Shut a network stream's socket down (both ways; the file stays open for its owner to close)."""
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the TCP socket under TLS too, its TLS state untouched
+    except OSError:  # already closed, or never connected
+        pass
 
 
 class ServerModel(msgspec.Struct, frozen=True):
@@ -80,9 +127,13 @@ class OpenAIApi:
         timeout = httpx2.Timeout(read_timeout(), connect=CONNECT_TIMEOUT_S)
         self._http = httpx2.Client(base_url=engine.url + "/", headers=headers, timeout=timeout,
                                    follow_redirects=False, verify=True)
+        self._streams = httpx2.Client(base_url=engine.url + "/", headers=headers, timeout=timeout,
+                                      follow_redirects=False, verify=True,
+                                      limits=httpx2.Limits(max_keepalive_connections=0))  # see the docstring
 
     def close(self) -> None:
         self._http.close()
+        self._streams.close()
 
     def models(self) -> list[ServerModel]:
         body = self._json("GET", "models")
@@ -125,11 +176,13 @@ class OpenAIApi:
                                                   "that is not JSON; check the address (it should end in /v1)") from None
 
     @contextmanager
-    def stream(self, path: str, body: dict) -> Iterator[OpenStream]:
+    def stream(self, path: str, body: dict, interrupt: Interrupt | None = None) -> Iterator[OpenStream]:
         """POST ``body`` (a streaming request) and yield the open stream; leaving the block closes
-        the connection (that is how a stop reaches the server)."""
+        the connection (that is how a stop reaches the server). ``interrupt`` can end it from
+        another thread at any point."""
+        extensions = {"trace": interrupt.trace} if interrupt is not None else None
         try:
-            with self._http.stream("POST", path, json=body) as response:
+            with self._streams.stream("POST", path, json=body, extensions=extensions) as response:
                 if response.status_code != 200:
                     raise self._status_error(response.status_code, _read_capped(response), response.headers)
                 yield OpenStream(response, self._chunks(response))
