@@ -29,6 +29,15 @@ after the prompt. A turn keeps a question snapshot only while the template is no
 this model's answers back as they were read (``_written_back``, learnt from the last answer): it
 would not be kept otherwise. A wrong guess costs speed once, never a token: that turn's next turn
 reads the answer again from the snapshot before it.
+
+A request always reads at least one token: the logits of the prompt's last token are what the
+first answer token is sampled from, and a saved state does not keep them. A question snapshot
+that ends after the whole cue holds the whole prompt of a regenerated answer (the same question
+rendered again), so :meth:`SnapshotCursor.begin` never stands on a snapshot that leaves nothing to
+read: it stands on the deepest one before it, which is where the question's first answer stood,
+and reads the same tokens in the same parts, so the new answer at temperature 0 is that answer
+token for token (rewinding such a state by one token would read its last token alone, which is
+not the same arithmetic, and a recurrent state cannot be rewound at all).
 """
 
 from __future__ import annotations
@@ -136,7 +145,7 @@ class SnapshotCursor:
         options = RenderOptions(template.now, template.enable_thinking)
         target = render_for(model, chat, answer=answer, options=options)
         notes: list[str] = []
-        snapshot = self._deepest_snapshot(messages, target.text, notes)
+        snapshot = self._deepest_snapshot(messages, target.text, notes, leave_unread=True)
         start = None
         if snapshot is not None and self._fits(snapshot):  # else: the whole, longer than the context, grows it
             try:
@@ -145,8 +154,10 @@ class SnapshotCursor:
                 notes.append(f"the saved state was refused ({exc}); the conversation was read again")
             else:
                 rest = target.suffix(snapshot.text_chars)
-                start = TurnStart(snapshot, rendered_tokens(model, rest, bos=False), target.text[:snapshot.text_chars],
-                                  rest.text, restored, replayed, notes)
+                tokens = rendered_tokens(model, rest, bos=False)
+                if tokens:  # text that spells no token leaves nothing to read either: read it all again
+                    start = TurnStart(snapshot, tokens, target.text[:snapshot.text_chars], rest.text, restored,
+                                      replayed, notes)
         if start is None:
             self.live = None
             start = TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
@@ -244,13 +255,18 @@ class SnapshotCursor:
         """A snapshot can stand in this context (with room for the next token)."""
         return snapshot.n_tokens + 1 < self.session.n_ctx
 
-    def _deepest_snapshot(self, messages: list[p.WireMessage], target: str, notes: list[str]) -> SnapshotRecord | None:
+    def _deepest_snapshot(self, messages: list[p.WireMessage], target: str, notes: list[str], *,
+                          leave_unread: bool = False) -> SnapshotRecord | None:
+        """The deepest snapshot of the branch whose text starts ``target``; with ``leave_unread``, one
+        that leaves some of ``target`` to read (see the module's docstring), the one before it otherwise."""
         store = self.keeper.store
         for message in reversed(messages):
             if message.id is None:
                 continue
             snapshot = store.find(message.id, self.keeper.fingerprint)
             if snapshot is not None and snapshot.starts(target):
+                if leave_unread and snapshot.text_chars >= len(target):
+                    continue
                 return snapshot
             if snapshot is None and store.for_message(message.id):
                 notes.append("the saved state was made by another model file or other settings; "
