@@ -77,7 +77,7 @@ def keep_little_of_the_longest_on_its_leaf(path: Path) -> None:
     (§1.6: a payload whose remainder would overfill the leaf keeps the least), leaving the rest of the
     page for cell pointers."""
     _, _, size, rowid = longest_cell(path)
-    grow = (61_000 - (size - LEAST_LOCAL)) % (PAGE_SIZE - 4)
+    grow = (PAGE_SIZE - 204 - (size - LEAST_LOCAL)) % (PAGE_SIZE - 4)  # a remainder past what fits
     conn = sqlite3.connect(path)
     try:
         conn.execute("UPDATE messages SET content = content || ? WHERE rowid = ?", ["x" * grow, rowid])
