@@ -2,8 +2,8 @@
 
 SQLite itself gives up on a table, or the whole file, at the first bad page: a truncated file
 fails even ``SELECT ... FROM sqlite_master``. So, like the ``sqlite3`` shell's ``.recover`` (which
-is not always installed, and needs a ``sqlite_dbpage`` that Python's SQLite may lack), this reads
-the file's pages itself (:mod:`model_store.page_reader`, :mod:`model_store.btree_cells`) and
+is not always installed, needs a ``sqlite_dbpage`` that Python's SQLite may lack, and runs the
+damaged file's schema SQL), this reads the file's pages itself (:mod:`model_store.page_reader`, :mod:`model_store.btree_cells`) and
 keeps every row whose cell can be read in full, wherever it lies:
 
 1. A new database is created beside the damaged file (``hearth.db.recovering-<time>``), with the
@@ -111,8 +111,9 @@ def _with_sidecars(path: Path) -> list[Path]:
 
 
 def _open_source(path: Path) -> sqlite3.Connection:
-    """The damaged file, read only; ``immutable`` when SQLite cannot open its WAL index read-only."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """The damaged file, read only; ``immutable`` when SQLite cannot open its WAL index read-only.
+    Its schema is not trusted: no view or trigger of it may call a function with side effects."""
+    conn = _untrusting(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
@@ -120,7 +121,12 @@ def _open_source(path: Path) -> sqlite3.Connection:
         conn.close()
     except sqlite3.DatabaseError:  # damage: the quick check says what
         return conn
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    return _untrusting(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True))
+
+
+def _untrusting(conn: sqlite3.Connection) -> sqlite3.Connection:
+    conn.execute("PRAGMA trusted_schema = OFF")
+    return conn
 
 
 def _copy_readable(path: Path, target: sqlite_utils.Database, recovery: Recovery) -> None:
