@@ -2,8 +2,8 @@
 the stores and then changed the way an attacker would: schema rows holding other SQL, a leaf whose
 cell pointers all alias one long cell, a header or ``-wal`` that claims billions of pages.
 
-The ``-wal`` writer follows the documented format (https://www.sqlite.org/fileformat2.html#walformat)
-on its own, not through the code under test.
+The ``-wal`` writer and the varint reader follow the documented format
+(https://www.sqlite.org/fileformat2.html) on their own, not through the page reader under test.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from model_store.conversations import ConversationStore
 from model_store.db import PAGE_SIZE, open_database
+from tests.store.damaged import table_pages
 
 WAL_MAGIC_LE = 0x377F0682  # checksums in little-endian words
 LONG_TEXT = 511 * 1024  # characters: a payload that needs an overflow chain of several 64 KiB pages
@@ -46,23 +47,13 @@ def add_schema_rows(path: Path, rows: list[tuple[str, str, str, int, str]]) -> N
         conn.close()
 
 
-def pages_of(path: Path, table: str, kind: str) -> list[int]:
-    """The pages of ``table`` of one kind (``leaf``, ``internal``, ``overflow``), from ``dbstat``."""
-    conn = sqlite3.connect(path)
-    try:
-        return [row[0] for row in conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = ? ORDER BY pageno", [table, kind])]
-    finally:
-        conn.close()
-
-
 LEAST_LOCAL = (PAGE_SIZE - 12) * 32 // 255 - 23  # the smallest part of a long payload kept on its leaf
 
 
 def longest_cell(path: Path) -> tuple[int, int, int, int]:
     """(leaf page, cell pointer, payload size, rowid) of the messages row with the longest payload."""
     found = []
-    for leaf in pages_of(path, "messages", "leaf"):
+    for leaf in table_pages(path, "messages", "leaf"):
         page = read_page(path, leaf)
         for i in range(int.from_bytes(page[3:5], "big")):
             pointer = int.from_bytes(page[8 + 2 * i:10 + 2 * i], "big")
