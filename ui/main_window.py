@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from app.services.context_info import context_state
+from app.services.context_info import context_state, context_terms
 from app.services.engines import EngineRegistry
 from app.services.settings import Settings
 from ui.api_server import ApiServerProcess
@@ -275,11 +275,14 @@ class MainWindow(WindowDialogs, QMainWindow):
         self.telemetry_panel.show_device_plan(loaded.devices)
 
     def _show_model_state(self, loaded) -> None:
-        """The picker's state line: the architecture and the context (size, auto or fixed, memory); for
-        a remote engine its context only (its memory is not this computer's)."""
+        """The picker's state line: how much the model reads at once and the memory it takes (the
+        architecture and the context's mode in its tooltip); for a remote engine how much it reads
+        only (its memory is not this computer's)."""
         engine = remote_name(loaded.facts.path)
-        self.model_picker.show_state(f"{remote_engine_text(engine)}, {loaded.n_ctx:,} tokens of context" if engine
-                                     else f"{loaded.facts.arch}, {context_state(loaded.context)}")
+        if engine:
+            self.model_picker.show_state(f"{remote_engine_text(engine)} · reads up to {loaded.n_ctx:,} tokens at once")
+        else:
+            self.model_picker.show_state(context_state(loaded.context), context_terms(loaded.context, loaded.facts.arch))
 
     def _turn_finished(self, turn) -> None:
         if turn.status == "done":  # what went wrong in this conversation before is past

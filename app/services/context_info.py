@@ -14,9 +14,17 @@ from model_store.download_errors import format_bytes
 
 
 def context_state(report: p.ContextReport) -> str:
-    """``"32,768 tokens of context (auto: fits in 1.2 GiB)"``, for the model picker."""
+    """``"Reads up to 32,768 tokens at once · 1.2 GiB of memory"``, for the model picker: what the
+    loaded model can read at once and the memory it takes, in words a person knows
+    (:func:`context_terms` is the same in the technical terms)."""
+    return f"Reads up to {report.n_ctx:,} tokens at once · {format_bytes(report.estimated_bytes)} of memory"
+
+
+def context_terms(report: p.ContextReport, arch: str) -> str:
+    """The picker's state line in technical terms, for its tooltip: ``"llama; context 32,768 tokens
+    (auto: fits in 1.2 GiB)"``."""
     how = "auto" if report.mode == "auto" else "fixed"
-    return f"{report.n_ctx:,} tokens of context ({how}: fits in {format_bytes(report.estimated_bytes)})"
+    return f"{arch}; context {report.n_ctx:,} tokens ({how}: fits in {format_bytes(report.estimated_bytes)})"
 
 
 def context_details(report: p.ContextReport) -> str:

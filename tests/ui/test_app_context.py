@@ -15,12 +15,13 @@ def test_a_long_message_grows_the_context_says_so_and_the_next_one_stands_on_it(
                    contexts={context_key(str(hybrid_tiny)): 256})
     app = start_app()
     app.wait_loaded()
-    assert app.controller.loaded.n_ctx == 256 and "256 tokens of context (fixed" in app.window.model_picker.state.text()
+    assert app.controller.loaded.n_ctx == 256 and "256 tokens at once" in app.window.model_picker.state.text() \
+        and "256 tokens (fixed" in app.window.model_picker.state.toolTip()
 
     first = app.send_and_wait(LONG_MESSAGE)
     assert first.finished.finish_reason in ("stop", "length")
     grown = app.controller.loaded.n_ctx
-    assert grown > 256 and f"{grown:,} tokens of context" in app.window.model_picker.state.text()
+    assert grown > 256 and f"{grown:,} tokens at once" in app.window.model_picker.state.text()
     assert app.window.banner.text().startswith(f"The context grew from 256 to {grown:,} tokens")
 
     second = app.send_and_wait("Which came first?")

@@ -61,7 +61,7 @@ def test_the_first_minute_on_the_built_in_model(start_app, tmp_path):
     assert first.status == "done" and first.text.strip()
     assert [(role, status) for role, _, status in _transcript(app)] == [("user", "done"), ("assistant", "done")]
     assert _transcript(app)[0][1] == "What is a lighthouse?"
-    assert picker.state.text().startswith("llama, ") and window.telemetry_panel.model_name_label.text() == EMBEDDED_NAME
+    assert picker.state.text().startswith("Reads up to ") and window.telemetry_panel.model_name_label.text() == EMBEDDED_NAME
 
     # A notice goes when its cause does: a file that is not a model fails to load; the built-in
     # model chosen again loads, and the failure is no longer said.

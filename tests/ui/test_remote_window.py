@@ -224,7 +224,7 @@ def test_the_telemetry_panel_names_the_remote_engine_and_fakes_no_numbers(app, e
     for key in ("draft_acceptance", "model_size", "state_fixed", "state_kv", "kv_cache", "cpu_temperature",
                 "throttling"):
         assert values[key] == NOT_REMOTE, key
-    assert panel.state_bar.parts() == (0, 0)
+    assert panel.usage_bar.usage() == (0, 0)
 
     load(app, "default")
     engine.telemetry(rss_bytes=300 * 1024**2, available_bytes=2 * 1024**3)

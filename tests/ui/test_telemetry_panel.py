@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QLabel
 
 from engine.protocol import UNAVAILABLE, DevicePlan, PhaseDevice, Telemetry
 from ui.views.sparkline import Sparkline
-from ui.views.state_bar import StateBar
+from ui.views.usage_bar import UsageBar
 from ui.views.telemetry_panel import VALUE_KEYS, TelemetryPanel
 
 MIB = 1024**2
@@ -78,20 +78,21 @@ def test_show_telemetry_updates_every_value(panel):
         "model_size": "1.20 GiB",
         "state_fixed": "12.0 MiB",
         "state_kv": "36.0 MiB",
-        "kv_cache": "36.0 MiB / 512.0 MiB (7 %)",
+        "kv_cache": "36.0 MiB of 512.0 MiB (7 %)",
         "cpu_temperature": "61 \u00b0C",
         "throttling": "not throttled",
         "prefill_device": "cpu",
         "decode_device": "cpu",
     }
     assert panel.findChild(QLabel, "telemetry_decode_rate").text() == "18.5 tok/s"
-    assert panel.state_bar.parts() == (12 * MIB, 36 * MIB)
-    assert panel.state_bar.fixed_fraction() == pytest.approx(0.25)
+    assert panel.usage_bar.usage() == (36 * MIB, 512 * MIB)
+    assert panel.usage_bar.fraction() == pytest.approx(36 / 512)
 
 
 def test_the_kv_cache_row_shows_the_part_in_use_of_what_the_context_allocated(panel):
     panel.show_telemetry(make_telemetry(state_kv_bytes=384 * MIB, kv_allocated_bytes=512 * MIB))
-    assert panel.values()["kv_cache"] == "384.0 MiB / 512.0 MiB (75 %)"
+    assert panel.values()["kv_cache"] == "384.0 MiB of 512.0 MiB (75 %)"
+    assert panel.usage_bar.fraction() == pytest.approx(0.75)
     panel.show_telemetry(make_telemetry(state_kv_bytes=0, kv_allocated_bytes=0))  # no attention cache (or no model)
     assert panel.values()["kv_cache"] == DASH
     panel.clear()
@@ -186,7 +187,7 @@ def test_clear_resets_values_charts_and_devices(panel):
     panel.clear()
     assert panel.values() == {key: DASH for key in VALUE_KEYS}
     assert panel.prefill_sparkline.values() == panel.decode_sparkline.values() == []
-    assert panel.state_bar.parts() == (0, 0)
+    assert panel.usage_bar.usage() == (0, 0)
     assert panel.findChild(QLabel, "telemetry_prefill_device_reason").text() == ""
     assert panel.model_name_label.text() == "No model loaded"
     assert not panel.findChild(QLabel, "telemetry_throttling").font().bold()
@@ -214,14 +215,34 @@ def test_a_sparkline_with_values_draws_something(qtbot):
     assert filled.grab().toImage() == empty_image
 
 
-def test_state_bar_draws_its_split(qtbot):
-    empty, split = StateBar(), StateBar()
-    for bar in (empty, split):
+def test_the_usage_bar_fills_as_the_conversation_uses_its_memory(qtbot):
+    """Issue 51: the bar under "Memory this conversation uses" looked full at 0 %, 1 %, 2 % and 42 %
+    (it drew the fixed/growing split, unlabelled). It is empty at 0 % and fills with the row's share."""
+    bars = {share: UsageBar() for share in (0, 1, 42, 100)}
+    images = {}
+    for share, bar in bars.items():
         qtbot.addWidget(bar)
-        bar.resize(bar.sizeHint())
-    split.set_parts(1 * MIB, 3 * MIB)
-    assert split.grab().toImage() != empty.grab().toImage()
-    assert "25% fixed" in split.accessibleDescription()
+        bar.resize(200, 10)
+        bar.set_usage(share * MIB, 100 * MIB)
+        images[share] = bar.grab().toImage()
+    empty = UsageBar()
+    qtbot.addWidget(empty)
+    empty.resize(200, 10)
+    assert images[0] == empty.grab().toImage(), "0 % in use draws an empty track"
+    highlight = bars[42].palette().color(bars[42].palette().ColorRole.Highlight).rgb()
+    filled = {share: sum(image.pixel(x, 5) == highlight for x in range(200)) for share, image in images.items()}
+    assert filled[0] == 0 and 0 < filled[1] < filled[42] < filled[100]
+    assert 70 <= filled[42] <= 95 and filled[100] >= 190
+    assert "42% of the memory set aside" in bars[42].accessibleDescription()
+
+
+def test_row_titles_are_plain_words_with_the_technical_term_as_tooltip(panel):
+    titles = {label.text(): label.toolTip() for label in panel.findChildren(QLabel) if label.toolTip()}
+    assert "Memory this conversation uses" in titles and "KV cache" in titles["Memory this conversation uses"]
+    assert "Reading speed" in titles and "Prefill" in titles["Reading speed"]
+    shown = " ".join(label.text() for label in panel.findChildren(QLabel))
+    for jargon in ("KV", "Prefill", "Decode", "recurrent", "attention"):
+        assert jargon not in shown, f"{jargon!r} shown in the panel"
 
 
 def test_a_phase_that_runs_without_a_rate_in_the_window_is_not_idle(panel):

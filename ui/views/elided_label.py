@@ -4,7 +4,8 @@ A plain QLabel's minimum width is its text's: a status line that grows ("No snap
 next answer reads the conversation again.") widens the column it sits in, and the splitter takes
 that width from the conversation list, clipping the model picker and the search field as it goes.
 This label takes the width the layout has left and cuts its text with "…" to fit, the whole text
-in its tooltip; :meth:`ElidedLabel.text` is always the whole text.
+in its tooltip (with any details set by :meth:`ElidedLabel.set_details` below it);
+:meth:`ElidedLabel.text` is always the whole text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class ElidedLabel(QLabel):
     def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._full = ""
+        self._details = ""
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setText(text)
@@ -25,6 +27,11 @@ class ElidedLabel(QLabel):
     def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
         self._full = text or ""
         self.setAccessibleName(self._full)
+        self._fit()
+
+    def set_details(self, details: str) -> None:
+        """What the tooltip says besides the text when it is cut ("": nothing)."""
+        self._details = details or ""
         self._fit()
 
     def text(self) -> str:
@@ -46,4 +53,4 @@ class ElidedLabel(QLabel):
         width = self.contentsRect().width()
         shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(width, 0))
         super().setText(shown)
-        self.setToolTip(self._full if shown != self._full else "")
+        self.setToolTip("\n".join(part for part in (self._full if shown != self._full else "", self._details) if part))

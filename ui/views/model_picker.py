@@ -96,8 +96,10 @@ class ModelPicker(QWidget):
         self.progress.setValue(int(max(0.0, fraction) * 100))
         self.state.setText(text if loading else "")
 
-    def show_state(self, text: str) -> None:
+    def show_state(self, text: str, terms: str = "") -> None:
+        """``text`` in plain words; ``terms``, the same in technical terms, as its tooltip."""
         self.state.setText(text)
+        self.state.set_details(terms)
 
     def _activated(self, index: int) -> None:
         ref = self.combo.itemData(index)

@@ -107,7 +107,10 @@ class ModelsDialog(QDialog):
         self.memory = QLabel()
         self.catalogue = QTreeWidget()
         self.catalogue.setObjectName("catalogue")
-        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Context here (a transformer of its size)"])
+        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Reads at once on this computer"])
+        self.catalogue.headerItem().setToolTip(CONTEXT_COLUMN, "The context this computer's memory holds with the file: "
+                                               "how many tokens of conversation and documents the model reads at once "
+                                               "(for a transformer of the same size it would be far fewer)")
         self.catalogue.setColumnWidth(0, 200)  # a quantization; a model's own row spans every column
         self.catalogue.setColumnWidth(STATUS_COLUMN, 90)
         self.chart = ContextChart()

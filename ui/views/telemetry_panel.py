@@ -15,10 +15,13 @@ Design:
   finished within the worker's window, so on a busy machine it can be 0 while an answer is being
   written, and then the row says the phase is running (:data:`RUNNING_TEXT`).
 * Speeds get a :class:`~ui.views.sparkline.Sparkline` each (one sample per telemetry event, idle
-  samples included, so the time axis stays regular); state memory gets a
-  :class:`~ui.views.state_bar.StateBar` showing the fixed (recurrent) versus growing (attention
-  KV) split, and the KV row under it the attention cache in use against what the context
-  allocated for all its tokens (``Telemetry.kv_allocated_bytes``).
+  samples included, so the time axis stays regular). The row "Memory this conversation uses" shows
+  the attention cache in use against what the context set aside for all its tokens
+  (``Telemetry.kv_allocated_bytes``), with a :class:`~ui.views.usage_bar.UsageBar` under it that
+  fills as it does.
+* Row titles are in words a person knows ("Reading speed", "Memory that grows with the chat"); the
+  technical term each stands for (prefill, decode, KV cache, recurrent state) is its tooltip
+  (:data:`ROW_TERMS`), for whoever wants it.
 * A phase's device row shows the device that last *ran* the phase (``Telemetry.phase_devices``)
   over the planned one, naming the plan when they differ; the plan's reason sits below it in a
   small wrapped label and in the tooltip.
@@ -49,7 +52,7 @@ from ui.formatting import (
 )
 from ui.remote_text import NOT_MEASURED, NOT_REMOTE, remote_engine_text
 from ui.views.sparkline import Sparkline
-from ui.views.state_bar import StateBar
+from ui.views.usage_bar import UsageBar
 
 VALUE_KEYS: tuple[str, ...] = (
     "prefill_rate", "decode_rate", "ttft", "draft_acceptance", "memory", "model_size",
@@ -57,19 +60,35 @@ VALUE_KEYS: tuple[str, ...] = (
 )
 
 ROW_TITLES: dict[str, str] = {
-    "prefill_rate": "Prefill",
-    "decode_rate": "Decode",
-    "ttft": "Time to first token",
-    "draft_acceptance": "Draft acceptance",
-    "memory": "Process memory",
-    "model_size": "Model size",
-    "state_fixed": "Fixed (recurrent)",
-    "state_kv": "Growing (attention KV)",
-    "kv_cache": "KV in use / allocated",
+    "prefill_rate": "Reading speed",
+    "decode_rate": "Writing speed",
+    "ttft": "Wait for the first word",
+    "draft_acceptance": "Guesses kept",
+    "memory": "Memory Hearth uses",
+    "model_size": "Model file",
+    "state_fixed": "Memory that stays the same",
+    "state_kv": "Memory that grows with the chat",
+    "kv_cache": "Memory this conversation uses",
+    "cpu_temperature": "Processor temperature",
+    "throttling": "Slowed by heat",
+    "prefill_device": "Reads on",
+    "decode_device": "Writes on",
+}
+ROW_TERMS: dict[str, str] = {  # each title's technical term, shown as its tooltip
+    "prefill_rate": "Prefill: how many tokens of your message (and documents) the model reads per second",
+    "decode_rate": "Decode: how many tokens of the answer the model writes per second",
+    "ttft": "Time to first token: from sending to the first word of the answer",
+    "draft_acceptance": "Draft acceptance: the share of drafted tokens the model kept (answers stay the same)",
+    "memory": "Resident memory of Hearth's model process, and what the computer has left",
+    "model_size": "The model's weights, as loaded from its file",
+    "state_fixed": "Recurrent state: the part of a hybrid model's memory that stays one size however long "
+                   "the conversation",
+    "state_kv": "Attention KV cache in use: the part of the model's memory that grows with every token",
+    "kv_cache": "KV cache: in use, of what the context set aside for all its tokens",
     "cpu_temperature": "CPU temperature",
-    "throttling": "Throttling",
-    "prefill_device": "Prefill on",
-    "decode_device": "Decode on",
+    "throttling": "CPU throttling: the processor runs below its top speed to cool down",
+    "prefill_device": "Prefill device: where the model reads your message",
+    "decode_device": "Decode device: where the model writes the answer",
 }
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
@@ -136,10 +155,10 @@ class TelemetryPanel(QWidget):
         self.model_name_label = _heading(NO_MODEL_TEXT)
         self.model_name_label.setObjectName("telemetry_model_name")
         self.model_name_label.setWordWrap(True)
-        self.prefill_sparkline = self._sparkline("prefill", "Prefill speed")
-        self.decode_sparkline = self._sparkline("decode", "Decode speed")
-        self.state_bar = StateBar()
-        self.state_bar.setObjectName("telemetry_state_bar")
+        self.prefill_sparkline = self._sparkline("prefill", "Reading speed")
+        self.decode_sparkline = self._sparkline("decode", "Writing speed")
+        self.usage_bar = UsageBar()
+        self.usage_bar.setObjectName("telemetry_usage_bar")
         self._build_layout()
         self.clear()
 
@@ -149,6 +168,7 @@ class TelemetryPanel(QWidget):
         label = QLabel(NO_VALUE)
         label.setObjectName(f"telemetry_{key}")
         label.setAccessibleName(ROW_TITLES[key])
+        label.setAccessibleDescription(ROW_TERMS[key])
         label.setWordWrap(True)
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         return label
@@ -174,6 +194,7 @@ class TelemetryPanel(QWidget):
     def _add_value_row(self, rows: _Rows, key: str, below: QWidget | None = None) -> None:
         field = self._labels[key] if below is None else _vertical_pair(self._labels[key], below)
         title = QLabel(ROW_TITLES[key])
+        title.setToolTip(ROW_TERMS[key])
         rows.add_pair(title, field)
 
     def _build_layout(self) -> None:
@@ -188,8 +209,7 @@ class TelemetryPanel(QWidget):
         self._add_value_row(rows, "model_size")
         self._add_value_row(rows, "state_fixed")
         self._add_value_row(rows, "state_kv")
-        self._add_value_row(rows, "kv_cache")
-        rows.add_full_width(self.state_bar)
+        self._add_value_row(rows, "kv_cache", self.usage_bar)
         rows.add_full_width(_heading("CPU"))
         self._add_value_row(rows, "cpu_temperature")
         self._add_value_row(rows, "throttling")
@@ -222,8 +242,10 @@ class TelemetryPanel(QWidget):
         self._set("memory", f"{fmt_bytes(t.rss_bytes)} ({fmt_bytes(t.available_bytes)} available)")
         if t.model_bytes > 0:  # 0 while a model loads or unloads: the last known size stays
             self._set("model_size", fmt_bytes(t.model_bytes))
-        self._show_state(t.state_fixed_bytes, t.state_kv_bytes)
+        self._set("state_fixed", fmt_bytes(t.state_fixed_bytes))
+        self._set("state_kv", fmt_bytes(t.state_kv_bytes))
         self._set("kv_cache", _kv_cache_text(t.state_kv_bytes, t.kv_allocated_bytes))
+        self.usage_bar.set_usage(t.state_kv_bytes or 0, t.kv_allocated_bytes)
         self._set("cpu_temperature", fmt_temperature(t.cpu_temp_c))
         self._show_throttling(fmt_throttle(t.throttled, t.cpu_freq_mhz, t.cpu_freq_max_mhz), t.throttled is True)
         self._ran_devices = dict(t.phase_devices)
@@ -241,14 +263,9 @@ class TelemetryPanel(QWidget):
         for key in NOT_REMOTE_KEYS:
             self._set(key, NOT_REMOTE)
         self._show_throttling(NOT_REMOTE, throttled=False)
-        self.state_bar.clear()
+        self.usage_bar.clear()
         self._ran_devices = {}
         self._refresh_devices()
-
-    def _show_state(self, fixed_bytes: int | None, kv_bytes: int | None) -> None:
-        self._set("state_fixed", fmt_bytes(fixed_bytes))
-        self._set("state_kv", fmt_bytes(kv_bytes))
-        self.state_bar.set_parts(fixed_bytes or 0, kv_bytes or 0)
 
     def _show_throttling(self, text: str, throttled: bool) -> None:
         """The text, in bold while the CPU is throttled so the row stands out."""
@@ -300,7 +317,7 @@ class TelemetryPanel(QWidget):
         self._show_throttling(NO_VALUE, throttled=False)
         self.prefill_sparkline.clear()
         self.decode_sparkline.clear()
-        self.state_bar.clear()
+        self.usage_bar.clear()
         self.model_name_label.setText(self._loading or NO_MODEL_TEXT)  # a worker that died is loading again
         self.model_name_label.setToolTip("")
         self._plan = None
@@ -314,11 +331,11 @@ class TelemetryPanel(QWidget):
 
 
 def _kv_cache_text(used_bytes: int | None, allocated_bytes: int) -> str:
-    """``"36.0 MiB / 512.0 MiB (7 %)"``: the attention cache in use of the one allocated; "—" when none is."""
+    """``"36.0 MiB of 512.0 MiB (7 %)"``: the attention cache in use of the one set aside; "—" when none is."""
     if allocated_bytes <= 0:
         return NO_VALUE
     used = used_bytes or 0
-    return f"{fmt_bytes(used)} / {fmt_bytes(allocated_bytes)} ({100 * used / allocated_bytes:.0f} %)"
+    return f"{fmt_bytes(used)} of {fmt_bytes(allocated_bytes)} ({100 * used / allocated_bytes:.0f} %)"
 
 
 def _rate_text(phase: str, tok_s: float, running: str) -> str:

@@ -25,15 +25,16 @@ def test_the_load_carries_the_models_context_the_kv_type_and_the_budget(start_sc
     (load,) = engine.sent(p.LoadModel)
     assert (load.model, load.n_ctx, load.kv_type, load.memory_percent) == ("default", 16384, "q8_0", 50)
     loaded = app.controller.loaded
-    assert picker_state(app) == f"scripted, {context_state(loaded.context)}"
-    assert picker_state(app).startswith("scripted, 4,096 tokens of context (fixed: fits in ")
+    assert picker_state(app) == context_state(loaded.context)
+    assert picker_state(app).startswith("Reads up to 4,096 tokens at once · ")
+    assert app.window.model_picker.state.toolTip().startswith("scripted; context 4,096 tokens (fixed: fits in ")
 
 
 def test_without_a_setting_the_load_asks_for_an_automatic_context(start_scripted, engine):
     app = start_scripted()
     (load,) = engine.sent(p.LoadModel)
     assert (load.n_ctx, load.kv_type, load.memory_percent) == (0, "f16", 70)
-    assert "(auto: fits in " in picker_state(app)
+    assert "(auto: fits in " in app.window.model_picker.state.toolTip()
 
 
 def test_changing_the_context_settings_reloads_the_model_with_them(start_scripted, engine, qtbot):
@@ -61,12 +62,12 @@ def test_a_grown_context_is_said_once_and_shown_in_the_picker(start_scripted, en
     app.wait(lambda: engine.holding is not None)
 
     engine.grow_context(engine.holding, 8192)
-    app.wait(lambda: "8,192 tokens of context" in picker_state(app))
+    app.wait(lambda: "8,192 tokens at once" in picker_state(app))
     assert notices == [("info", "The context grew from 4,096 to 8,192 tokens to hold this (the model now takes "
                                 "about 108.0 MiB).")]
     assert notices[0][1] in app.window.banner.text()
     assert app.controller.loaded.n_ctx == app.controller.loaded.context.n_ctx == 8192
-    assert picker_state(app) == f"scripted, {context_state(app.controller.loaded.context)}"
+    assert picker_state(app) == context_state(app.controller.loaded.context)
 
     engine.release()
     turn = app.wait_turn()

@@ -50,7 +50,7 @@ def test_a_document_that_fits_once_the_context_grows_is_offered_whole_first(star
     assert document.part == "all" and document.tokens == 5002, "its 5,000 words and the title's line, as read"
     assert [n for n in notices if "context grew" in n] == ["The context grew from 4,096 to 6,144 tokens to hold this "
                                                            "(the model now takes about 106.0 MiB)."]
-    assert "6,144 tokens of context" in app.window.model_picker.state.text()
+    assert "6,144 tokens at once" in app.window.model_picker.state.text()
     assert app.documents.part_choice is None and not app.documents.busy
 
 

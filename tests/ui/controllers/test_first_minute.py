@@ -43,7 +43,7 @@ def test_from_the_first_moment_the_picker_and_telemetry_say_which_model_is_loadi
     assert picker.state.text() == LOADING and panel.model_name_label.text() == LOADING
     engine.release()
     app.wait_loaded()
-    assert not picker.progress.isVisibleTo(picker) and picker.state.text().startswith("scripted, ")
+    assert not picker.progress.isVisibleTo(picker) and picker.state.text().startswith("Reads up to ")
     assert panel.model_name_label.text() == EMBEDDED_NAME
 
 

@@ -42,7 +42,7 @@ class PerformanceTab(SettingsTab):
         rows.row(drafting, "Draft pat&hs:", "draft_paths", self.draft_paths)
         drafting.addRow("", note("Drafting guesses the next words and checks them in one step: answers come "
                                  "faster and stay exactly the same. More than one path checks several guesses "
-                                 "side by side; it pays only when guesses often differ (see the README)."))
+                                 "side by side; it pays only when guesses often differ."))
         self.draft_kind.currentIndexChanged.connect(self._update_draft_path_enabled)
         self.finish()
 
