@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,7 @@ def _generation_line(timings: dict[str, Any]) -> str | None:
 
 def _first_token_line(timings: dict[str, Any]) -> str | None:
     ttft_ms = _number(timings, "ttft_ms")
-    return f"first token after {fmt_ms(ttft_ms)}" if ttft_ms else None
+    return f"first word after {fmt_ms(ttft_ms)}" if ttft_ms else None
 
 
 def _prompt_line(timings: dict[str, Any], snapshot: dict[str, Any]) -> str | None:
@@ -209,9 +210,9 @@ def _prompt_line(timings: dict[str, Any], snapshot: dict[str, Any]) -> str | Non
         read = _count(timings, "prompt_n")
     restored = (_count(snapshot, "restored_tokens") or 0) if snapshot.get("restored") is True else 0
     if read is None:
-        return f"{_counted(restored, 'prompt token')} restored from snapshot" if restored else None
-    line = f"read {_counted(read, 'prompt token')}"
-    return f"{line} ({restored:,} restored from snapshot)" if restored else line
+        return f"{_counted(restored, 'token')} resumed from where they were saved" if restored else None
+    line = f"read {_counted(read, 'new token')}"
+    return f"{line} ({restored:,} resumed from where they were saved, not read again)" if restored else line
 
 
 def _draft_lines(draft: dict[str, Any]) -> list[str]:
@@ -219,11 +220,22 @@ def _draft_lines(draft: dict[str, Any]) -> list[str]:
     drafted = _count(draft, "drafted") or 0
     if drafted > 0:
         accepted = _count(draft, "accepted") or 0
-        lines.append(f"drafts: {accepted:,} of {drafted:,} accepted ({fmt_fraction(accepted / drafted)})")
+        lines.append(f"guesses ahead: {accepted:,} of {drafted:,} kept ({fmt_fraction(accepted / drafted)})")
     reason = draft.get("reason") if isinstance(draft.get("reason"), str) else ""
     if draft.get("auto_off") is True or (draft.get("kind") == "off" and reason):
-        lines.append(f"drafting off: {reason}" if reason else "drafting off")
+        lines.append(f"guessing ahead off: {_in_words(reason)}" if reason else "guessing ahead off")
     return lines
+
+
+_MEASURED = re.compile(r"drafting measured ([\d.]+) tok/s against ([\d.]+) tok/s without; switched off")
+
+
+def _in_words(reason: str) -> str:
+    """The engine's reason for switching drafting off, in words (its numbers kept)."""
+    found = _MEASURED.fullmatch(reason)
+    if found is None:
+        return reason
+    return f"it was slower on this computer ({found[1]} tok/s with it, {found[2]} without)"
 
 
 def _elapsed_line(stats: dict[str, Any]) -> str | None:

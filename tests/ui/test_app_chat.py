@@ -182,4 +182,4 @@ def test_text_from_accepted_prompt_lookup_drafts_is_highlighted_and_counted(star
     assert drafted and all(piece.strip() in REPEAT_PROMPT for piece in drafted), drafted
     highlighted = _highlighted_runs(widget.body.text())
     assert highlighted and "".join(highlighted).split() == "".join(drafted).split()
-    assert f"drafts: {draft.accepted:,} of {draft.drafted:,} accepted" in widget.toolTip()
+    assert f"guesses ahead: {draft.accepted:,} of {draft.drafted:,} kept" in widget.toolTip()

@@ -86,3 +86,23 @@ def test_a_question_is_filled_from_the_palette_and_an_answer_is_not_framed(qtbot
         qtbot.waitUntil(lambda: question.bubble.fill_colour().rgb() == other.rgb(), timeout=5_000)  # retinted
     finally:
         qapp.setPalette(original)
+
+
+def test_the_hover_statistics_never_cover_the_answer(qtbot):
+    """Issue 51: the answer's tooltip ("… tokens · … tok/s", why drafting is off) covered the answer."""
+    from PySide6.QtCore import QEvent, QPoint, QRect
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication
+
+    stats = {"timings": {"gen_n": 42, "gen_ms": 2000.0, "ttft_ms": 120.0}}
+    widget = MessageWidget(_row("A paragraph of the answer. " * 40, stats=stats))
+    qtbot.addWidget(widget)
+    widget.resize(1100, 500)
+    widget.show()
+    qtbot.waitExposed(widget)
+    inside = widget.body.mapTo(widget, widget.body.rect().center())
+    QApplication.sendEvent(widget, QHelpEvent(QEvent.Type.ToolTip, inside, widget.mapToGlobal(inside)))
+    tips = [w for w in QApplication.topLevelWidgets() if w.metaObject().className() == "QTipLabel" and w.isVisible()]
+    assert tips and "42 tokens" in tips[0].text()
+    body = QRect(widget.body.mapToGlobal(QPoint(0, 0)), widget.body.size())
+    assert not tips[0].geometry().intersects(body), (tips[0].geometry(), body)

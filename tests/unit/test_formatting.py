@@ -103,9 +103,9 @@ FULL_STATS = {
 def test_tooltip_with_full_stats_has_one_line_per_fact_in_order():
     assert message_stats_tooltip(FULL_STATS).splitlines() == [
         "42 tokens \u00b7 18.5 tok/s",
-        "first token after 120 ms",
-        "read 35 prompt tokens (1,024 restored from snapshot)",
-        "drafts: 30 of 40 accepted (75%)",
+        "first word after 120 ms",
+        "read 35 new tokens (1,024 resumed from where they were saved, not read again)",
+        "guesses ahead: 30 of 40 kept (75%)",
         "took 3.2 s in all",
     ]
 
@@ -116,17 +116,25 @@ def test_tooltip_for_an_interrupted_answer_shows_only_what_is_known():
 
 
 def test_tooltip_without_snapshot_uses_prompt_timings_and_ignores_unrestored_snapshots():
-    assert message_stats_tooltip({"timings": {"prompt_n": 1200}}) == "read 1,200 prompt tokens"
+    assert message_stats_tooltip({"timings": {"prompt_n": 1200}}) == "read 1,200 new tokens"
     stats = {"snapshot": {"restored": False, "restored_tokens": 500, "prefilled_tokens": 80}}
-    assert message_stats_tooltip(stats) == "read 80 prompt tokens"
+    assert message_stats_tooltip(stats) == "read 80 new tokens"
 
 
 def test_tooltip_says_why_drafting_was_switched_off():
     stats = {"draft": {"kind": "mtp", "drafted": 8, "accepted": 2, "auto_off": True, "reason": "slower than plain decoding"}}
     assert message_stats_tooltip(stats).splitlines() == [
-        "drafts: 2 of 8 accepted (25%)",
-        "drafting off: slower than plain decoding",
+        "guesses ahead: 2 of 8 kept (25%)",
+        "guessing ahead off: slower than plain decoding",
     ]
+
+
+def test_the_engines_measured_reason_reads_in_words_with_its_numbers():
+    """Issue 51: "drafting off: drafting measured 15.0 tok/s against 20.4 tok/s without; switched off"."""
+    stats = {"draft": {"kind": "eagle3", "auto_off": True,
+                       "reason": "drafting measured 15.0 tok/s against 20.4 tok/s without; switched off"}}
+    assert message_stats_tooltip(stats) == \
+        "guessing ahead off: it was slower on this computer (15.0 tok/s with it, 20.4 without)"
 
 
 def test_tooltip_ignores_values_of_the_wrong_type():

@@ -29,9 +29,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette, QTextDocument
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QToolTip, QVBoxLayout, QWidget,
+)
 
 from app.services.documents import document_message
 from app.services.transcript_rows import MessageRow
@@ -147,6 +149,18 @@ class MessageWidget(QWidget):
         actions.watch_focus(self.body)
         self.actions = actions
         return actions
+
+    def event(self, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        """The hover statistics show beside the message, never over the text they describe."""
+        if event.type() == QEvent.Type.ToolTip and self.toolTip():
+            QToolTip.showText(self.tooltip_place(), self.toolTip(), self)
+            return True
+        return super().event(event)
+
+    def tooltip_place(self) -> QPoint:
+        """Where the statistics show (global): right of the message's bubble, level with its top."""
+        corner = self.bubble.mapTo(self, QPoint(self.bubble.width() + SPACE_S, 0))
+        return self.mapToGlobal(corner)
 
     def enterEvent(self, event) -> None:
         super().enterEvent(event)
