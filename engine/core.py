@@ -125,6 +125,7 @@ class EngineCore:
     def load(self, command: p.LoadModel) -> None:
         rid = command.request_id
         self.unload()
+        self.live.rates.forget_answers()
         self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.0))
         try:
             self._open(command, command.n_ctx or None,

@@ -272,6 +272,7 @@ class MainWindow(WindowDialogs, QMainWindow):
         name = engine_heading(engine, loaded.facts.name) if engine else model_name(self.controller.model_ref)
         self._show_model_state(loaded)
         self.telemetry_panel.show_model(name, loaded.facts.size_bytes)
+        self.chat_view.welcome.show_model(name)
         self.telemetry_panel.show_device_plan(loaded.devices)
 
     def _show_model_state(self, loaded) -> None:

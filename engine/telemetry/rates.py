@@ -23,6 +23,10 @@ class LiveRates:
         self.draft_acceptance: float | None = None  # accepted / drafted tokens of the latest request
         self.phase_devices: dict[str, str] = {}
 
+    def forget_answers(self) -> None:
+        """A new model: the last answer's time to first token and draft acceptance were another model's."""
+        self.ttft_ms = self.draft_acceptance = None
+
     def record(self, phase: str, n_tokens: int, seconds: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         with self._lock:

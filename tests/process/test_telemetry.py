@@ -71,3 +71,15 @@ def test_live_rates_during_a_long_generation(worker):
             samples.append(event)
     assert any(s.prefill_tok_s > 0 for s in samples), "a prefill rate while reading"
     assert any(s.decode_tok_s > 0 for s in samples), "a decode rate while writing"
+
+
+def test_a_new_model_starts_without_the_last_models_answer_figures(worker, hybrid_tiny, smollm2):
+    """Issue 51: after switching models, telemetry kept the old model's time to first token."""
+    worker.send(p.SetTelemetry(interval_ms=100))
+    worker.load_model(str(hybrid_tiny))
+    _, sample = telemetry_after(worker, generate(max_tokens=4))
+    assert sample.ttft_ms != p.UNAVAILABLE
+    worker.load_model(str(smollm2))
+    wait_for(worker, p.Telemetry, timeout=10)
+    sample = wait_for(worker, p.Telemetry, timeout=10)
+    assert sample.ttft_ms == p.UNAVAILABLE and sample.draft_acceptance == p.UNAVAILABLE

@@ -21,6 +21,8 @@ PRIVATE = ("Nothing you write leaves this computer: there is no account, and ans
            "without a connection. Your conversations are kept in {folder}.")
 BIGGER_MODEL = (f"The built-in model, {EMBEDDED_NAME}, is small: quick, but often wrong. For better answers, "
                 "download a bigger one from the Models page (File → Models…, Ctrl+M); only a download goes online.")
+OTHER_MODEL = ("You are talking to {name}. Other models, and downloads of more, are on the Models page "
+               "(File → Models…, Ctrl+M).")
 
 
 def paragraphs(data_folder: Path | None) -> tuple[str, str, str]:
@@ -58,6 +60,11 @@ class Welcome(QWidget):
         self.models_button.setObjectName("welcome_models")
         self.models_button.clicked.connect(self.models_requested)
         layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignHCenter)
+
+    def show_model(self, name: str) -> None:
+        """The loaded model, named in the last paragraph: the built-in one is said to be small, any
+        other by its name (the welcome described the built-in model whatever was loaded)."""
+        self.paragraphs[-1].setText(BIGGER_MODEL if name == EMBEDDED_NAME else OTHER_MODEL.format(name=name))
 
     def text(self) -> str:
         """Everything the welcome says, as one string (what a reader, or a screen reader, gets)."""
