@@ -99,8 +99,8 @@ def too_long_text(too_long: DocumentTooLong, report: p.ContextReport | None, mod
         whole = "choose a model with a longer context"
     else:
         summary = too_long.summary
-        whole = ("free some memory (or turn on the 8-bit KV cache in Settings), or choose a model with a longer "
-                 "context or a smaller file")
+        whole = ("free some memory (or turn on \"Halve the memory a conversation uses\" in Settings → Advanced), or "
+                 "choose a model that reads more at once or has a smaller file")
     offer = f" {suggestion.reads_whole()}." if suggestion is not None else ""
     return (f"{summary}.\n\nTo read all of it,{new_chat} {whole}.{offer} Or read only its first or its last "
             f"{too_long.budget_tokens:,} tokens.")

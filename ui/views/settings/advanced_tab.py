@@ -18,7 +18,9 @@ class AdvancedTab(SettingsTab):
     def __init__(self, rows: FieldRows) -> None:
         super().__init__(rows)
         memory = self.group("Memory")
-        self.kv_cache_8bit = QCheckBox("&8-bit KV cache (about half the attention memory)", objectName="kv_cache_8bit")
+        self.kv_cache_8bit = QCheckBox("&Halve the memory a conversation uses (answers may differ slightly)",
+                                       objectName="kv_cache_8bit")
+        self.kv_cache_8bit.setToolTip("8-bit KV cache: the attention cache is kept in 8 bits instead of 16")
         self.memory_budget_percent = spin("memory_budget_percent", 1, 100)
         self.memory_budget_percent.setSuffix(" %")
         self.memory_budget_percent.setToolTip("The share of the memory available at load time an automatic "
@@ -29,7 +31,8 @@ class AdvancedTab(SettingsTab):
         low, high = SNAPSHOT_BUDGET_GIB_RANGE
         self.snapshot_budget_gib = double_spin("snapshot_budget_gib", low, high, 0.5, decimals=1)
         self.snapshot_budget_gib.setSuffix(" GiB")
-        rows.row(saved, "Snapshot &budget:", "snapshot_budget_gib", self.snapshot_budget_gib)
+        rows.row(saved, "Disk for saved conversations' &state:", "snapshot_budget_gib", self.snapshot_budget_gib)
+        self.snapshot_budget_gib.setToolTip("Snapshot budget: disk for the model's saved state after each answer")
         saved.addRow("", note("Disk for the saved state that lets a conversation go on without reading it again. "
                               "A new budget is used after Hearth restarts."))
         self.finish()
