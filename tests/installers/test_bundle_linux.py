@@ -3,9 +3,9 @@ into an empty folder and run with a clean environment (no .venv, no checkout, a 
 per-user install script and the window started from its menu entry by GLib, and the .deb installed
 and removed with dpkg in a throwaway root.
 
-The README's build and smoke-test commands run exactly as the README writes them (and the release
-workflow runs them), in a folder shaped like the checkout: its ``installers/`` and ``.venv`` are
-this checkout's, its ``dist/`` and ``build/`` are the test's, so the build leaves the checkout alone.
+docs/building-installers.md's build and smoke-test commands run exactly as it writes them (and the
+release workflow runs them), in a folder shaped like the checkout: its ``installers/`` and ``.venv``
+are this checkout's, its ``dist/`` and ``build/`` are the test's, so the build leaves the checkout alone.
 One build for the module (about 1.5 minutes on 2 cores); each check then runs the built files.
 """
 
@@ -46,8 +46,8 @@ SYSTEM_CACHES = {"icon-theme.cache", "mimeinfo.cache"}
 
 
 def readme_command(script: str) -> str:
-    """The line of the README's "Building the installers" commands that runs ``script``."""
-    section = (ROOT / "README.md").read_text().split("## Building the installers", 1)[1]
+    """The line of docs/building-installers.md's first commands block that runs ``script``."""
+    section = (ROOT / "docs" / "building-installers.md").read_text()
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     (line,) = [line for line in block.splitlines() if f"installers/{script}" in line]
     return line
@@ -64,7 +64,7 @@ def workflow_command(script: str) -> str:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    """A folder shaped like the checkout for the README's commands: this checkout's installers/ and
+    """A folder shaped like the checkout for the documented commands: this checkout's installers/ and
     .venv (the Python running the tests), and room for its own dist/ and build/."""
     folder = tmp_path_factory.mktemp("checkout")
     (folder / "installers").symlink_to(ROOT / "installers")
@@ -83,8 +83,9 @@ def run_as_written(command: str, checkout: Path, **env: str) -> subprocess.Compl
 
 @pytest.fixture(scope="module")
 def downloads(checkout) -> dict[str, Path]:
-    """The README's ``bash installers/build_linux.sh``: the tarball and the .deb. The build runs with
-    the tests' Python (PYTHON), not through the .venv link: PyInstaller collects by real paths."""
+    """docs/building-installers.md's ``bash installers/build_linux.sh``: the tarball and the .deb. The
+    build runs with the tests' Python (PYTHON), not through the .venv link: PyInstaller collects by
+    real paths."""
     done = run_as_written(readme_command("build_linux.sh"), checkout, PYTHON=sys.executable)
     assert done.returncode == 0, done.stderr[-3000:]
     tarball, deb = (Path(line) for line in done.stdout.split())

@@ -128,7 +128,7 @@ def test_smoke_bundle_command_reports_one_line_per_check_and_its_status(fake_bun
 
 @pytest.mark.skipif(os.name != "posix", reason="the fake CLI is a script with a #! line")
 def test_smoke_bundle_command_takes_a_bundle_path_relative_to_where_it_is_run(fake_bundle):
-    """As the README and the release workflow write it: ``python installers/smoke_bundle.py dist/Hearth``."""
+    """As docs/building-installers.md and the release workflow write it: ``python installers/smoke_bundle.py dist/Hearth``."""
     (fake_bundle.parent / "dist").mkdir()
     fake_bundle.rename(fake_bundle.parent / "dist" / "Hearth")
     command = [sys.executable, str(INSTALLERS / "smoke_bundle.py"), "dist/Hearth", "--version", "9.9.9"]
