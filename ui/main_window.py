@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.services.context_info import context_state, context_terms
 from app.services.engines import EngineRegistry
@@ -24,6 +24,7 @@ from ui.engine_choice import EngineChoice
 from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.notices import STORE
+from ui.outside_changes import OutsideChanges
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
@@ -77,6 +78,8 @@ class MainWindow(WindowDialogs, QMainWindow):
         self._menus()
         models.memory_percent = controller.settings.memory_budget_percent
         self.refresh_models()
+        self.outside = OutsideChanges(models.store, models.models_dir, models_changed=self.refresh_models,
+                                      conversations_changed=self._conversations_changed_outside, parent=self)
         self.model_picker.set_engines(self.engine_choice.picker_entries())
         self.api_server.apply(controller.settings)
 
@@ -343,6 +346,12 @@ class MainWindow(WindowDialogs, QMainWindow):
 
     def refresh_models(self) -> None:
         self.models.refresh()
+
+    def _conversations_changed_outside(self) -> None:
+        """Another program (or this window) changed the conversations: list them again, unless the
+        user is renaming one in the list (the next change, or the next poll after it, lists them)."""
+        if self.conversation_panel.list.state() != QAbstractItemView.State.EditingState:
+            self.controller.refresh_list()
 
     # -- deleting with undo ----------------------------------------------------------------------
 
