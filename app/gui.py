@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from functools import partial
 
 from app.services.engines import EngineRegistry
@@ -44,7 +46,20 @@ def app_parts():
     )
 
 
+def use_a_utf8_locale(environ=os.environ, platform: str = sys.platform) -> None:
+    """Where no locale is set (or only "C"/"POSIX", as in a bare terminal or a service), choose
+    C.UTF-8 before Qt starts: Qt needs a UTF-8 locale and otherwise switches to it itself, with a
+    four-line warning. (The python command does so too, PEP 538, but not an embedded Python such
+    as the bundle's.) A locale the user chose is left as it is; macOS and Windows need nothing."""
+    if platform in ("darwin", "win32"):
+        return
+    chosen = next((environ[name] for name in ("LC_ALL", "LC_CTYPE", "LANG") if environ.get(name)), "")
+    if chosen in ("", "C", "POSIX"):
+        environ["LC_ALL" if environ.get("LC_ALL") else "LC_CTYPE"] = "C.UTF-8"
+
+
 def main() -> int:
+    use_a_utf8_locale()
     from ui.app import run
     from ui.startup_failure import show_startup_failure
 

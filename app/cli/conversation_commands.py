@@ -73,6 +73,14 @@ def say_saved(conversation: Conversation, *, then: str = "") -> None:
     print(f"hearth: saved as conversation {conversation.id}{then}", file=sys.stderr, flush=True)
 
 
+def say_resumed(snapshot: p.SnapshotReport | None) -> None:
+    """One stderr line when the answer stood on the conversation's saved state, as the window's
+    "Resumed from snapshot, N tokens not re-read"."""
+    if snapshot is not None and snapshot.restored and snapshot.restored_tokens:
+        print(f"hearth: resumed from the conversation's saved state (snapshot): {snapshot.restored_tokens:,} tokens "
+              f"not read again, {snapshot.prefilled_tokens:,} new ones read", file=sys.stderr, flush=True)
+
+
 def run_send(args: argparse.Namespace) -> int:
     """Send one message; a new conversation (``--new``) is created with it, atomically. Another
     window or command answering in the conversation is waited for (see :mod:`app.cli.store_access`).
@@ -113,6 +121,7 @@ def run_send(args: argparse.Namespace) -> int:
         print()
         if args.conversation is None:  # (--json has it as conversation_id)
             say_saved(conversation)
+        say_resumed(finished.snapshot)  # (--json has it as snapshot.restored)
     say_after_answer(finished, n_ctx)
     return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
 

@@ -13,7 +13,7 @@ import argparse
 import shlex
 
 from app.cli.commands import UserError
-from app.services.documents import DocumentTooLong
+from app.services.documents import PARTS_WORDS, DocumentTooLong
 from app.services.model_refs import app_catalogue, model_display_name, open_library
 from app.services.model_suggestion import (
     MEMORY, ModelSuggestion, limit_words, needed_tokens, suggest_model, what_limits,
@@ -27,7 +27,6 @@ from model_store.db import StoreError
 
 def too_long_error(too_long: DocumentTooLong, args: argparse.Namespace, loaded: p.ModelLoaded) -> UserError:
     """The error for a document the loaded model cannot read whole."""
-    parts = (f"read only the first or the last {too_long.budget_tokens:,} tokens (--part first / --part last)")
     if too_long.remote:
         return UserError(str(too_long), kind="too_long", limit="remote")
     report = loaded.context
@@ -46,7 +45,7 @@ def too_long_error(too_long: DocumentTooLong, args: argparse.Namespace, loaded: 
                        commands=commands)
     elif limit != MEMORY:
         clauses.append("use a model with a longer context")
-    return UserError("; ".join([*clauses, f"or {parts}"]), **details)
+    return UserError("; ".join([*clauses, f"or {PARTS_WORDS}"]), **details)
 
 
 def get_and_use(suggestion: ModelSuggestion, args: argparse.Namespace) -> list[str]:

@@ -117,8 +117,8 @@ def _add_draft_paths_flag(parser: argparse.ArgumentParser) -> None:
                              "(each path costs the model one more copy of its recurrent state)")
 
 
-DESCRIPTION = ("A private, offline local assistant. Run `hearth app` to open the window; "
-               "the other commands work in the terminal.")
+DESCRIPTION = ("A private, offline local assistant. Run `hearth app` to open the window (`hearth` alone does too, "
+               "at a terminal with a display); the other commands work in the terminal.")
 
 
 def build_parser() -> argparse.ArgumentParser:

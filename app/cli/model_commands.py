@@ -21,7 +21,8 @@ import sys
 import threading
 
 from app.cli.commands import UserError
-from app.services.model_listing import FIT_LABELS, context_words, fitting_ids, listing_json
+from app.cli.model_listing_text import print_listing
+from app.services.model_listing import fitting_ids, listing_json
 from app.services.model_refs import app_catalogue, open_library, tidy_name
 from app.services.paths import user_paths
 from app.services.settings import app_data_dir, current_settings
@@ -198,34 +199,3 @@ def _text_progress(progress: DownloadProgress) -> None:
     sys.stderr.write(f"\r{visible(progress.filename)}: {format_bytes(progress.downloaded_bytes)} of "
                      f"{format_bytes(progress.total_bytes)}, {format_bytes(int(progress.bytes_per_second))}/s{eta}   ")
     sys.stderr.flush()
-
-
-def print_listing(listing: dict) -> None:
-    print(f"Catalogue (fit for {format_bytes(listing['available_memory_bytes'])} of available memory):")
-    for entry in listing["catalogue"]:
-        print(f"  {entry['id']:<22} {entry['name']} [{entry['architecture']}] - {entry['description']}")
-        for v in entry["variants"]:
-            mark = "*" if v["recommended"] else " "
-            size = ("~" if v["size_estimated"] else "") + format_bytes(v["size_bytes"])
-            state = f"installed as {v['installed_id']}" if v["installed_id"] else ""
-            holds = (f"{context_words(v['max_context_tokens'], v['memory_context_tokens'], width=11)}; a transformer: "
-                     f"{context_words(v['transformer_max_context_tokens'], v['transformer_memory_context_tokens'])}")
-            print(f"    {mark} {entry['id']}:{v['quant']:<8} {size:>11}  {FIT_LABELS[v['fit']]:<8} {holds}  {state}")
-    print("Installed:")
-    if listing.get("embedded"):
-        embedded = listing["embedded"]
-        print(f"  {embedded['id']:<28} {format_bytes(embedded['size_bytes']):>11}  {embedded['name']}, comes with "
-              "Hearth (cannot be removed)")
-    for model in listing["installed"] or []:
-        name = model["id"] or model["name"]
-        gone = "  (file missing)" if model["missing"] else ""
-        print(f"  {name:<28} {format_bytes(model['size_bytes']):>11}  {model['path']}{gone}")
-    if not listing["installed"]:
-        print("  nothing else yet; `hearth models pull ID` downloads one, `hearth models import FILE` adds a GGUF "
-              "you have")
-    if listing.get("eagle3_heads"):
-        print("EAGLE-3 heads (drafters for one model each):")
-    for head in listing.get("eagle3_heads") or []:
-        fits = ("file missing" if head["missing"] else f"fits {', '.join(head['fits'])}" if head["fits"]
-                else f"fits no installed model (it drafts for {head['drafts_for']})")
-        print(f"  {head['id']:<28} {format_bytes(head['size_bytes']):>11}  EAGLE-3 head; {fits}")

@@ -35,6 +35,9 @@ from model_store.snapshots import SnapshotStore
 from model_store.writer_lock import WriterLock
 
 MAX_MEASURE_CHARS = 3_000_000  # more text than any context holds; even at 4 bytes a character it fits a frame
+# The one number a too-long message gives is the room; what it is, and the parts, are said in words:
+ROOM_WORDS = "(the rest of the context is kept free for questions and answers)"
+PARTS_WORDS = "read only as much of its beginning or its end as fits (--part first / --part last)"
 CUT_MARGIN_TOKENS = 8  # a part cut to a budget may read as a few more tokens where it meets the heading
 
 
@@ -54,8 +57,7 @@ class DocumentTooLong(ValueError):
         self.tokens, self.held_tokens, self.remote = tokens, held_tokens, remote
         bigger = ("use a model with a longer context on the engine" if remote else
                   "free some memory or use a model with a longer context")
-        super().__init__(f"{summary}; {bigger}, or read only the first or the last {budget_tokens:,} tokens "
-                         "(--part first / --part last)")
+        super().__init__(f"{summary}; {bigger}, or {PARTS_WORDS}")
 
 
 def document_message(title: str, text: str) -> str:
@@ -96,6 +98,7 @@ def too_long(title: str, room: p.DocumentRoom, *, engine: str = "", in_conversat
     where = (f"the context of {engine} leaves room for {room_tokens:,}{after} ({over:,} too many)" if engine else
              f"this model's context leaves room for {room_tokens:,}{after} ({over:,} too many), even in the longest "
              "context it can have now")
+    where += f" {ROOM_WORDS}"
     return DocumentTooLong(f"{title} has {counted} tokens but {where}", part_budget(title, room),
                            remote=bool(engine), tokens=room.tokens, held_tokens=room.held_tokens)
 
