@@ -62,8 +62,9 @@ class DocumentOffers:
         self._open_part_choice(PartChoice(
             f"{document.title} has {room.tokens:,} tokens but this model's context leaves room for "
             f"{room.budget_tokens:,}. The memory available now holds a context long enough for all of it: "
-            f"the model's context grows as the document is read, taking more memory.\n\nOr read only its first or "
-            f"its last {part_tokens:,} tokens.", QApplication.activeWindow(),
+            f"the model's context grows as the document is read, taking more memory.\n\nOr read only as much of "
+            f"its beginning or its end as fits ({part_tokens:,} tokens, the room less the document's title).",
+            QApplication.activeWindow(),
             whole_tokens=room.tokens), document, path)
 
     def _open_part_choice(self, choice: PartChoice, document: ExtractedDocument, path: Path) -> None:
@@ -102,8 +103,8 @@ def too_long_text(too_long: DocumentTooLong, report: p.ContextReport | None, mod
         whole = ("free some memory (or turn on \"Halve the memory a conversation uses\" in Settings → Advanced), or "
                  "choose a model that reads more at once or has a smaller file")
     offer = f" {suggestion.reads_whole()}." if suggestion is not None else ""
-    return (f"{summary}.\n\nTo read all of it,{new_chat} {whole}.{offer} Or read only its first or its last "
-            f"{too_long.budget_tokens:,} tokens.")
+    return (f"{summary}.\n\nTo read all of it,{new_chat} {whole}.{offer} Or read only as much of its beginning "
+            "or its end as fits.")
 
 
 def suggestion_button_text(suggestion: ModelSuggestion) -> str:
