@@ -62,7 +62,7 @@ class SamplingParams:
         return self.temperature == 0
 
 
-GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0)
+GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)  # the bare argmax
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,25 @@ class StateShape(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ssm_state_elements: int = 0  # per recurrent layer
 
 
+class SamplingValues(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Sampling a model's makers publish; a field left out (None) is not published. The ranges are the
+    protocol's, checked where the values are used (:mod:`app.services.sampling_defaults`)."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+
+
+class SamplingAdvice(SamplingValues, frozen=True, forbid_unknown_fields=True):
+    """A family's published sampling: the values for answers without thinking, ``thinking`` where
+    thinking on differs (only the fields that differ), and where they were published (``source``)."""
+
+    thinking: SamplingValues | None = None
+    source: str = ""
+
+
 class CatalogueEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A curated model: where its files are, what it is, and how big its state gets."""
 
@@ -93,6 +112,7 @@ class CatalogueEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     files: list[CatalogueFile]
     source: str
     revision: str = "main"
+    sampling: SamplingAdvice | None = None  # the family's published sampling (None: none published)
 
     def file(self, quant: str | None = None) -> CatalogueFile:
         """Return the variant ``quant`` (case-insensitive), or the recommended one for None.
@@ -173,6 +193,8 @@ def _entry_problems(entry: CatalogueEntry):
         yield "context_length must be a positive integer"
     yield from _state_problems(entry.state)
     yield from _files_problems(entry)
+    if entry.sampling is not None and not entry.sampling.source.strip():
+        yield "sampling.source must say where the sampling was published"
 
 
 def _state_problems(state: StateShape):

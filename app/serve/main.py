@@ -34,6 +34,7 @@ from app.serve.models import ModelRefused, model_table
 from app.services.draft_heads import resolve_draft_files, with_installed_head
 from app.services.model_refs import ModelRefError, model_file
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
+from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
 from app.services.paths import user_paths
 from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, NOTICE_PREFIX, PARENT_ENV, listening_line
 from app.services.pending_turn import PendingTurn
@@ -146,6 +147,7 @@ class Server:
         except ModelRefused as exc:
             raise ServeRefused(str(exc)) from None
         self.model_id = next(iter(self.models))
+        self._sampling: dict[tuple[str, bool], ResolvedSampling] = {}
         self.wait_s, self.run_s = serve_limits()
         self.settings = current_settings()
         self.folder = private_folder(user_paths().ensure().cache)
@@ -175,7 +177,8 @@ class Server:
 
     def chat_job(self, body: schema.ChatRequest) -> Job:
         messages, stop = schema.api_messages(body), schema.stop_strings(body)
-        options = TurnOptions(sampling=schema.sampling_spec(body), max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
+        options = TurnOptions(sampling=schema.sampling_spec(body, self.sampling_defaults(body)),
+                              max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
                               draft=self.args.draft, draft_max=self.args.draft_max,
                               enable_thinking=schema.enable_thinking(body))
         holder: list[PendingTurn] = []
@@ -194,9 +197,19 @@ class Server:
 
     def completion_job(self, body: schema.CompletionRequest) -> Job:
         command = p.Complete(request_id=new_request_id("api"), prompt=schema.completion_prompt(body),
-                             sampling=schema.sampling_spec(body), max_tokens=body.max_tokens,
+                             sampling=schema.sampling_spec(body, self.sampling_defaults(body)),
+                             max_tokens=body.max_tokens,
                              stop=schema.stop_strings(body), draft=self.draft, draft_max=self.args.draft_max)
         return Job(prepare=lambda: self.with_head(command), wait_limit_s=self.wait_s, run_limit_s=self.run_s)
+
+    def sampling_defaults(self, body: schema._Sampling) -> ResolvedSampling:
+        """The sampling of the model the request names, for the fields it does not set (read once per
+        model and thinking mode)."""
+        thinking = bool(isinstance(body, schema.ChatRequest) and schema.enable_thinking(body))
+        key = (self.models.get(body.model, self.models[self.model_id]), thinking)
+        if key not in self._sampling:
+            self._sampling[key] = resolve_sampling(key[0], thinking=thinking)
+        return self._sampling[key]
 
     def with_head(self, command: p.Answer) -> p.Answer:
         """``auto`` drafts with an installed EAGLE-3 head that fits the model now served (asked on the

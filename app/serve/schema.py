@@ -5,9 +5,10 @@ A body is decoded strictly: a field Hearth does not know is refused as OpenAI re
 ``n`` > 1, log-probabilities, penalties, a logit bias, a JSON response format) is refused by name
 rather than ignored, so no request is silently misread. Fields that change nothing about the answer
 (``user``, ``metadata``, ``store``, ``service_tier``) are accepted and ignored, as OpenAI does for
-parameters a model does not use. Sampling follows OpenAI's defaults where the client sends
-nothing: temperature 1 and top-p 1, with llama.cpp's top-k and min-p off; ``top_k``, ``min_p`` and
-``repeat_penalty`` may be sent as to llama.cpp's server.
+parameters a model does not use. A sampling field the client does not send is the served model's
+default (:func:`app.services.sampling_defaults.resolve_sampling`: the GGUF's own sampling keys, else
+its family's published values, else Hearth's, which keep the built-in model from looping), as
+llama.cpp's server does; ``top_k``, ``min_p`` and ``repeat_penalty`` may be sent as to llama.cpp's server.
 
 No value reaches the engine unchecked: a number outside its field's range, of the wrong type or too
 large to read is refused here (400 ``invalid_request_error``, ``param`` naming the field, the message
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from app.serve.json_depth import NestedTooDeep, check_depth
+from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
 from engine import command_check
 from engine import protocol as p
 
@@ -162,14 +164,16 @@ def _sampling_problem(raw: Any, field: str | None) -> str | None:
         return None
 
 
-def sampling_spec(body: _Sampling) -> p.SamplingSpec:
-    """The request's sampling, each value checked by the protocol's rule (the worker's)."""
-    def given(value, default):
-        return default if value is None else value
+def sampling_spec(body: _Sampling, defaults: ResolvedSampling | None = None) -> p.SamplingSpec:
+    """The request's sampling over the served model's ``defaults`` (None: the built-in model's), each
+    value checked by the protocol's rule (the worker's)."""
+    def number(value):
+        return None if value is None else float(value)
 
-    spec = p.SamplingSpec(temperature=float(given(body.temperature, 1.0)), top_k=given(body.top_k, 0),
-                          top_p=float(given(body.top_p, 1.0)), min_p=float(given(body.min_p, 0.0)), seed=body.seed,
-                          repeat_penalty=float(given(body.repeat_penalty, 1.0)))
+    resolved = (defaults or resolve_sampling()).with_yours(
+        temperature=number(body.temperature), top_k=body.top_k, top_p=number(body.top_p), min_p=number(body.min_p),
+        repeat_penalty=number(body.repeat_penalty))
+    spec = resolved.spec(seed=body.seed)
     for name in p.SamplingSpec.__struct_fields__:
         if (problem := p.sampling_problem(name, getattr(spec, name))) is not None:
             raise RequestRefused(f"Invalid '{name}': {problem}", name, "invalid_request")

@@ -50,17 +50,22 @@ KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
-    """How the next token is drawn; these defaults are the only ones (see :data:`DEFAULTS`).
+    """How the next token is drawn; these defaults are Hearth's, the only ones (see :data:`DEFAULTS`).
     ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy.
     ``repeat_penalty`` (llama.cpp's rule; 1 = off) makes tokens of the answer's last
-    :data:`REPEAT_WINDOW` tokens less likely (see :mod:`engine.sampling`)."""
+    :data:`REPEAT_WINDOW` tokens less likely (see :mod:`engine.sampling`).
+
+    A model's own recommended sampling (its GGUF's ``general.sampling.*`` keys, else its family's in
+    the catalogue) comes before these: :mod:`app.services.sampling_defaults`. The repeat penalty's
+    default is the one that kept the built-in SmolLM2 from looping, by measurement
+    (``tests/bench/bench_loops.py``; the figures are in docs/performance.md)."""
 
     temperature: float = 0.7
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
-    repeat_penalty: float = 1.0
+    repeat_penalty: float = 1.1
 
 
 REPEAT_PENALTY_RANGE = (1.0, 2.0)  # 1 = off; above 2 a model can no longer repeat even a needed word

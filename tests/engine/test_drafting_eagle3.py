@@ -126,7 +126,7 @@ def test_greedy_eagle3_drafting_is_identical_in_each_weight_type(test_models, ea
 
 # Untruncated and hot: the random head's q overlaps the target's p, so about one drafted token in six is
 # accepted (at temperature 1 with top-k, as test_drafting's configurations, it is one in thirty or fewer).
-HOT = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, min_p=0.0)
+HOT = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
 RUNS = 600
 BUCKETS = 16
 

@@ -21,7 +21,7 @@ from engine.sampling import GREEDY, SamplingParams, TokenDistribution, distribut
 from engine.speculative.verifier import verify
 from tests.stats import regularized_lower_gamma
 
-PLAIN = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)  # distribution == softmax
+PLAIN = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)  # == softmax
 
 # Upper 1% points of the chi-square distribution (the 0.99 quantile) by degrees of freedom, from the
 # standard table (NIST/SEMATECH e-Handbook of Statistical Methods, section 1.3.6.7.4, "Critical
