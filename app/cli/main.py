@@ -69,8 +69,8 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=flag_types.seed, default=sampling.seed,
                         help="fixed seed for reproducible sampling")
     parser.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty, metavar="X",
-                        help="make words of the answer's last 64 tokens less likely: 1 = off (default), "
-                             "1.1 stops most loops, at most 2")
+                        help="make words of the answer's last 64 tokens less likely: 1 = off, at most 2 "
+                             f"(default {sampling.repeat_penalty}, which keeps the built-in model from looping)")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                         help=f"speculative drafting: {DRAFT_CHOICES} (default {DEFAULTS.draft}); never changes the output")
     parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",
