@@ -1,4 +1,5 @@
-"""Greedy output of ``hearth generate --raw --temperature 0`` equals llama-cpp-python's own ``Llama``."""
+"""Greedy output of ``hearth generate --raw --temperature 0 --repeat-penalty 1`` (plain argmax: the
+penalty's default is on) equals llama-cpp-python's own ``Llama``."""
 
 import json
 
@@ -19,7 +20,7 @@ N_TOKENS = 48
 
 
 def hearth_greedy(capsys, model: str, prompt: str) -> dict:
-    code = main(["generate", "--model", model, "--raw", "--temperature", "0",
+    code = main(["generate", "--model", model, "--raw", "--temperature", "0", "--repeat-penalty", "1",
                  "--max-tokens", str(N_TOKENS), "--json", prompt])
     assert code == 0
     return json.loads(capsys.readouterr().out)
@@ -39,6 +40,9 @@ def reference_greedy(llm, prompt: str, n: int) -> list[int]:
 def model_and_reference(request):
     from llama_cpp import Llama
 
+    from engine.backends.llama_cpp import init_backend
+
+    init_backend()  # this machine's CPU build, loaded as the worker loads it: the reference runs on the same
     path = request.getfixturevalue(request.param)
     # n_ctx=0: the trained context, which is also what hearth's automatic context is for these small models
     llm = Llama(model_path=str(path), n_ctx=0, n_batch=512, n_threads=default_threads(),
