@@ -38,6 +38,7 @@ from model_store.db import StoreError
 SCHEMA_VERSION = 1
 KV_BYTES_PER_ELEMENT = 2  # f16, llama.cpp's default K/V cache type
 RECURRENT_BYTES_PER_ELEMENT = 4  # f32, llama.cpp's default recurrent-state type
+GOOD_FOR_LENGTH = 100  # a card's "Good for" line: short enough to read at a glance
 
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -85,6 +86,7 @@ class SamplingValues(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     top_p: float | None = None
     min_p: float | None = None
     repeat_penalty: float | None = None
+    repeat_last_n: int | None = None  # the penalty's window: -1 the whole answer, 0 off
 
 
 class SamplingAdvice(SamplingValues, frozen=True, forbid_unknown_fields=True):
@@ -113,6 +115,7 @@ class CatalogueEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: str
     revision: str = "main"
     sampling: SamplingAdvice | None = None  # the family's published sampling (None: none published)
+    good_for: str = ""  # what the makers' model card says it is for, in one short line for a person
 
     def file(self, quant: str | None = None) -> CatalogueFile:
         """Return the variant ``quant`` (case-insensitive), or the recommended one for None.
@@ -183,6 +186,8 @@ def _entry_problems(entry: CatalogueEntry):
             yield f"{field} must not be empty"
     if "\n" in entry.description:
         yield "description must be one line"
+    if "\n" in entry.good_for or len(entry.good_for) > GOOD_FOR_LENGTH:
+        yield f"good_for must be one line of at most {GOOD_FOR_LENGTH} characters"
     if not _REPO_ID.fullmatch(entry.repo_id):
         yield f"repo_id must look like 'owner/name', not {entry.repo_id!r}"
     if not entry.revision or any(c.isspace() for c in entry.revision) or ".." in entry.revision:

@@ -10,6 +10,9 @@ with it the model picker.
 What an action ends with (imported, or why not) is said where the user started it: in the Models
 page (:attr:`ModelManager.action_ended`, :attr:`ModelManager.download_ended`), and in the window's
 banner (:attr:`ModelManager.notice`) only when that page is closed (:attr:`ModelManager.page_open`).
+
+The free memory every figure of the listing follows is read here, on each refresh, and kept steady
+(:func:`ui.model_words.steady_memory`): the page changes only when it moved by a few percent.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from PySide6.QtCore import QObject, Signal
 from app.services.model_listing import listing_json
 from app.services.model_refs import app_catalogue
 from model_store.catalogue import Catalogue
-from model_store.fit import DEFAULT_BUDGET_PERCENT
+from model_store.fit import DEFAULT_BUDGET_PERCENT, available_memory
 from model_store.installed import ModelLibrary
 from ui.cli_job import CliJob
+from ui.model_words import steady_memory
 from ui.store_thread import StoreThread
 
 
@@ -47,15 +51,18 @@ class ModelManager(QObject):
         self.downloads: dict[str, CliJob] = {}
         self._jobs: list[CliJob] = []
         self.page_open = False  # the Models page is on screen (it says what happened there)
+        self.read_memory = available_memory  # () -> free bytes now; a test feeds its own readings
+        self.shown_memory: int | None = None  # the free memory the last listing was built with
 
     def refresh(self) -> None:
         models_dir, cache_dir = self.models_dir, self.cache_dir
         context, percent = self.context_tokens, self.memory_percent
+        available = self.shown_memory = steady_memory(self.shown_memory, self.read_memory())
 
         def build(store):
             installed = ModelLibrary(store.db, models_dir).list()
             catalogue = app_catalogue(cache_dir)
-            return installed, catalogue, listing_json(catalogue, installed, context, percent=percent)
+            return installed, catalogue, listing_json(catalogue, installed, context, available, percent=percent)
 
         self.store.submit(build, self._refreshed, lambda message: self.notice.emit("error", message))
 

@@ -39,6 +39,7 @@ def entry_json(entry: CatalogueEntry, installed: list[InstalledModel], context: 
     return {"id": entry.id, "name": entry.name, "repo_id": entry.repo_id, "revision": entry.revision,
             "architecture": entry.architecture, "context_length": entry.context_length, "has_mtp": entry.has_mtp,
             "draft": entry.draft, "licence": entry.licence, "description": entry.description,
+            "good_for": entry.good_for,
             "recommended_quant": entry.recommended_quant, "context_tokens": tokens, "variants": variants}
 
 

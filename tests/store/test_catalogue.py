@@ -281,3 +281,15 @@ def test_parsed_entries_are_immutable():
     with pytest.raises(AttributeError):
         e.id = "other"
     assert copy.deepcopy(e) == e
+
+
+def test_every_shipped_model_says_what_it_is_good_for_in_one_short_line():
+    from model_store.catalogue import load_catalogue
+    from model_store.catalogue_schema import GOOD_FOR_LENGTH, CatalogueError, check_entry
+
+    entries = list(load_catalogue())
+    assert all(entry.good_for.strip() and len(entry.good_for) <= GOOD_FOR_LENGTH for entry in entries)
+    assert all("Good for:" in entry.source for entry in entries), "each says where its line came from"
+    import msgspec
+    with pytest.raises(CatalogueError, match="good_for must be one line"):
+        check_entry(msgspec.structs.replace(entries[0], good_for="two\nlines"), "entry 0")

@@ -24,7 +24,7 @@ def models_page(start_app, hub, monkeypatch, tmp_path, tiny_gguf_bytes, tiny_set
     app = start_app()
     app.window.open_models()
     dialog = app.window.models_dialog
-    qtbot.waitUntil(lambda: dialog.variant_item(REF) is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: dialog.card_of(REF) is not None, timeout=30_000)
     return app, dialog
 
 
@@ -37,20 +37,21 @@ def test_download_moves_the_bar_cancels_resumes_and_lands_in_the_picker(models_p
                                                                          tiny_gguf_bytes):
     app, dialog = models_page
     hub.throttle(200_000)  # about 6 s for the whole file: time to see the bar move and cancel
-    assert dialog.select_ref(REF) and dialog.download_button.isEnabled()
-    qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    card = dialog.card_of(REF)
+    assert dialog.select_ref(REF) and card.download.isEnabled() and card.download.text() == "Download"
+    qtbot.mouseClick(card.download, Qt.MouseButton.LeftButton)
     row = dialog.rows[REF]
+    assert not card.download.isEnabled() and card.download.text() == "Downloading…"
+    qtbot.waitUntil(lambda: row.isVisibleTo(card), timeout=5_000)  # the bar is on the card
     qtbot.waitUntil(lambda: row.bar.value() >= 150, timeout=30_000)  # 15 % and moving
     assert "/s" in row.bar.format()
     qtbot.mouseClick(row.cancel, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: REF not in dialog.rows, timeout=30_000)
     assert "paused" in dialog.status.text()
-    assert dialog.variant_item(REF).text(3) == ""
+    assert card.status() == "" and card.download.isEnabled()
     hub.throttle(None)
-    dialog.select_ref(REF)
-    qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.variant_item(REF) is not None and dialog.variant_item(REF).text(3) == "installed",
-                    timeout=60_000)
+    qtbot.mouseClick(card.download, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: card.status() == "installed", timeout=60_000)
     first, second = hub.body_gets(FILENAME)
     assert second.range and not second.range.startswith("bytes=0-")  # the second transfer resumed
     assert first.body_bytes + second.body_bytes < 2 * len(tiny_gguf_bytes)
@@ -61,11 +62,11 @@ def test_download_moves_the_bar_cancels_resumes_and_lands_in_the_picker(models_p
 def test_a_failed_download_says_why(models_page, hub, qtbot):
     _, dialog = models_page
     hub.corrupt(FILENAME)
-    dialog.select_ref(REF)
-    qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    card = dialog.card_of(REF)
+    qtbot.mouseClick(card.download, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "Could not download" in dialog.status.text(), timeout=60_000)
     assert "sha256" in dialog.status.text().lower() or "checksum" in dialog.status.text().lower()
-    assert dialog.variant_item(REF).text(3) == ""
+    assert card.status() == "" and REF not in dialog.rows
 
 
 def test_import_then_delete_updates_the_list_and_the_picker(models_page, qtbot, hybrid_tiny, tmp_path):

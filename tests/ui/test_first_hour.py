@@ -228,9 +228,11 @@ def test_the_models_dialog_shows_each_models_description_and_licence(start_app, 
     app.window.open_models()
     dialog = app.window.models_dialog
     entries = list(load_catalogue())
-    app.qtbot.waitUntil(lambda: dialog.entry_title(entries[0].id) is not None, timeout=30_000)
+    app.qtbot.waitUntil(lambda: dialog.card(entries[-1].id) is not None, timeout=30_000)
     for entry in entries:
-        dialog.catalogue.scrollToItem(dialog.entry_item(entry.id))
-        title = dialog.entry_title(entry.id)
-        app.qtbot.waitUntil(title.isVisible, timeout=5_000)  # on its row, not in a tooltip
-        assert entry.description in title.text() and entry.licence in title.text()
+        card = dialog.card(entry.id)
+        dialog.catalogue.ensureWidgetVisible(card)
+        app.qtbot.waitUntil(card.good_for.isVisible, timeout=5_000)  # on its card, not in a tooltip
+        assert entry.good_for in card.text() and entry.licence in card.text()
+        card.show_details(True)
+        assert entry.description in card.technical.text()

@@ -1,88 +1,54 @@
-"""The Models page: the catalogue (each model with its one-line description and licence, each
-quantization with its memory-fit badge and size), downloads with progress, speed, time left and
-Cancel, the installed models with Delete (the embedded model is listed too, and cannot be
-deleted), and Import of a GGUF file. Each quantization shows the context it can use here (what this
-machine's memory budget holds, never past the trained maximum; where memory would hold more, that is
-said as headroom) and what a transformer of equal size would get, and the selected one is drawn in
-a chart of memory against context (:mod:`ui.views.context_chart`).
+"""The Models page: the catalogue as short cards (:mod:`ui.views.model_card`: what each model is good
+for, its download size, whether it fits this computer, how much it reads at once, its licence, and
+Download with its progress; details and the chart of memory against context one click away), and
+on a second tab the models on this computer with Remove (the embedded model is listed too, and
+cannot be removed) and Import of a GGUF file.
 
 It shows what :class:`~ui.model_manager.ModelManager` reports and forwards clicks to it. What an
 action ends with (a download, an import, a removal, or why it failed) is said here, in the status
-line under the catalogue; the window's banner says it only while this page is closed.
+line under the tabs; the window's banner says it only while this page is closed.
+
+The page opens centred on the window, no taller than it nor than the screen, and can be resized
+(:func:`place_over`).
 """
 
 from __future__ import annotations
 
-from html import escape
-
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QPalette, QTextDocumentFragment
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import (
-    QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar, QPushButton,
-    QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
+    QDialog, QFileDialog, QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QScrollArea, QTabWidget,
+    QVBoxLayout, QWidget,
 )
 
-from app.services.model_listing import context_words
 from model_store.catalogue_schema import CatalogueError
-from ui.formatting import fmt_bytes, fmt_duration
+from ui.formatting import fmt_bytes
 from ui.model_manager import ModelManager
-from ui.theme import colour
-from ui.views.context_chart import ChartModel, ContextChart
+from ui.model_words import STEADY_PERCENT, gb
+from ui.theme import text_scale
+from ui.views.context_chart import ChartModel
+from ui.views.model_card import DownloadRow, ModelCard, wrapped
 
-FIT_TEXT = {"fits": "fits", "tight": "tight: may swap", "too_big": "too big"}
-FIT_TONE = {"fits": "good", "tight": "caution", "too_big": "bad"}  # ui.theme.colour, light or dark
 REF_ROLE = Qt.ItemDataRole.UserRole
-ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1  # a catalogue model's id, on its row
 EMBEDDED_NOTE = "comes with Hearth; it cannot be deleted"
-STATUS_COLUMN, CONTEXT_COLUMN = 3, 4
+PREFERRED_SIZE = (860, 760)  # at 100 % text; wider with larger text, never past the window's height
+CATALOGUE_TAB, INSTALLED_TAB = 0, 1
 
 
-class DownloadRow(QWidget):
-    """One running download: name, bar, speed and time left, Cancel."""
-
-    def __init__(self, ref: str, manager: ModelManager) -> None:
-        super().__init__()
-        self.setObjectName(f"download:{ref}")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.label = QLabel(ref)
-        self.bar = QProgressBar(maximum=1000, textVisible=True)
-        self.bar.setAccessibleName(f"Downloading {ref}")
-        self.cancel = QPushButton("Cancel")
-        self.cancel.clicked.connect(lambda: manager.cancel(ref))
-        layout.addWidget(self.label)
-        layout.addWidget(self.bar, 1)
-        layout.addWidget(self.cancel)
-
-    def show_progress(self, event: dict) -> None:
-        done, total = event["downloaded_bytes"], max(1, event["total_bytes"])
-        self.bar.setValue(int(done * 1000 / total))
-        eta = event.get("eta_seconds")
-        left = f" · {fmt_duration(eta)} left" if eta is not None else ""
-        self.bar.setFormat(f"{done / total:.0%} of {fmt_bytes(total)} · {fmt_bytes(event['bytes_per_second'])}/s{left}")
-
-
-class EntryTitle(QWidget):
-    """A catalogue model's row: its name, architecture and licence, and under them its description."""
-
-    def __init__(self, entry: dict) -> None:
-        super().__init__()
-        self.setObjectName(f"entry:{entry['id']}")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 3, 2, 3)
-        layout.setSpacing(0)
-        self.name = QLabel(f"<b>{escape(entry['name'])}</b> ({escape(entry['architecture'])}) · "
-                           f"Licence: {escape(entry['licence'])}", textFormat=Qt.TextFormat.RichText)
-        self.details = QLabel(entry["description"], textFormat=Qt.TextFormat.PlainText)
-        self.details.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.setToolTip(f"{entry['description']}\n{entry['repo_id']} · trained context "
-                        f"{entry['context_length']:,} tokens")
-        layout.addWidget(self.name)
-        layout.addWidget(self.details)
-
-    def text(self) -> str:
-        """What the row says, as plain text."""
-        return f"{QTextDocumentFragment.fromHtml(self.name.text()).toPlainText()}\n{self.details.text()}"
+def place_over(dialog: QWidget, parent: QWidget | None) -> None:
+    """Size ``dialog`` and centre it on ``parent``: no taller than ``parent`` and the screen's free
+    area, no wider than that area; it stays resizable."""
+    screen = (parent or dialog).screen().availableGeometry()
+    over = parent.frameGeometry() if parent is not None else screen
+    frame_w, frame_h = ((over.width() - parent.width(), over.height() - parent.height()) if parent is not None
+                        else (0, 0))  # the window manager's frame, as the window has it
+    width = min(round(PREFERRED_SIZE[0] * max(1.0, text_scale()) ** 0.5), screen.width() - frame_w)
+    height = min(PREFERRED_SIZE[1], over.height() - frame_h, screen.height() - frame_h)
+    dialog.resize(width, height)
+    placed = QRect(0, 0, width + frame_w, height + frame_h)
+    placed.moveCenter(over.center())
+    placed.moveLeft(max(screen.left(), min(placed.left(), screen.right() + 1 - placed.width())))
+    placed.moveTop(max(screen.top(), min(placed.top(), screen.bottom() + 1 - placed.height())))
+    dialog.move(placed.topLeft())
 
 
 class ModelsDialog(QDialog):
@@ -90,11 +56,14 @@ class ModelsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("models_dialog")
         self.setWindowTitle("Models")
-        self.resize(960, 820)
+        self.setSizeGripEnabled(True)
         self.manager = manager
-        self.rows: dict[str, DownloadRow] = {}
+        self.cards: dict[str, ModelCard] = {}  # by catalogue id, in catalogue order
+        self.rows: dict[str, DownloadRow] = {}  # running downloads by "id:QUANT"
         self.listing: dict | None = None
+        self._selected: str | None = None  # the file last chosen, opened or downloaded
         self._wanted: tuple[str, bool] | None = None  # (ref, download it) to show once the listing has it
+        self._placed = False
         self._build()
         manager.listing_changed.connect(self.show_listing)
         manager.download_progress.connect(self._progress)
@@ -104,70 +73,97 @@ class ModelsDialog(QDialog):
 
     def _build(self) -> None:
         layout = QVBoxLayout(self)
-        self.memory = QLabel()
-        self.catalogue = QTreeWidget()
+        self.memory = wrapped()
+        self.memory.setObjectName("models_memory")
+        self.tabs = QTabWidget()
+        self.catalogue = QScrollArea(widgetResizable=True)
         self.catalogue.setObjectName("catalogue")
-        self.catalogue.setHeaderLabels(["Model", "Size", "Memory", "Status", "Reads at once on this computer"])
-        self.catalogue.headerItem().setToolTip(CONTEXT_COLUMN, "The context this computer's memory holds with the file: "
-                                               "how many tokens of conversation and documents the model reads at once "
-                                               "(for a transformer of the same size it would be far fewer)")
-        self.catalogue.setColumnWidth(0, 200)  # a quantization; a model's own row spans every column
-        self.catalogue.setColumnWidth(STATUS_COLUMN, 90)
-        self.chart = ContextChart()
-        self.catalogue.itemSelectionChanged.connect(self._selection_changed)
-        self.catalogue.itemActivated.connect(lambda *_: self._download_selected())
-        self.download_button = QPushButton("&Download")
-        self.download_button.clicked.connect(self._download_selected)
-        self.downloads = QVBoxLayout()
-        self.status = QLabel()
+        self.catalogue.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.card_list = QWidget()
+        self.card_layout = QVBoxLayout(self.card_list)
+        self.card_layout.addStretch(1)
+        self.catalogue.setWidget(self.card_list)
+        self.tabs.addTab(self.catalogue, "&Get models")
+        self.tabs.addTab(self._installed_page(), "&On this computer")
+        self.status = wrapped()
         self.status.setObjectName("models_status")
-        self.status.setWordWrap(True)
+        layout.addWidget(self.memory)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.status)
+
+    def _installed_page(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
         self.installed = QListWidget()
         self.installed.setObjectName("installed_models")
+        self.installed.setWordWrap(True)
         self.installed.currentItemChanged.connect(lambda *_: self._installed_selection_changed())
-        self.delete_button = QPushButton("De&lete")
+        self.delete_button = QPushButton("&Remove")
         self.delete_button.clicked.connect(self._delete_selected)
         self.delete_button.setEnabled(False)
-        self.import_button = QPushButton("&Import GGUF…")
+        self.import_button = QPushButton("&Import GGUF file…")
         self.import_button.clicked.connect(self._import)
-        layout.addWidget(self.memory)
-        layout.addWidget(self.catalogue, 3)
-        layout.addWidget(self.chart, 2)
-        layout.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addLayout(self.downloads)
-        layout.addWidget(self.status)
-        layout.addWidget(QLabel("Installed:", buddy=self.installed))
-        layout.addWidget(self.installed, 1)
         buttons = QHBoxLayout()
         buttons.addWidget(self.delete_button)
         buttons.addWidget(self.import_button)
         buttons.addStretch(1)
+        layout.addWidget(self.installed, 1)
         layout.addLayout(buttons)
-        self._selection_changed()
+        return page
+
+    # -- the listing -----------------------------------------------------------------------------
 
     def show_listing(self, listing: dict) -> None:
-        selected = self.selected_ref()
         self.listing = listing
-        self.memory.setText(f"Memory advice for this machine: {fmt_bytes(listing['available_memory_bytes'])} "
-                            f"available now, of which an automatic context may fill "
-                            f"{listing['memory_budget_percent']} %. ★ marks the recommended quantization.")
-        self.catalogue.clear()
+        available = listing["available_memory_bytes"]
+        self.memory.setText(f"This computer has about {gb(available)} of memory free now. A model may use up to "
+                            f"{listing['memory_budget_percent']} % of it, so other programs keep room.")
+        self.memory.setToolTip(f"{fmt_bytes(available)} available, read again when it changes by "
+                               f"{STEADY_PERCENT} % or more. The share is Settings → Model → memory budget.")
         for entry in listing["catalogue"]:
-            self._add_entry(entry)
-        self.catalogue.expandAll()
-        if selected:
-            self.select_ref(selected)
+            self._card_for(entry).show_entry(entry, available)
+        for gone in set(self.cards) - {entry["id"] for entry in listing["catalogue"]}:
+            self.cards.pop(gone).deleteLater()
         self.installed.clear()
         if listing.get("embedded"):
             self._add_installed(listing["embedded"], EMBEDDED_NOTE)
         for model in listing["installed"]:
             self._add_installed(model, model["source"] + (" (file missing)" if model["missing"] else ""))
-        self._selection_changed()
         self._installed_selection_changed()
         self._show_wanted()
 
+    def _card_for(self, entry: dict) -> ModelCard:
+        card = self.cards.get(entry["id"])
+        if card is None:
+            card = ModelCard(entry, self._chart_model, self.manager.cancel)
+            card.selected.connect(self._select)
+            card.download_requested.connect(self._download)
+            self.card_layout.insertWidget(len(self.cards), card)
+            self.cards[entry["id"]] = card
+        return card
+
+    def card(self, entry_id: str) -> ModelCard | None:
+        return self.cards.get(entry_id)
+
+    def card_of(self, ref: str) -> ModelCard | None:
+        """The card of the file ``ref`` ("id:QUANT")."""
+        return self.cards.get(ref.rpartition(":")[0])
+
+    def _chart_model(self, ref: str) -> ChartModel | None:
+        """A file's memory against context, from the catalogue the listing was read from."""
+        if self.listing is None or self.manager.catalogue is None:
+            return None
+        try:
+            entry, file = self.manager.catalogue.resolve(ref)
+        except CatalogueError:
+            return None
+        return ChartModel.of(entry, file.size_bytes, self.listing["available_memory_bytes"],
+                             self.listing["memory_budget_percent"])
+
+    # -- choosing and downloading ----------------------------------------------------------------
+
     def show_model(self, ref: str, *, download: bool = False) -> None:
-        """Select the file ``ref`` ("id:QUANT") as soon as the listing has it, and start its download if
+        """Show the file ``ref`` ("id:QUANT") as soon as the listing has it, and start its download if
         asked (a model another window suggested: one click there, no search here)."""
         self._wanted = (ref, download)
         self._show_wanted()
@@ -177,9 +173,56 @@ class ModelsDialog(QDialog):
             return
         ref, download = self._wanted
         self._wanted = None
-        self.catalogue.scrollToItem(self.variant_item(ref))
+        self.tabs.setCurrentIndex(CATALOGUE_TAB)
         if download:
-            self._download_selected()
+            self._download(ref)
+
+    def select_ref(self, ref: str) -> bool:
+        """Show the file ``ref`` on its card, scrolled into view; False if the catalogue has no such file."""
+        card = self.card_of(ref)
+        if card is None or not card.choose(ref.rpartition(":")[2]):
+            return False
+        self._selected = ref
+        self.catalogue.ensureWidgetVisible(card)
+        return True
+
+    def selected_ref(self) -> str | None:
+        return self._selected
+
+    def _select(self, ref: str) -> None:
+        self._selected = ref
+
+    def _download(self, ref: str) -> None:
+        card = self.card_of(ref)
+        if card is None or ref in self.rows or card.choose(ref.rpartition(":")[2]) and card.status():
+            return
+        self._selected = ref
+        self.status.setText("")
+        self.rows[ref] = card.download_started(ref)
+        self.manager.download(ref)
+
+    def _progress(self, ref: str, event: dict) -> None:
+        card = self.card_of(ref)
+        if ref not in self.rows and card is not None:
+            self.rows[ref] = card.download_started(ref)
+        if ref in self.rows:
+            self.rows[ref].show_progress(event)
+
+    def _ended(self, ref: str, ok: bool, message: str) -> None:
+        self.rows.pop(ref, None)
+        card = self.card_of(ref)
+        if card is not None:
+            card.download_ended(ref)
+        self._action_ended(ok, message)
+
+    def _action_ended(self, ok: bool, text: str) -> None:
+        """An action ended: say how, here, where it was asked for (a failure in bold)."""
+        self.status.setText(text)
+        font = self.status.font()
+        font.setBold(not ok)
+        self.status.setFont(font)
+
+    # -- installed models ------------------------------------------------------------------------
 
     def _add_installed(self, model: dict, note: str) -> None:
         item = QListWidgetItem(f"{model['name']} — {fmt_bytes(model['size_bytes'])}, {note}")
@@ -192,125 +235,6 @@ class ModelsDialog(QDialog):
         item = self.installed.currentItem()
         self.delete_button.setEnabled(item is not None and bool(item.data(REF_ROLE)))
 
-    def _add_entry(self, entry: dict) -> None:
-        item = self._entry_item(entry)
-        self.catalogue.addTopLevelItem(item)
-        item.setFirstColumnSpanned(True)
-        title = EntryTitle(entry)
-        item.setSizeHint(0, title.sizeHint())
-        self.catalogue.setItemWidget(item, 0, title)
-
-    def entry_item(self, entry_id: str) -> QTreeWidgetItem | None:
-        items = (self.catalogue.topLevelItem(i) for i in range(self.catalogue.topLevelItemCount()))
-        return next((item for item in items if item.data(0, ENTRY_ROLE) == entry_id), None)
-
-    def entry_title(self, entry_id: str) -> EntryTitle | None:
-        """What names a catalogue model on its row: name, description, licence."""
-        item = self.entry_item(entry_id)
-        return self.catalogue.itemWidget(item, 0) if item is not None else None
-
-    def _entry_item(self, entry: dict) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([""])
-        item.setData(0, ENTRY_ROLE, entry["id"])
-        item.setData(0, Qt.ItemDataRole.AccessibleTextRole, f"{entry['name']}: {entry['description']}, "
-                                                             f"licence {entry['licence']}")
-        item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
-        for variant in entry["variants"]:
-            star = " ★" if variant["recommended"] else ""
-            size = ("~" if variant["size_estimated"] else "") + fmt_bytes(variant["size_bytes"])
-            fit = f"{FIT_TEXT[variant['fit']]}{star}"
-            ref = f"{entry['id']}:{variant['quant']}"
-            status = "installed" if variant["installed_id"] else ("downloading" if ref in self.rows else "")
-            child = QTreeWidgetItem([variant["quant"], size, fit, status, _context_text(entry, variant)])
-            child.setData(0, REF_ROLE, ref)
-            child.setForeground(2, QBrush(colour(FIT_TONE[variant["fit"]])))
-            child.setToolTip(2, f"needs about {fmt_bytes(variant['needed_bytes'])} at "
-                                f"{entry['context_tokens']:,} tokens of context")
-            child.setToolTip(CONTEXT_COLUMN, _context_tooltip(entry, variant))
-            item.addChild(child)
-        return item
-
-    def selected_ref(self) -> str | None:
-        items = self.catalogue.selectedItems()
-        return items[0].data(0, REF_ROLE) if items else None
-
-    def variant_item(self, ref: str) -> QTreeWidgetItem | None:
-        for top in range(self.catalogue.topLevelItemCount()):
-            entry = self.catalogue.topLevelItem(top)
-            for index in range(entry.childCount()):
-                if entry.child(index).data(0, REF_ROLE) == ref:
-                    return entry.child(index)
-        return None
-
-    def select_ref(self, ref: str) -> bool:
-        item = self.variant_item(ref)
-        if item is not None:
-            self.catalogue.setCurrentItem(item)
-        return item is not None
-
-    def _selection_changed(self) -> None:
-        items = self.catalogue.selectedItems()
-        can = bool(items) and items[0].text(STATUS_COLUMN) == "" and items[0].data(0, REF_ROLE) not in self.rows
-        self.download_button.setEnabled(can)
-        self.chart.show_model(self._chart_model(self.selected_ref()))
-
-    def _chart_model(self, ref: str | None) -> ChartModel | None:
-        """The selected quantization's memory against context, from the catalogue the listing was read from."""
-        if ref is None or self.listing is None or self.manager.catalogue is None:
-            return None
-        try:
-            entry, file = self.manager.catalogue.resolve(ref)
-        except CatalogueError:
-            return None
-        return ChartModel.of(entry, file.size_bytes, self.listing["available_memory_bytes"],
-                             self.listing["memory_budget_percent"])
-
-    def _download_selected(self) -> None:
-        ref = self.selected_ref()
-        if ref and self.download_button.isEnabled():
-            self._add_row(ref)
-            self.manager.download(ref)
-
-    def _add_row(self, ref: str) -> None:
-        row = DownloadRow(ref, self.manager)
-        self.rows[ref] = row
-        self.downloads.addWidget(row)
-        self.status.setText("")
-        self._set_status_of(ref, "downloading")
-
-    def _progress(self, ref: str, event: dict) -> None:
-        if ref not in self.rows:
-            self._add_row(ref)
-        self.rows[ref].show_progress(event)
-
-    def _ended(self, ref: str, ok: bool, message: str) -> None:
-        row = self.rows.pop(ref, None)
-        if row is not None:
-            row.deleteLater()
-        self._action_ended(ok, message)
-        self._set_status_of(ref, "installed" if ok else "")
-
-    def _set_status_of(self, ref: str, text: str) -> None:
-        item = self.variant_item(ref)
-        if item is not None:
-            item.setText(STATUS_COLUMN, text)
-        self._selection_changed()
-
-    def _action_ended(self, ok: bool, text: str) -> None:
-        """An import or a removal ended: say how, here, where it was asked for (a failure in bold)."""
-        self.status.setText(text)
-        font = self.status.font()
-        font.setBold(not ok)
-        self.status.setFont(font)
-
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        self.manager.page_open = True
-
-    def hideEvent(self, event) -> None:
-        super().hideEvent(event)
-        self.manager.page_open = False
-
     def _delete_selected(self) -> None:
         item = self.installed.currentItem()
         if item is not None and item.data(REF_ROLE):
@@ -321,29 +245,15 @@ class ModelsDialog(QDialog):
         if path:
             self.manager.import_file(path)
 
+    # -- on screen -------------------------------------------------------------------------------
 
-def _context_text(entry: dict, variant: dict) -> str:
-    """``"130,048 of 262,144 trained · transformer: 32,768"`` where memory is the limit, ``"262,144
-    (trained max; memory: 1,353,472) · transformer: 262,144"`` where the trained length is: the
-    memory figure is headroom, not context (the tooltip says it in words)."""
-    used, memory = variant["max_context_tokens"], variant["memory_context_tokens"]
-    if memory > used:
-        here = f"{used:,} (trained max; memory: {memory:,})"
-    else:
-        here = f"{used:,} of {entry['context_length']:,} trained"
-    return f"{here} · transformer: {variant['transformer_max_context_tokens']:,}"
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        if not self._placed:
+            self._placed = True
+            place_over(self, self.parentWidget())
+        super().showEvent(event)
+        self.manager.page_open = True
 
-
-def _transformer_words(variant: dict) -> str:
-    return context_words(variant["transformer_max_context_tokens"], variant["transformer_memory_context_tokens"])
-
-
-def _context_tooltip(entry: dict, variant: dict) -> str:
-    used, memory, trained = variant["max_context_tokens"], variant["memory_context_tokens"], entry["context_length"]
-    if memory > used:
-        held = (f"The memory budget would hold {memory:,} tokens of context with this file, but it was trained on "
-                f"up to {trained:,}, so an automatic context gets {used:,}; the rest is headroom, not context.")
-    else:
-        held = (f"The memory budget holds {memory:,} tokens of context with this file; it was trained on up to "
-                f"{trained:,}, so an automatic context gets {used:,}.")
-    return f"{held} A transformer of equal size would get {_transformer_words(variant)}."
+    def hideEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().hideEvent(event)
+        self.manager.page_open = False
