@@ -11,6 +11,11 @@ Files: ``empty-chat.png``, ``main-window.png``, ``settings.png``, ``models.png``
 ``telemetry-panel.png`` and, for dark, ``empty-chat-dark.png``, ``main-window-dark.png``,
 ``settings-dark.png``, ``models-dark.png``.
 
+Then, at 150 % text size on a 1280×720 window (issue 51, point 6), light and dark: the same
+conversation (``main-window-150.png``), Settings → Model (``settings-150.png``), the Models page
+(``models-150.png``) and the dialog for a document too long for the model
+(``document-too-long-150.png``); the dark ones end in ``-150-dark.png``.
+
 Usage: ``.venv/bin/python installers/screenshots.py [--out docs/screenshots]``
 (needs Debian's Xvfb and Qt's xcb libraries, which ``installers/setup_dev.sh`` installs when run as
 root: ``apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0``,
@@ -34,6 +39,8 @@ QUESTION = "Write a short Python function that checks whether a word is a palind
 
 
 THEMES = (("light", ""), ("dark", "-dark"))  # (theme, file name suffix)
+LARGE_TEXT, SMALL_SCREEN = 150, (1280, 720)  # the larger text size's shots, on a window this size
+LONG_DOCUMENT_WORDS = 12_000  # more than the built-in model reads at once (8,192 tokens)
 
 
 def start_xvfb() -> list[subprocess.Popen]:
@@ -77,8 +84,12 @@ def save(widget, path: Path) -> None:
     from PySide6.QtGui import QGuiApplication
 
     screen = QGuiApplication.primaryScreen()
-    top_left = widget.mapToGlobal(widget.rect().topLeft())
     window = widget.window()
+    handle = window.windowHandle()
+    wait(QGuiApplication.instance(), lambda: handle is not None and handle.isExposed()  # mapped: not a 1×1 grab
+         and window.frameGeometry().width() >= window.width() > 1, 30.0)
+    settle(QGuiApplication.instance(), 0.2)
+    top_left = widget.mapToGlobal(widget.rect().topLeft())
     frame = window.frameGeometry() if widget is window else None
     pixmap = screen.grabWindow(0, *(frame.getRect() if frame else (top_left.x(), top_left.y(), widget.width(),
                                                                     widget.height())))
@@ -125,6 +136,9 @@ def take_screenshots(out: Path) -> None:
         window.new_chat()
         settle(app, 0.6)
         take_theme(app, window, out, suffix)
+        take_large_text(app, window, out, theme, suffix)
+        apply_appearance(app, theme=theme, text_size=100)
+        window.resize(1360, 860)
     window.close()
 
 
@@ -146,10 +160,49 @@ def take_theme(app, window, out: Path, suffix: str) -> None:
     save(window.settings_dialog, out / f"settings{suffix}.png")
     window.settings_dialog.reject()
     window.open_models()
-    wait(app, lambda: window.models_dialog.catalogue.topLevelItemCount() > 0)
+    wait(app, lambda: bool(window.models_dialog.cards))
     settle(app)
     save(window.models_dialog, out / f"models{suffix}.png")
     window.models_dialog.close()
+    settle(app)
+
+
+def take_large_text(app, window, out: Path, theme: str, suffix: str) -> None:
+    """At 150 % on a 1280×720 window: the conversation just answered, Settings → Model, the Models
+    page and the too-long document's dialog."""
+    from ui.theme import apply_appearance
+
+    apply_appearance(app, theme=theme, text_size=LARGE_TEXT)
+    window.resize(*SMALL_SCREEN)
+    settle(app, 0.6)
+    name = f"-{LARGE_TEXT}{suffix}.png"
+    save(window, out / f"main-window{name}")
+    window.open_settings()
+    tabs = window.settings_dialog.tabs
+    tabs.setCurrentIndex(next(i for i in range(tabs.count()) if tabs.tabText(i) == "Model"))
+    settle(app)
+    save(window.settings_dialog, out / f"settings{name}")
+    window.settings_dialog.reject()
+    window.open_models()
+    settle(app)
+    save(window.models_dialog, out / f"models{name}")
+    window.models_dialog.close()
+    save_too_long(app, window, out / f"document-too-long{name}")
+
+
+def save_too_long(app, window, path: Path) -> None:
+    """The dialog for a document the built-in model cannot read at once (a plain-text one, written here)."""
+    document = Path(os.environ["HEARTH_HOME"]) / "long-notes.txt"
+    words = "river stone light house garden winter market letter window music paper forest bridge candle".split()
+    lines = (" ".join(words[(i + j) % len(words)] for j in range(10)) + "." for i in range(LONG_DOCUMENT_WORDS // 10))
+    document.write_text("\n".join(lines), encoding="utf-8")
+    documents = window.documents
+    if not documents.attach(document):
+        raise SystemExit("the window did not take the document")
+    wait(app, lambda: documents.part_choice is not None and documents.part_choice.isVisible())
+    settle(app, 0.6)
+    save(documents.part_choice, path)
+    documents.part_choice.reject()
     settle(app)
 
 

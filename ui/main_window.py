@@ -28,6 +28,7 @@ from ui.outside_changes import OutsideChanges
 from ui.item_models.conversations import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
+from ui.theme import text_scale
 from ui.thinking_choice import ThinkingChoice
 from ui.views.api_status import ApiStatus
 from ui.views.banner import Banner
@@ -36,17 +37,18 @@ from ui.views.composer import Composer
 from ui.views.conversation_panel import ConversationPanel
 from ui.views.engines_dialog import EnginesDialog
 from ui.views.document_progress import DocumentProgress
-from ui.views.elided_label import ElidedLabel
 from ui.views.model_picker import ModelPicker
 from ui.views.models_dialog import ModelsDialog
 from ui.views.remote_marker import RemoteMarker, ask_consent
 from ui.views.settings_dialog import SettingsDialog
+from ui.views.status_line import StatusLine
 from ui.views.system_check_dialog import SystemCheckDialog
 from ui.views.telemetry_dock import TelemetryDock
 from ui.views.telemetry_panel import TelemetryPanel
 from ui.window_dialogs import WindowDialogs
 
 UNDO_DELETE_MS = 10_000
+SIDEBAR_WIDTH, SIDEBAR_MAX_WIDTH = 260, 360  # px: at 100 % text size, and at most (the chat needs the room)
 SaveSettings = Callable[..., None]  # (settings, *, npu_available)
 
 
@@ -89,7 +91,7 @@ class MainWindow(WindowDialogs, QMainWindow):
         self.conversation_panel = ConversationPanel(conversations)
         self.model_picker = ModelPicker()
         self.banner = Banner()
-        self.status_line = ElidedLabel()  # cut to fit: a long status never narrows the conversation list
+        self.status_line = StatusLine()  # wraps: a long status neither is cut nor narrows the conversation list
         self.status_line.setObjectName("status_line")
         self.remote_marker = RemoteMarker()
         self.api_status = ApiStatus()
@@ -116,7 +118,8 @@ class MainWindow(WindowDialogs, QMainWindow):
         splitter.addWidget(self.conversation_panel)
         splitter.addWidget(centre)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([260, 700])
+        sidebar = min(round(SIDEBAR_WIDTH * text_scale()), SIDEBAR_MAX_WIDTH)  # titles keep more of their length
+        splitter.setSizes([sidebar, 700])
         self.setCentralWidget(splitter)
         self.telemetry_panel = TelemetryPanel()
         self.telemetry_dock = TelemetryDock(self.telemetry_panel, self, is_open=self.controller.settings.telemetry_open)

@@ -29,16 +29,21 @@ class ApiServerGroup(QGroupBox):
     def __init__(self, row: Row, parent: QWidget | None = None) -> None:
         super().__init__("Local API server", parent)
         form = QFormLayout()
-        self.api_server = QCheckBox("Ser&ve an OpenAI-compatible API for other programs", objectName="api_server")
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a field under its caption when both do not fit
+        self.api_server = QCheckBox("Ser&ve an API for other programs", objectName="api_server",
+                                    toolTip="An OpenAI-compatible API: programs written for OpenAI's can use "
+                                            "this model")
         self.api_server_port = QSpinBox(objectName="api_server_port")
         self.api_server_port.setRange(1, 65535)
-        self.api_server_key = QLineEdit(objectName="api_server_key", placeholderText="No key: any program may connect",
+        self.api_server_key = QLineEdit(objectName="api_server_key", placeholderText="No key",
+                                        toolTip="The key programs must send. With no key, any program on this "
+                                                "computer may connect; Generate makes one.",
                                         echoMode=QLineEdit.EchoMode.Password)
         self.key_shown = QCheckBox("Sho&w", objectName="api_server_key_shown")
         self.key_generate = QPushButton("&Generate", objectName="api_server_key_generate")
         self.key_generate.setAutoDefault(False)  # Enter still means OK when the button has focus
-        self.api_server_lan = QCheckBox("Let other devices on my &network connect (needs a key)",
-                                        objectName="api_server_lan")
+        self.api_server_lan = QCheckBox("Let other devices on my &network connect", objectName="api_server_lan",
+                                        toolTip="They need the key above: set or generate one first")
         self.address = QLabel(objectName="api_server_address", wordWrap=True)
         row(form, "", "api_server", self.api_server)
         row(form, "Po&rt:", "api_server_port", self.api_server_port)

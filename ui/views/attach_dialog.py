@@ -23,6 +23,7 @@ def attach_dialog(parent: QWidget, last_folder: Path | None) -> QFileDialog:
     """A window-modal dialog (not yet shown) for one existing file; it deletes itself when closed."""
     dialog = QFileDialog(parent, "Attach a document", str(start_folder(last_folder)), DOCUMENT_FILTER)
     dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+    dialog.setOption(QFileDialog.Option.HideNameFilterDetails)  # "Documents", not its 25 patterns: fits any text size
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     metrics, screen = dialog.fontMetrics(), parent.screen().availableGeometry()
     columns, lines = DIALOG_CHARS

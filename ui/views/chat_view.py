@@ -148,8 +148,14 @@ class ChatView(QScrollArea):
         self.widgets.append(widget)
 
     def _update_empty(self) -> None:
-        self.welcome.setVisible(not self.widgets)
-        self.examples.setVisible(not self.widgets)
+        empty = not self.widgets
+        was_empty = self.welcome.isVisibleTo(self)
+        self.welcome.setVisible(empty)
+        self.examples.setVisible(empty)
+        if empty:  # the welcome is read from its top (its logo and title), however tall the text makes it
+            self.follow.hold_at_top()
+        elif was_empty:
+            self.follow.resume()
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

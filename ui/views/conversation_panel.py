@@ -37,8 +37,9 @@ class ConversationPanel(QWidget):
         self.new_button = QPushButton("New chat")
         self.new_button.setObjectName("new_chat")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.search = QLineEdit(placeholderText="Search conversations (Ctrl+F)", clearButtonEnabled=True)
+        self.search = QLineEdit(placeholderText="Search", clearButtonEnabled=True)  # short: fits at any text size
         self.search.setObjectName("search")
+        self.search.setToolTip("Search conversations (Ctrl+F)")
         self.search.setAccessibleName("Search conversations")
         self.list = QListView()
         self.list.setObjectName("conversation_list")

@@ -3,10 +3,15 @@ and the choice offered when a document does not fit the model's context."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QDialogButtonBox, QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton,
+                               QSizePolicy, QWidget)
 
 from ui.formatting import fmt_duration
+from ui.theme import text_scale
+
+BOX_WIDTH = 500  # px at 100 %: how wide Qt makes a message box with a long text (its "soft limit")
+SIDE_SLACK = 24  # px: the grid's spacing between the icon and the text, and rounding
 
 
 class DocumentProgress(QWidget):
@@ -38,8 +43,13 @@ class DocumentProgress(QWidget):
         self.setVisible(reading)
 
     def show_progress(self, done: int, total: int, tok_s: float, eta_s: float) -> None:
+        """``done`` of ``total`` tokens read; the speed and the time left only once there is a speed
+        (nothing read yet says nothing about either: no "0 tok/s · 0 s left")."""
         self.bar.setValue(int(1000 * done / total) if total else 0)
-        self.label.setText(f"{done:,} of {total:,} tokens · {tok_s:,.0f} tok/s · {fmt_duration(eta_s)} left")
+        text = f"Reading {done:,} of {total:,} tokens"
+        if done > 0 and tok_s > 0:
+            text += f" · {tok_s:,.0f} tok/s · about {fmt_duration(eta_s)} left"
+        self.label.setText(text if done > 0 and tok_s > 0 else text + "…")
 
 
 class PartChoice(QMessageBox):
@@ -81,6 +91,38 @@ class PartChoice(QMessageBox):
         self.first.clicked.connect(lambda: self.part_chosen.emit("first"))
         self.last.clicked.connect(lambda: self.part_chosen.emit("last"))
         self.finished.connect(self.deleteLater)
+        _stack_buttons(self)
+
+
+def _stack_buttons(box: QMessageBox) -> None:
+    """The choices one under another, as wide as the box: side by side, four long ones are wider than
+    a screen at a large text size, and Qt then squeezes their words out of them."""
+    buttons = box.findChild(QDialogButtonBox)
+    if buttons is not None:
+        buttons.setOrientation(Qt.Orientation.Vertical)
+        buttons.setSizePolicy(QSizePolicy.Policy.Expanding, buttons.sizePolicy().verticalPolicy())  # Qt: Fixed
+        for button in buttons.buttons():
+            button.setSizePolicy(QSizePolicy.Policy.Expanding, button.sizePolicy().verticalPolicy())
+    _widen_text(box)
+
+
+def _widen_text(box: QMessageBox) -> None:
+    """Lines of the same number of words at any text size. Qt wraps a message box's text to fit a
+    500 px box whatever the font, so at 200 % a long text made the box taller than a 1280×720 screen;
+    the box grows wider with the text size instead, up to the widest Qt allows on the screen. (Qt
+    wraps the text only when it is wider than those 500 px: a smaller box is left to Qt.)"""
+    label, screen = box.findChild(QLabel, "qt_msgbox_label"), box.screen()
+    if label is None or screen is None:
+        return
+    screen_width = screen.availableGeometry().width()
+    usual = min(screen_width // 2, BOX_WIDTH)  # Qt's "soft limit"
+    widest = screen_width if screen_width <= 1024 else min(screen_width - 480, 1000)  # Qt's "hard limit"
+    wanted = min(round(usual * text_scale()), widest)
+    if wanted > usual:
+        icon = box.findChild(QLabel, "qt_msgboxex_icon_label")
+        margins = box.layout().contentsMargins()
+        side = (icon.sizeHint().width() if icon is not None else 0) + margins.left() + margins.right() + SIDE_SLACK
+        label.setMinimumWidth(wanted - side)
 
 
 class LoadedBeforeChoice(QMessageBox):

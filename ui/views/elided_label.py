@@ -20,6 +20,7 @@ class ElidedLabel(QLabel):
         super().__init__(parent)
         self._full = ""
         self._details = ""
+        self._essential: str | None = None  # the beginning that must show whole (None: all of it)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setText(text)
@@ -33,6 +34,29 @@ class ElidedLabel(QLabel):
         """What the tooltip says besides the text when it is cut ("": nothing)."""
         self._details = details or ""
         self._fit()
+
+    def set_essential(self, essential: str | None) -> None:
+        """The beginning of the text that must show whole (the model and what it reads); what follows
+        it may be cut. ``None``: all of the text is essential."""
+        self._essential = essential
+
+    @property
+    def elided(self) -> bool:
+        """Whether the text is cut to fit (the whole of it is then in the tooltip)."""
+        return super().text() != self._full
+
+    @property
+    def essential_elided(self) -> bool:
+        """Whether the part of the text that must show (:meth:`set_essential`) is cut."""
+        essential = self._full if self._essential is None else self._essential
+        return self.elided and not super().text().startswith(essential)
+
+    def essential_width(self) -> int:
+        """The width the essential part takes (with the "…" that follows it when the rest is cut)."""
+        essential = self._full if self._essential is None else self._essential
+        tail = "" if essential == self._full else "…"
+        margins = self.contentsMargins()
+        return self.fontMetrics().horizontalAdvance(essential + tail) + margins.left() + margins.right() + 1
 
     def text(self) -> str:
         """The whole text, however much of it shows."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette, QPen
-from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ui.theme import RADIUS, SPACE_M, SPACE_S, SPACE_XS, set_type
 
@@ -29,6 +29,9 @@ class PromptCard(QPushButton):
         self.setAccessibleName(f"{title}: {prompt}")
         self.setToolTip("Put this in the message box")
         self.setCursor(Qt.CursorShape.PointingHandCursor)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)  # narrower (a large text size) is taller: the prompt wraps
+        self.setSizePolicy(policy)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(SPACE_M, SPACE_S, SPACE_M, SPACE_S)
         layout.setSpacing(SPACE_XS)
@@ -46,6 +49,9 @@ class PromptCard(QPushButton):
 
     def sizeHint(self):
         return self.layout().sizeHint()
+
+    def minimumSizeHint(self):  # its prompt wraps: a narrow column (a large text size) takes it on more lines
+        return self.layout().minimumSize()
 
     def paintEvent(self, event) -> None:
         palette = self.palette()

@@ -22,18 +22,29 @@ class FollowNewest(QObject):
         super().__init__(bar)
         self.bar = bar
         self.following = True
+        self.held = False  # kept at the start (hold_at_top) until resumed or scrolled by the user
         bar.rangeChanged.connect(self._range_changed)
         bar.valueChanged.connect(self._moved)
 
     def resume(self) -> None:
         """Follow again and go to the end now (a conversation is opened at its newest message)."""
-        self.following = True
+        self.following, self.held = True, False
         self.bar.setValue(self.bar.maximum())
 
+    def hold_at_top(self) -> None:
+        """Stay at the start (an empty conversation's welcome) until :meth:`resume` or the user scrolls."""
+        self.following, self.held = False, True
+        self.bar.setValue(self.bar.minimum())
+
     def _range_changed(self, _minimum: int, maximum: int) -> None:
-        if self.following:
+        if self.held:
+            self.bar.setValue(self.bar.minimum())
+        elif self.following:
             self.bar.setValue(maximum)
 
     def _moved(self, value: int) -> None:
         """The bar moved: by the user (or clamped to a shorter range); follow only if it is at the end."""
+        if self.held:
+            self.held = value == self.bar.minimum()
+            return
         self.following = value >= self.bar.maximum() - SLACK_PX

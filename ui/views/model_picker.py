@@ -5,7 +5,9 @@ the way to the Models page. Shows what is loading ("Loading SmolLM2 135M Instruc
 
 The list keeps the width its entries had when first shown, whatever the state line beside it says:
 that line takes the room left and is cut with "…" (:class:`~ui.views.elided_label.ElidedLabel`),
-so a long context report or loading text never squeezes the model's name.
+so a long context report or loading text never squeezes the model's name. Its essential part (what
+the model reads at once, or what is loading) is never cut: where the row has no room for it (a
+large text size, a narrow window) the line goes under the list instead, the whole text in its tooltip.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QWidget
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QComboBox, QFileDialog, QGridLayout, QLabel, QProgressBar, QSizePolicy, QWidget
 
 from model_store.installed import EMBEDDED_NAME, InstalledModel
 from ui.formatting import model_name
@@ -30,8 +33,8 @@ class ModelPicker(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
         self.combo = QComboBox()
         self.combo.setObjectName("model_picker")
         self.combo.setAccessibleName("Model")
@@ -43,10 +46,13 @@ class ModelPicker(QWidget):
         self.progress.hide()
         self.state = ElidedLabel()
         self.state.setObjectName("model_state")
-        layout.addWidget(QLabel("Model:", buddy=self.combo))
-        layout.addWidget(self.combo)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.state, 1)
+        self.title = QLabel("Model:", buddy=self.combo)
+        self._grid.addWidget(self.title, 0, 0)
+        self._grid.addWidget(self.combo, 0, 1)
+        self._grid.addWidget(self.progress, 0, 2)
+        self._grid.setColumnStretch(3, 1)
+        self._one_row: bool | None = None  # the state line beside the list (True) or under it (False)
+        self._place_state()
         self._current = "default"
         self._installed: list[InstalledModel] = []
         self._engines: list[tuple[str, str]] = []  # (reference, label) of each remote engine
@@ -93,13 +99,46 @@ class ModelPicker(QWidget):
         the load is over (the state line is then the model's, :meth:`show_state`)."""
         loading = fraction >= 0
         self.progress.setVisible(loading)
+        self.progress.setRange(0, 100 if fraction > 0 else 0)  # nothing measured yet: a busy bar, not "0%"
         self.progress.setValue(int(max(0.0, fraction) * 100))
+        self.state.set_essential(None)
         self.state.setText(text if loading else "")
+        self._place_state()
 
     def show_state(self, text: str, terms: str = "") -> None:
-        """``text`` in plain words; ``terms``, the same in technical terms, as its tooltip."""
+        """``text`` in plain words; ``terms``, the same in technical terms, as its tooltip. What comes
+        before the first " · " (how much the model reads at once) always shows whole."""
+        self.state.set_essential(text.split(" · ")[0])
         self.state.setText(text)
         self.state.set_details(terms)
+        self._place_state()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._place_state()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): the text size changed
+        super().changeEvent(event)
+        if hasattr(self, "_grid"):
+            self._place_state()
+
+    def _place_state(self) -> None:
+        """The state line beside the list when its essential part fits there, else on a row of its own."""
+        one_row = self.width() >= self._one_row_width()
+        if one_row == self._one_row:
+            return
+        self._one_row = one_row
+        self._grid.removeWidget(self.state)
+        if one_row:
+            self._grid.addWidget(self.state, 0, 3)
+        else:
+            self._grid.addWidget(self.state, 1, 0, 1, 4)
+
+    def _one_row_width(self) -> int:
+        parts = [self.title.sizeHint().width(), self.combo.sizeHint().width(), self.state.essential_width()]
+        if self.progress.isVisibleTo(self):
+            parts.append(min(self.progress.sizeHint().width(), self.progress.maximumWidth()))
+        return sum(parts) + max(0, self._grid.horizontalSpacing()) * (len(parts) - 1)
 
     def _activated(self, index: int) -> None:
         ref = self.combo.itemData(index)

@@ -193,7 +193,7 @@ class TelemetryPanel(QWidget):
 
     def _add_value_row(self, rows: _Rows, key: str, below: QWidget | None = None) -> None:
         field = self._labels[key] if below is None else _vertical_pair(self._labels[key], below)
-        title = QLabel(ROW_TITLES[key])
+        title = QLabel(ROW_TITLES[key], wordWrap=True)  # wraps in a narrow dock rather than push the value out
         title.setToolTip(ROW_TERMS[key])
         rows.add_pair(title, field)
 

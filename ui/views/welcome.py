@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from model_store.installed import EMBEDDED_NAME
 from ui.icon import app_icon
-from ui.theme import set_type
+from ui.theme import set_type, text_scale
 
 TITLE = "Welcome to Hearth"
-LOGO_SIZE = 64
+LOGO_SIZE = 64  # px at 100 % text size: it grows with the text, so it keeps its place above the title
 WHAT = ("Hearth is an assistant that runs a language model on this computer. Ask it anything, or drop a "
         "document here and ask about it.")
 PRIVATE = ("Nothing you write leaves this computer: there is no account, and answers are written here, "
@@ -39,10 +39,11 @@ class Welcome(QWidget):
         layout = QVBoxLayout(self)
         layout.setSpacing(12)
         layout.setContentsMargins(48, 48, 48, 24)
-        logo = QLabel()
-        logo.setPixmap(app_icon().pixmap(LOGO_SIZE, LOGO_SIZE))
-        logo.setAccessibleName("Hearth")
-        layout.addWidget(logo, 0, Qt.AlignmentFlag.AlignHCenter)
+        self.logo = QLabel()
+        self.logo.setObjectName("welcome_logo")
+        self.logo.setAccessibleName("Hearth")
+        self._size_logo()
+        layout.addWidget(self.logo, 0, Qt.AlignmentFlag.AlignHCenter)
         self.title = QLabel(TITLE)
         self.title.setObjectName("welcome_title")
         set_type(self.title, "display")  # the type scale's largest, following the text size (ui.theme)
@@ -60,6 +61,16 @@ class Welcome(QWidget):
         self.models_button.setObjectName("welcome_models")
         self.models_button.clicked.connect(self.models_requested)
         layout.addWidget(self.models_button, 0, Qt.AlignmentFlag.AlignHCenter)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange and hasattr(self, "logo"):  # the text size changed
+            self._size_logo()
+
+    def _size_logo(self) -> None:
+        size = round(LOGO_SIZE * text_scale())
+        self.logo.setPixmap(app_icon().pixmap(size, size))
+        self.logo.setFixedSize(size, size)
 
     def show_model(self, name: str) -> None:
         """The loaded model, named in the last paragraph: the built-in one is said to be small, any

@@ -34,7 +34,7 @@ def test_a_document_that_fits_once_the_context_grows_is_offered_whole_first(star
     choice = wait_choice(app)
 
     assert choice.all.text() == "Read all of it (needs 5,002 tokens, fits in memory)"
-    assert choice.all.x() < choice.first.x() < choice.last.x() and choice.all.isDefault()
+    assert choice.all.y() < choice.first.y() < choice.last.y() and choice.all.isDefault()
     assert "has 5,002 tokens but this model's context leaves room for 3,000" in choice.text(), "its heading too"
     assert "as much of its beginning or its end as fits (2,972 tokens, the room less the document's title)" \
         in choice.text(), "less the heading: 'Document: long.txt', 20 bytes"

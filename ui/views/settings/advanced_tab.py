@@ -18,14 +18,14 @@ class AdvancedTab(SettingsTab):
     def __init__(self, rows: FieldRows) -> None:
         super().__init__(rows)
         memory = self.group("Memory")
-        self.kv_cache_8bit = QCheckBox("&Halve the memory a conversation uses (answers may differ slightly)",
-                                       objectName="kv_cache_8bit")
+        self.kv_cache_8bit = QCheckBox("&Halve the memory a conversation uses", objectName="kv_cache_8bit")
         self.kv_cache_8bit.setToolTip("8-bit KV cache: the attention cache is kept in 8 bits instead of 16")
         self.memory_budget_percent = spin("memory_budget_percent", 1, 100)
         self.memory_budget_percent.setSuffix(" %")
         self.memory_budget_percent.setToolTip("The share of the memory available at load time an automatic "
                                               "context may fill, with the model")
         rows.row(memory, "", "kv_cache_8bit", self.kv_cache_8bit)
+        memory.addRow("", note("Answers may then differ slightly from those without it."))
         rows.row(memory, "Memory b&udget for automatic context:", "memory_budget_percent", self.memory_budget_percent)
         saved = self.group("Saved state")
         low, high = SNAPSHOT_BUDGET_GIB_RANGE

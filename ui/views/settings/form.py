@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
@@ -51,6 +51,14 @@ def browse_button() -> QPushButton:
     button = QPushButton("Browse…")
     button.setAutoDefault(False)  # Enter still means OK when the button has focus
     return button
+
+
+def wrapping_form() -> QFormLayout:
+    """A form whose rows put the field under its caption when both do not fit side by side (a narrow
+    screen, a large text size), so the page is never wider than its widest field."""
+    form = QFormLayout()
+    form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+    return form
 
 
 def note(text: str) -> QLabel:
@@ -101,7 +109,7 @@ class SettingsTab(QWidget):
 
     def group(self, title: str) -> QFormLayout:
         """A titled group at the end of the page; its form, for rows."""
-        box, form = QGroupBox(title), QFormLayout()
+        box, form = QGroupBox(title), wrapping_form()
         box.setLayout(form)
         self.column.addWidget(box)
         return form
@@ -122,11 +130,26 @@ class SettingsTab(QWidget):
         return getattr(self, field)
 
 
+class PageScroll(QScrollArea):
+    """A page that scrolls up and down, never sideways: as narrow as the page can be (its wrapped
+    labels wrap), and as tall as the page up to ``room`` pixels. The sizes follow the text size."""
+
+    def __init__(self, page: QWidget, room: int) -> None:
+        super().__init__(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        self.room = room
+        self.setWidget(page)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def _size(self, page: QSize) -> QSize:
+        return QSize(page.width() + self.verticalScrollBar().sizeHint().width(), min(page.height(), self.room))
+
+    def sizeHint(self) -> QSize:
+        return self._size(self.widget().sizeHint())
+
+    def minimumSizeHint(self) -> QSize:
+        return self._size(QSize(self.widget().minimumSizeHint().width(), self.widget().sizeHint().height()))
+
+
 def scrolling(page: QWidget, room: int) -> QScrollArea:
-    """``page`` in a frameless scroll area, as tall as the page up to ``room`` pixels."""
-    area = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
-    area.setWidget(page)
-    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    area.setMinimumHeight(min(page.sizeHint().height(), room))
-    area.setMinimumWidth(page.sizeHint().width() + area.verticalScrollBar().sizeHint().width())
-    return area
+    """``page`` in a frameless scroll area (:class:`PageScroll`)."""
+    return PageScroll(page, room)
