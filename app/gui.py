@@ -42,7 +42,7 @@ def app_parts():
         settings=settings, make_client=make_client, db_path=database_path(data), data_dir=data,
         models_dir=models_folder(data),
         save_settings=partial(save_settings, config_dir=paths.config), cache_dir=paths.cache,
-        startup_notes=tuple(loaded.problems) + tuple(engines.problems), engines=engines,
+        startup_notes=tuple(loaded.problems) + tuple(engines.problems), engines=engines, config_dir=paths.config,
     )
 
 

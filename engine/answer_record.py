@@ -124,6 +124,8 @@ def _finished_stats(finished: p.Finished) -> dict:
         stats["snapshot"] = msgspec.to_builtins(finished.snapshot)
     if finished.draft is not None:
         stats["draft"] = msgspec.to_builtins(finished.draft)
+    if finished.context_cut is not None:  # the next turns send the branch cut there (app.services.context_cut)
+        stats["context_cut"] = msgspec.to_builtins(finished.context_cut)
     if finished.remote is not None:  # a remote engine answered: which, and with what model
         stats.update(engine=finished.remote.engine, model=finished.remote.model,
                      remote=msgspec.to_builtins(finished.remote))

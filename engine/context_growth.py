@@ -16,9 +16,14 @@ with the limit and what would help.
 
 from __future__ import annotations
 
+import msgspec
+
 from engine import protocol as p
+from engine.chat_template import ChatMessage, RenderOptions
+from engine.context_cut import choose_cut, cut_budget, cut_report, kept_messages
 from engine.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
 from engine.document_room import ANSWER_ROOM
+from engine.prompts import render_for, rendered_tokens
 from engine.session import ModelSession
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, available_memory, longest_context, memory_budget
 
@@ -77,6 +82,37 @@ def grown_size(session: ModelSession, prompt_end: int, room: int, available: int
         raise ContextLimit(_limit_message(session, prompt_end, longest))
     target = max(2 * session.n_ctx, -(-(wanted + 1) // CONTEXT_STEP) * CONTEXT_STEP)
     return min(target, longest) if min(target, longest) > session.n_ctx else 0
+
+
+def cut_to_fit(session: ModelSession, command: p.AnswerTurn | p.Chat,
+               prompt_end: int) -> tuple[p.AnswerTurn | p.Chat, p.ContextCut | None]:
+    """``command`` as the model reads it when its prompt (ending at ``prompt_end``) and its answer's
+    room would not fit the longest context possible: with its oldest exchanges left out for
+    ``when_full="drop-oldest"`` (engine.context_cut), and where they were cut.
+
+    Raises:
+        ContextLimit: For ``when_full="summary"``, so the app continues in a new conversation.
+    """
+    room = answer_room(command.max_tokens)
+    if command.when_full == "stop" or prompt_end + room < session.n_ctx:
+        return command, None
+    longest = longest_possible(session)
+    if prompt_end + room < longest:
+        return command, None
+    if command.when_full == "summary":
+        raise ContextLimit(_limit_message(session, prompt_end + room, longest))
+    pinned = command.pinned if isinstance(command, p.AnswerTurn) else []
+    options = RenderOptions(command.template.now, command.template.enable_thinking)
+
+    def measure(messages: list[p.WireMessage]) -> int:
+        chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+        return len(rendered_tokens(session.model, render_for(session.model, chat, options=options), bos=True))
+
+    first = choose_cut(command.messages, pinned, measure, cut_budget(longest, room), longest - 1 - room)
+    if first is None:  # not even the newest exchange fits: refused as it always was (grown_size)
+        return command, None
+    kept = kept_messages(command.messages, pinned, first)
+    return msgspec.structs.replace(command, messages=kept), cut_report(command.messages, kept, first)
 
 
 def _limit_message(session: ModelSession, needed: int, longest: int) -> str:

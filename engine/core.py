@@ -25,13 +25,16 @@ from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.chat_template import ChatTemplateError, RenderOptions
-from engine.context_growth import ContextLimit, answer_room, context_report, grown_size
+from engine.context_growth import ContextLimit, answer_room, context_report, cut_to_fit, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.devices.info import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
 from engine.documents import DocumentDoesNotFit, check_room, measure_text
+from engine.embedded_convert import embedded_for_loading
 from engine.generation import Generation, GenerationSettings
+from engine.load_progress import LoadProgress
+from engine.model_files import DEFAULT_MODEL, embedded_model_path
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
 from engine.prompts import answer_reasoning, chat_prompt_tokens, raw_prompt_tokens
@@ -45,6 +48,7 @@ from engine.request_events import PendingDelta, ReadingRequest, closing_event
 from engine.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
+from model_store.file_hashes import hash_file
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 from model_store.snapshots import SnapshotCorrupt
 
@@ -84,6 +88,7 @@ class EngineCore:
         self.snapshot_budget = 4 * 1024**3
         self._cursor: SnapshotCursor | None = None
         self.loaded_with: p.LoadModel | None = None  # the command the model was loaded by (to grow its context)
+        self._cut: p.ContextCut | None = None  # the current request's branch was cut to fit (engine.context_cut)
 
     def configure(self, hello: p.Hello) -> None:
         self.store.move_to(Path(hello.user_dir) if hello.user_dir else None)
@@ -126,10 +131,10 @@ class EngineCore:
         rid = command.request_id
         self.unload()
         self.live.rates.forget_answers()
-        self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.0))
+        progress = LoadProgress(lambda step, f: self.emit(p.ModelLoading(request_id=rid, phase=step, fraction=f)))
+        progress.step("load")
         try:
-            self._open(command, command.n_ctx or None,
-                       lambda f: self.emit(p.ModelLoading(request_id=rid, phase="load", fraction=f)))
+            self._open(command, command.n_ctx or None, progress)
         except ModelLoadError as exc:
             self.emit(p.Error(code="model_load_failed", message=str(exc), request_id=rid))
             return
@@ -138,13 +143,18 @@ class EngineCore:
                                 context=context_report(self.session), devices=self.plan,
                                 found_devices=device_infos(probed.cpu, probed.qnn), npu_graph=self.npu.report))
 
-    def _open(self, command: p.LoadModel, n_ctx: int | None, on_progress: Callable[[float], None] | None = None) -> None:
-        """Load ``command``'s model with a context of ``n_ctx`` tokens (None: automatic)."""
-        self.session = self.open_model(command.model, n_ctx=n_ctx, n_threads=command.n_threads or None,
+    def _open(self, command: p.LoadModel, n_ctx: int | None, progress: LoadProgress | None = None) -> None:
+        """Load ``command``'s model with a context of ``n_ctx`` tokens (None: automatic), saying each
+        step to ``progress``."""
+        progress = progress or LoadProgress(lambda *_: None)
+        self.session = self.open_model(self._model_file(command.model, progress), n_ctx=n_ctx,
+                                       n_threads=command.n_threads or None,
                                        draft_max=command.draft_max, draft_width=command.draft_paths,
                                        kv_type=command.kv_type,
                                        memory_percent=command.memory_percent or DEFAULT_BUDGET_PERCENT,
-                                       on_progress=on_progress)
+                                       on_progress=progress.reading)
+        progress.step("warm")
+        self.session.warm_up()
         self.session.display_name = command.name
         self.loaded_with = command
         self.drafting = Drafting(self.session)
@@ -154,6 +164,19 @@ class EngineCore:
         self.calibration = stored_calibration(command.calibration)
         self.npu, self.plan = prepare_npu(self.session, self.probed(), command.device_policy, self.calibration,
                                           self.store)
+
+    def _model_file(self, ref: str, progress: LoadProgress) -> str:
+        """What to load for ``ref``: the built-in model in its fast-reading copy (made now, the first
+        time: engine.embedded_layout), anything else as it is."""
+        if ref != DEFAULT_MODEL:
+            return ref
+        return str(embedded_for_loading(embedded_model_path(), self._digest, self.store.data_dir, progress.preparing))
+
+    def _digest(self, path: Path) -> str:
+        try:
+            return self.store.file_digest(path)
+        except (ValueError, StoreError):  # no data folder, or its database unreadable: hash it here
+            return hash_file(path)
 
     def _grow(self, rid: str, n_ctx: int) -> None:
         """Load the model again with an ``n_ctx``-token context (see engine.context_growth); on a
@@ -203,6 +226,7 @@ class EngineCore:
         on a snapshot or start clean, read the new tokens, write the answer, save the turn end's
         snapshot (a conversation's requests), and end with the request's one closing event."""
         rid = command.request_id
+        self._cut = None
         if self.is_cancelled(rid):
             self.emit(closing_event(command, "cancelled", Timings()))
             return
@@ -230,7 +254,7 @@ class EngineCore:
             draft_stats = run.source.stats
         devices = p.DevicePlan(prefill=prefill.ran, decode=self.plan.decode, draft=self.plan.draft)
         self.emit(closing_event(command, run.finish_reason or "stop", run.timings, run=run, snapshot=report,
-                                draft=draft_stats, devices=devices))
+                                draft=draft_stats, devices=devices, context_cut=self._cut))
 
     def open_conversation(self, command: p.OpenConversation) -> None:
         rid = command.request_id
@@ -270,6 +294,11 @@ class EngineCore:
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning)
         held = self.session.n_past if turn is not None and turn.base is not None else 0
+        if isinstance(command, (p.AnswerTurn, p.Chat)) and may_grow:
+            kept, cut = cut_to_fit(self.session, command, held + len(tokens))
+            if cut is not None:  # the kept branch, read from its deepest snapshot (none, the first time)
+                self._cut = cut
+                return self._make_generation(kept)
         if isinstance(command, p.ReadDocument) and may_grow:
             check_room(self.session, command, held + len(tokens))
         n_ctx = grown_size(self.session, held + len(tokens), answer_room(command.max_tokens if writes else 0))
@@ -352,7 +381,7 @@ class EngineCore:
             self.emit(p.PromptProgress(request_id=rid, processed=processed, total=total, elapsed_ms=elapsed_ms,
                                        estimated=estimated))
 
-        return PrefillProgress(report)
+        return PrefillProgress(report, within=getattr(self.session.context, "decode_progress", None))
 
     def _stream(self, rid: str, run: Generation) -> None:
         pending = PendingDelta(rid)

@@ -37,9 +37,13 @@ def embedded_model_path() -> Path:
 
 
 def resolve_model_ref(ref: str) -> Path:
-    """``default`` or a path; later also a catalogue id."""
+    """``default`` (the built-in model, in the set-up's fast-reading copy when there is one:
+    :mod:`engine.embedded_layout`) or a path."""
     if ref == DEFAULT_MODEL:
-        return embedded_model_path()
+        from engine.embedded_layout import find_prepared
+        from model_store.file_hashes import hash_file
+        source = embedded_model_path()
+        return find_prepared(source, hash_file, None)[1] or source
     return Path(ref).expanduser()
 
 

@@ -1,9 +1,11 @@
 """Prefill progress as the app sees it: exact after each chunk, estimated in between.
 
 A chunk is one ``llama_decode`` call and may take a second or more at a long context. So while a
-chunk is being read, a timer thread sends an *estimated* count every :data:`HEARTBEAT_S` from the
-speed of the chunk before it (never past the chunk's end, never backwards); the exact count follows
-when the chunk is done. A heartbeat goes out even when the estimate cannot move (no speed known
+chunk is being read, a timer thread sends an *estimated* count every :data:`HEARTBEAT_S` (never past
+the chunk's end, never backwards); the exact count follows when the chunk is done. The estimate
+comes from how far the model is through the chunk (``within``: the share of the batch's graph
+computed, :meth:`engine.backends.llama_context.LlamaContext.decode_progress`), which moves from the
+first chunk on; without it, from the speed of the chunk before. A heartbeat goes out even when the estimate cannot move (no speed known
 yet, or the estimate already at the chunk's end because this chunk is slower than the last): it
 repeats the count with the new elapsed time. So the app hears from a read at least every
 :data:`HEARTBEAT_S`, progress bars keep moving and the ETA stays live.
@@ -21,9 +23,11 @@ Report = Callable[[int, int, float, bool], None]  # (processed, total, elapsed m
 
 
 class PrefillProgress:
-    def __init__(self, report: Report, heartbeat_s: float = HEARTBEAT_S) -> None:
+    def __init__(self, report: Report, heartbeat_s: float = HEARTBEAT_S,
+                 within: Callable[[], float | None] | None = None) -> None:
         self.report = report
         self.heartbeat_s = heartbeat_s
+        self.within = within or (lambda: None)  # the share of the running chunk computed, if known
         self.started = time.perf_counter()
         self._lock = threading.Lock()
         self._chunk: tuple[int, int, int, float] | None = None  # (done, size, total, when it started)
@@ -58,7 +62,9 @@ class PrefillProgress:
                 if self._chunk is None or now - self._last_report < self.heartbeat_s:
                     continue
                 done, size, total, since = self._chunk
-                estimate = done + min(size - 1, int(self._rate * (now - since)))
+                share = self.within()
+                read = size * share if share is not None else self._rate * (now - since)
+                estimate = done + min(size - 1, int(read))
                 self._send(max(estimate, self._reported), total, now, estimated=True)
 
     def _send(self, processed: int, total: int, now: float, *, estimated: bool) -> None:

@@ -18,7 +18,8 @@ ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the st
 
 def closing_event(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,
                   snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
-                  devices: p.DevicePlan | None = None, room: p.DocumentRoom | None = None) -> p.Finished | p.DocumentRead:
+                  devices: p.DevicePlan | None = None, room: p.DocumentRoom | None = None,
+                  context_cut: p.ContextCut | None = None) -> p.Finished | p.DocumentRead:
     """The one event that ends ``command``'s request: ``DocumentRead`` for a document (``room``: why
     one ``too_long`` was not read), else ``Finished``."""
     rid = command.request_id
@@ -28,7 +29,8 @@ def closing_event(command: ReadingRequest, reason: str, timings: Timings, *, run
                               room=room)
     return p.Finished(request_id=rid, finish_reason=reason, timings=timings,
                       token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
-                      devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "")
+                      devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "",
+                      context_cut=context_cut)
 
 
 class PendingDelta:

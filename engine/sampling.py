@@ -9,7 +9,8 @@ first argmax, exactly what llama.cpp's greedy sampler picks (after the repeat pe
 
 The repeat penalty is llama.cpp's: each distinct token among the *recent* tokens has its logit
 divided by the penalty when positive, multiplied when negative (1 = off). Recent means the last
-:data:`~engine.protocol.REPEAT_WINDOW` (64) tokens of the answer being written, not of the prompt:
+``repeat_last_n`` tokens (default :data:`~engine.protocol.REPEAT_WINDOW`, 64; -1: all of them; 0: no
+penalty, as llama.cpp's ``penalty_last_n``) of the answer being written, not of the prompt:
 llama.cpp counts the prompt too, which penalises the words of the question an answer should use and
 the template's end-of-turn token (answers then run on). Counting only the answer also makes the
 penalty independent of what the context held before (a restored snapshot or a fresh read give the
@@ -45,11 +46,12 @@ class SamplingParams:
     min_p: float = _DEFAULT.min_p
     seed: int | None = _DEFAULT.seed
     repeat_penalty: float = _DEFAULT.repeat_penalty
+    repeat_last_n: int = _DEFAULT.repeat_last_n  # -1: the whole answer; 0: no penalty
 
     @classmethod
     def from_spec(cls, spec: p.SamplingSpec) -> SamplingParams:
         return cls(temperature=spec.temperature, top_k=spec.top_k, top_p=spec.top_p, min_p=spec.min_p, seed=spec.seed,
-                   repeat_penalty=spec.repeat_penalty)
+                   repeat_penalty=spec.repeat_penalty, repeat_last_n=spec.repeat_last_n)
 
     def validate(self) -> SamplingParams:
         for name in p.SamplingSpec.__struct_fields__:
@@ -60,6 +62,12 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    def repeat_history(self, recent: Sequence[int]) -> list[int]:
+        """The tokens of ``recent`` (the answer so far) the repeat penalty looks at: its window."""
+        if self.repeat_penalty == 1.0 or self.repeat_last_n == 0:
+            return []
+        return list(recent if self.repeat_last_n == p.REPEAT_WHOLE_ANSWER else recent[-self.repeat_last_n:])
 
 
 GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)  # the bare argmax
@@ -123,12 +131,13 @@ def _min_p(ids: np.ndarray, logits: np.ndarray, p: float) -> tuple[np.ndarray, n
     return ids[keep], logits[keep]
 
 
-def penalize_repeats(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
+def penalize_repeats(logits: np.ndarray, recent: Sequence[int], params: SamplingParams) -> np.ndarray:
     """``logits`` with llama.cpp's repeat penalty on each distinct token of the last
-    :data:`~engine.protocol.REPEAT_WINDOW` of ``recent`` (a copy; the input is left as it was)."""
-    if penalty == 1.0 or not len(recent):
+    ``params.repeat_last_n`` of ``recent`` (a copy; the input is left as it was)."""
+    window = params.repeat_history(recent)
+    if not window:
         return logits
-    window = recent[-p.REPEAT_WINDOW:]
+    penalty = params.repeat_penalty
     ids = np.unique(np.asarray(window, dtype=np.int64))
     out = np.array(logits, dtype=np.float64)
     seen = out[ids]
@@ -139,7 +148,7 @@ def penalize_repeats(logits: np.ndarray, recent: Sequence[int], penalty: float) 
 def distribution(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = ()) -> TokenDistribution:
     """The post-transform distribution for one row of logits (shape ``[n_vocab]``); ``recent``: the
     answer's tokens so far, for the repeat penalty."""
-    logits = penalize_repeats(logits, recent, params.repeat_penalty)
+    logits = penalize_repeats(logits, recent, params)
     if params.greedy:
         return TokenDistribution(np.array([int(np.argmax(logits))]), np.array([1.0]))
     values = np.asarray(logits, dtype=np.float64)

@@ -74,6 +74,14 @@ class ModelSession:
         self.tokens.clear()
         self.resets += 1
 
+    def warm_up(self) -> None:
+        """Run two tokens through the model and forget them (LlamaContext.warm_up); the session still
+        holds nothing. A context without the step (the tests' fake) is left as it is."""
+        warm_up = getattr(self.context, "warm_up", None)
+        if warm_up is not None and self.n_past == 0:
+            bos, eos = self.model.bos, self.model.eos
+            warm_up([t if t >= 0 else 0 for t in (bos, eos)])
+
     def rewind(self, n_tokens: int, recurrent_blob: bytes | None) -> bool:
         """Go back to the first ``n_tokens`` of the live sequence (see LlamaContext.rewind); False
         when llama.cpp refused, and then the context must be reset before it is used again."""

@@ -62,6 +62,7 @@ def eagle3_smollm2(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2() -> Path:
-    from engine.model_files import embedded_model_path
+    """The built-in model's file as Hearth loads it (the set-up's fast-reading copy: engine.embedded_layout)."""
+    from engine.model_files import DEFAULT_MODEL, resolve_model_ref
 
-    return embedded_model_path()
+    return resolve_model_ref(DEFAULT_MODEL)

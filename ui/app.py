@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QApplication
 
 from app.services.engines import EngineRegistry
-from app.services.settings import Settings
+from app.services.settings import Settings, read_settings, settings_path
 from app.engine_clients.client import EngineClient
 from ui.bridge import EngineBridge
 from ui.controller import ChatController
@@ -41,6 +41,7 @@ class AppParts:
     cache_dir: Path
     startup_notes: tuple[str, ...] = ()
     engines: EngineRegistry | None = None  # the remote engines (None: those of the user's config folder)
+    config_dir: Path | None = None  # where settings.json is, watched for other programs' changes (None: not watched)
 
 
 def build_window(parts: AppParts) -> MainWindow:
@@ -52,6 +53,10 @@ def build_window(parts: AppParts) -> MainWindow:
     window = MainWindow(controller, DocumentController(controller), models, save_settings=parts.save_settings,
                         data_folder=parts.data_dir, engines=parts.engines)
     window.setWindowIcon(app_icon())
+    if parts.config_dir is not None:  # settings.json written by a command or an editor: taken without a restart
+        config = parts.config_dir
+        window.outside.watch_settings(settings_path(config),
+                                      lambda: window.settings_changed_outside(read_settings(config)))
     window.system_prompt_editor = SystemPromptEditor(controller, window.conversation_panel, window)
     store.failed.connect(window.show_error)  # a bound slot: disconnected when the window is gone
     if parts.startup_notes:

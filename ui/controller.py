@@ -23,10 +23,12 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
+from app.services.sampling_defaults import ResolvedSampling, model_sampling
 from app.services.settings import Settings, app_data_dir, sampling_spec
 from app.services.transcript_rows import MessageRow, load_transcript
 from app.services.turn import PendingTurn, TurnOptions, Writer
 from app.services.turn_flow import TurnFlow
+from app.services.summary_flow import SummaryFlow
 from app.services.turn_start import Answering, NewAnswer, NewMessage
 from engine import protocol as p
 from model_store.conversations import Conversation, Message
@@ -42,9 +44,11 @@ from ui.store_thread import StoreThread
 from ui.bridge import EngineBridge
 from ui.conversation_browsing import ConversationBrowsing
 from ui.database_notices import DatabaseFileNotices
+from ui.summary_continuation import SummaryContinuation, continues_after
 
 
-class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices, ConversationBrowsing):
+class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices, ConversationBrowsing,
+                     SummaryContinuation):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
@@ -76,6 +80,9 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.search_text = ""
         # the turns in flight; this class is their screen
         self.turn_flow = TurnFlow(store.submit, self.bridge, self, WINDOW, load_transcript)
+        # a turn too long for the model, continued in a new conversation (ui.summary_continuation)
+        self.summary_flow = SummaryFlow(store.submit, self.bridge, self)
+        self._continuing: set[str] = set()  # refused turns' request ids: continued once they are stored
         self._load_request: str | None = None
         self._open_request: str | None = None
         self._restarting = False
@@ -90,6 +97,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         self.thinking_choice: Callable[[], bool | None] = lambda: None
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
+        bridge.died.connect(self._summary_engine_died)
         bridge.ready.connect(self._on_ready)
         bridge.gave_up.connect(self._on_gave_up)
         bridge.crash_loop.connect(self._on_crash_loop)
@@ -113,7 +121,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
 
     @property
     def generating(self) -> bool:
-        return self.turn_flow.busy or self.held is not None
+        return self.turn_flow.busy or self.held is not None or self.summary_flow.busy or bool(self._continuing)
 
     def npu_kind(self) -> str | None:
         """``"npu"``, ``"npu-emulator"`` or None, from the worker's device probe."""
@@ -191,11 +199,21 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         goes back to the message box."""
         self._give_back_held()
         self.turn_flow.stop()
+        self.summary_flow.stop()
 
     def _options(self) -> TurnOptions:
         s = self.settings
-        return TurnOptions(sampling_spec(s), s.max_tokens, self._draft_choice(), s.draft_max,
-                           enable_thinking=self.thinking_choice(), system_prompt=s.system_prompt)
+        return TurnOptions(sampling_spec(s, self.sampling_defaults()), s.max_tokens, self._draft_choice(), s.draft_max,
+                           enable_thinking=self.thinking_choice(), system_prompt=s.system_prompt,
+                           when_full=s.when_full)
+
+    def sampling_defaults(self) -> ResolvedSampling:
+        """The loaded (or chosen) model's own sampling, with thinking as the next turn asks; what the
+        user set in Settings goes on top (a remote engine's model: Hearth's defaults)."""
+        thinking = self.thinking_choice()
+        if thinking is None:
+            thinking = self.loaded is not None and self.loaded.facts.thinks
+        return model_sampling(self.model_path() if remote_name(self.model_ref) is None else None, thinking=thinking)
 
     def _draft_choice(self) -> str:
         """The drafting setting, except that MTP on a model without an MTP head falls back to auto
@@ -247,6 +265,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             self.status.emit(f"Reading {event.processed:,} of {event.total:,} tokens…")
         elif isinstance(event, p.RemoteWaiting):  # a busy remote engine: said while the request waits
             self.status.emit(_sentence(event.message) + ".")
+        elif continues_after(turn, event):  # said as the summary is written, not as an error
+            self._continue_later(turn)
         elif isinstance(event, p.Error):
             self.conversation_notice.emit("error", event.message)
         elif isinstance(event, p.TokenDelta):  # only the delta: the answer is not copied per token
@@ -263,6 +283,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         else:
             self.cause_gone.emit(STORE)
             self.messages.update_message(turn.answer)
+        self._maybe_continue(turn)
         self.generating_changed.emit(self.generating)
         if self.search_text:  # the answer's words may match the search now
             self.refresh_list()
@@ -276,7 +297,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             self.telemetry.emit(event)
         elif isinstance(event, p.ContextGrown):  # for a turn or a document read: news about the model
             self._on_context_grown(event)
-        elif self.turn_flow.take(event):
+        elif self.turn_flow.take(event) or self.summary_flow.take(event):
             pass
         elif rid is not None and rid == self._load_request:
             self._on_model_event(event)

@@ -22,6 +22,12 @@ from ui.notices import ENGINE, MODEL
 from ui.remote_text import remote_name
 
 RESTARTED = "The engine restarted and is ready."
+LOAD_STEPS = {  # engine.load_progress's steps, as the loading bar says them
+    "prepare": "Preparing {name} to read faster (only the first time)…",
+    "load": "Loading {name}…",
+    "context": "Loading {name}: making room for your conversation…",
+    "warm": "Loading {name}: warming up…",
+}
 
 
 class ModelLoader:
@@ -36,9 +42,10 @@ class ModelLoader:
         self.loading = False
         self.model_progress.emit("", -1.0)
 
-    def loading_text(self, ref: str | None = None) -> str:
-        """"Loading SmolLM2 135M Instruct…": the model as the picker names it."""
-        return f"Loading {self.name_model(ref or self.model_ref)}…"
+    def loading_text(self, ref: str | None = None, step: str = "load") -> str:
+        """"Loading SmolLM2 135M Instruct…": the model as the picker names it, and the load's ``step``
+        (the worker's ``ModelLoading.phase``) in words."""
+        return LOAD_STEPS.get(step, LOAD_STEPS["load"]).format(name=self.name_model(ref or self.model_ref))
 
     def load_model(self, ref: str) -> None:
         self.model_ref = ref
@@ -102,7 +109,7 @@ class ModelLoader:
 
     def _on_model_event(self, event: p.Event) -> None:
         if isinstance(event, p.ModelLoading):
-            self._loading_started(self.loading_text(), event.fraction)
+            self._loading_started(self.loading_text(step=event.phase), event.fraction)
         elif isinstance(event, p.ModelLoaded):
             self.loaded = event
             self.devices = list(event.found_devices) or self.devices

@@ -9,6 +9,10 @@ whose stamp changed: the model picker and the Models page, or the conversation l
 open conversation selected). The stamp costs two indexed aggregates and a folder listing; nothing is
 refreshed while nothing changed. The window's own changes move the stamps too, which costs one
 refresh of a list the window already shows as it is.
+
+Settings too (:meth:`OutsideChanges.watch_settings`): ``settings.json``'s size and time, read on the GUI
+thread (one ``stat``); when they move, the window reads the file again and takes what changed
+(:meth:`ui.window_dialogs.WindowDialogs.settings_changed_outside`).
 """
 
 from __future__ import annotations
@@ -34,13 +38,22 @@ class OutsideChanges(QObject):
         self.models_changed, self.conversations_changed = models_changed, conversations_changed
         self._stamps: tuple | None = None
         self._asking = False
+        self._settings: tuple[Path, Callable[[], None]] | None = None
+        self._settings_stamp: tuple | None = None
         self.timer = QTimer(self, interval=POLL_MS)
         self.timer.timeout.connect(self.check)
         self.timer.start()
         self.check()  # the stamps as the window starts: a change from now on is noticed
 
+    def watch_settings(self, path: Path, changed: Callable[[], None]) -> None:
+        """Call ``changed`` when the settings file at ``path`` is written by anyone (the window's own
+        saves too: the callback tells a change from a file that says what the window has)."""
+        self._settings = (path, changed)
+        self._settings_stamp = _file_stamp(path)
+
     def check(self) -> None:
-        """Ask the store thread for the stamps (one question at a time)."""
+        """Ask the store thread for the stamps (one question at a time); look at the settings file."""
+        self._check_settings()
         if self._asking:
             return
         self._asking = True
@@ -60,6 +73,23 @@ class OutsideChanges(QObject):
 
     def _done(self) -> None:
         self._asking = False
+
+    def _check_settings(self) -> None:
+        if self._settings is None:
+            return
+        path, changed = self._settings
+        stamp = _file_stamp(path)
+        if stamp != self._settings_stamp:
+            self._settings_stamp = stamp
+            changed()
+
+
+def _file_stamp(path: Path) -> tuple | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def _models_stamp(db, models_dir: Path) -> tuple:

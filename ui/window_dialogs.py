@@ -10,8 +10,10 @@ choice, API server and ``save_settings``, and the attributes it sets to None at 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
-from app.services.settings import Settings, SettingsError
+from app.services.settings import LoadedSettings, Settings, SettingsError
+from ui.theme import apply_appearance
 from ui.remote_text import remote_name
 from ui.views.about_dialog import AboutDialog, third_party_licences
 from ui.views.engines_dialog import EnginesDialog
@@ -20,6 +22,7 @@ from ui.views.settings_dialog import SettingsDialog
 from ui.views.system_check_dialog import SystemCheckDialog
 
 # Settings the worker takes only when it loads a model (they travel in LoadModel): changing one reloads it.
+OUTSIDE_NOTICE = "Settings were changed outside this window (by a hearth command or another program); they are in use now."
 LOAD_TIME_SETTINGS = ("model", "draft_max", "draft_paths", "device_policy", "device_calibration", "contexts", "kv_cache_8bit",
                       "memory_budget_percent")
 
@@ -70,7 +73,8 @@ class WindowDialogs:
         dialog = SettingsDialog(self.controller.settings, self, npu_available=npu is not None,
                                 npu_label="NPU (emulator only: slow)" if npu == "npu-emulator" else "NPU",
                                 model_path=self.controller.model_path(),
-                                context=loaded.context if loaded is not None else None)
+                                context=loaded.context if loaded is not None else None,
+                                sampling=self.controller.sampling_defaults())
         dialog.setObjectName("settings_dialog")
         dialog.engines_requested.connect(self.open_engines)
         dialog.finished.connect(lambda _: self._settings_finished(dialog))
@@ -106,8 +110,26 @@ class WindowDialogs:
         new = dialog.result_settings
         if new is None:
             return
+        self._take_settings(new, save=True)
+
+    def settings_changed_outside(self, loaded: LoadedSettings) -> None:
+        """settings.json was written by another program (a ``hearth`` command, an editor) or by this
+        window: what differs from the window's settings is taken as a change in the dialog would be.
+        An open Settings dialog keeps the user's edits and says so (:meth:`SettingsDialog.changed_outside`)."""
+        new, old = loaded.settings, self.controller.settings
+        if loaded.unreadable or new == old:  # half-written, or the window's own save
+            return
+        if self.settings_dialog is not None and self.settings_dialog.isVisible():
+            self.settings_dialog.changed_outside(new)
+        self._take_settings(new, save=False)
+        app = QApplication.instance()
+        if (new.theme, new.text_size) != (old.theme, old.text_size) and isinstance(app, QApplication):
+            apply_appearance(app, theme=new.theme, text_size=new.text_size)
+        self.banner.show_notice("info", OUTSIDE_NOTICE)
+
+    def _take_settings(self, new: Settings, *, save: bool) -> None:
         old = self.controller.settings
-        self._store_settings(new)
+        self._store_settings(new, save=save)
         self.chat_view.set_highlight_drafts(new.highlight_drafts)
         self.highlight_action.setChecked(new.highlight_drafts)
         remote = remote_name(self.controller.model_ref) is not None  # they apply when a local model is next loaded
@@ -118,11 +140,12 @@ class WindowDialogs:
             self.banner.show_notice("info", "The new data folder and snapshot budget take effect the next time "
                                             "Hearth starts.")
 
-    def _store_settings(self, settings: Settings) -> None:
+    def _store_settings(self, settings: Settings, *, save: bool = True) -> None:
         self.controller.settings = settings
         self.models.memory_percent = settings.memory_budget_percent
         try:
-            self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
+            if save:
+                self.save_settings(settings, npu_available=self.controller.npu_kind() is not None)
         except SettingsError as exc:
             self.banner.show_notice("error", f"{exc} The change applies until Hearth closes.")
         self.api_server.apply(settings)  # after saving: the server reads the saved settings when it starts

@@ -14,12 +14,14 @@ import sys
 
 from app.cli.commands import UserError, answering_model, crash_error, engine_for, say_after_answer, warn_about_devices
 from app.cli.conversation_commands import (
-    answer_model_name, answering_ref, conversation_model, say_saved, taker, title_from, turn_options,
+    answer_model_name, answering_ref, conversation_model, say_continued, say_cut, say_saved, taker, title_from,
+    turn_left_out, turn_options,
 )
 from app.cli.conversation_ids import find_conversation, short_id
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.cli.terminal_text import visible
 from app.cli.thinking import ThinkingEcho
+from app.services.context_summary import continue_with_summary
 from app.services.draft_heads import with_installed_head
 from app.services.settings import app_data_dir
 from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
@@ -34,12 +36,13 @@ class ChatSession:
     """One terminal chat: the conversation it writes to (None until the first line is sent) and how it answers."""
 
     def __init__(self, store: ConversationStore, client: EngineClient, args: argparse.Namespace,
-                 conversation: Conversation | None, model_name: str, facts: ModelFacts | None = None) -> None:
+                 conversation: Conversation | None, model_name: str, facts: ModelFacts | None = None,
+                 model: str | None = None) -> None:
         self.store, self.client, self.args = store, client, args
         self.facts = facts  # the loaded model's, for the EAGLE-3 head auto drafts with
         self.conversation = conversation
         self.model_name = model_name  # what each answer keeps as its model (the window shows it)
-        self.options: TurnOptions = turn_options(args)
+        self.options: TurnOptions = turn_options(args, model, facts is not None and facts.thinks)
 
     def answer(self, line: str) -> PendingTurn:
         """Store ``line`` and an answer to it, streamed to the terminal as it is written."""
@@ -49,8 +52,13 @@ class ChatSession:
         turn.model = self.model_name
         if self.args.engine is None and self.facts is not None:  # auto drafts with an installed EAGLE-3 head
             turn.command = with_installed_head(turn.command, self.facts, app_data_dir())
-        echo = ThinkingEcho(self.args.thinking)
-        result = run_answer(self.store, self.client, turn, on_event=taker([], echo=echo))
+        echo, codes = ThinkingEcho(self.args.thinking), []
+        result = run_answer(self.store, self.client, turn, on_event=taker(codes, echo=echo))
+        if "context_full" in codes and self.options.when_full == "summary":  # go on in a new conversation
+            self.conversation, result = continue_with_summary(
+                self.store, self.client, self.conversation, line, self.options, command_writer(CHAT_WHO),
+                model=conversation_model(self.args), on_event=taker([], echo=echo))
+            say_continued(self.conversation)
         echo.close_reasoning()
         print(" [stopped]" if result.status == "stopped" else "")
         for error in result.errors:
@@ -58,6 +66,7 @@ class ChatSession:
         if result.finished is None:  # the engine has gone: no later line could be answered
             raise crash_error(result.dead, "writing the answer") if result.dead else \
                 UserError("the engine stopped before answering")
+        say_cut(result.finished, turn_left_out(self.store, result))
         say_after_answer(result.finished, self.client.context.n_ctx if self.client.context else 0)
         return result
 
@@ -77,7 +86,8 @@ def run_chat(args: argparse.Namespace) -> int:
                         device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
-            session = ChatSession(store, client, args, conversation, answer_model_name(args, model, loaded), loaded.facts)
+            session = ChatSession(store, client, args, conversation, answer_model_name(args, model, loaded), loaded.facts,
+                                  model=model)
             _greet(store, conversation, visible(answering_model(model, loaded, args.engine)))
             try:
                 while (line := _read_line()) is not None:

@@ -19,6 +19,7 @@ from app.services.draft_heads import resolve_draft_files, with_installed_head
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from engine.answer_record import CUT_OFF
+from app.cli.sampling_flags import sampling_for
 from app.cli.terminal_text import json_text, visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
@@ -50,7 +51,7 @@ def crash_error(dead: EngineDead, doing: str) -> UserError:
 # Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
 FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "draft_paths": "--draft-paths", "lengths": "--lengths",
          "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed",
-         "repeat_penalty": "--repeat-penalty"}
+         "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n"}
 
 
 def invalid_value(invalid: p.InvalidCommand) -> UserError:
@@ -145,9 +146,13 @@ def require_text(text: str, what: str) -> None:
         raise UserError(f"the {what} is empty; write something for the model to answer", kind="empty_message")
 
 
-def sampling_from_args(args: argparse.Namespace) -> p.SamplingSpec:
-    spec = p.SamplingSpec(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          seed=args.seed, repeat_penalty=args.repeat_penalty)
+def sampling_from_args(args: argparse.Namespace, model: str | None = None, thinks: bool = False) -> p.SamplingSpec:
+    """The flags over the user's settings over the model's own defaults (:mod:`app.cli.sampling_flags`);
+    ``model``: the answering model's ref (None: only the flags are checked, on Hearth's defaults);
+    ``thinks``: the loaded model thinks by default. Out-of-range flags are refused here."""
+    settings = current_settings()
+    seed = args.seed if args.seed is not None else settings.seed
+    spec = sampling_for(args, settings, model, thinks).spec(seed=seed)
     check_options(p.Chat(request_id="cli-check", messages=[], sampling=spec, max_tokens=args.max_tokens))
     return spec
 
@@ -229,13 +234,17 @@ def draft_options(args: argparse.Namespace) -> dict:
     return {"draft": draft, "draft_max": args.draft_max}
 
 
-def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int, reasoning: str = "") -> dict:
+def generation_json(text: str, finished: p.Finished, ran: p.DevicePlan, n_ctx: int, reasoning: str = "",
+                    sampling: p.SamplingSpec | None = None) -> dict:
     """The keys of ``generate --json``; ``send --json`` adds its own to the same ones. ``n_ctx``:
     the context the request ran in (after growing, if it grew); ``reasoning``: what a reasoning
-    model thought before the answer ("" when it did not)."""
+    model thought before the answer ("" when it did not); ``sampling``: what the answer sampled with
+    (the flags, else the settings, else the model's own defaults)."""
     result = {"text": text, "reasoning": reasoning.strip(), "token_ids": finished.token_ids, "finish_reason": finished.finish_reason,
               "timings": msgspec.to_builtins(finished.timings), "draft": draft_json(finished.draft),
               "devices": devices_json(ran), "n_ctx": n_ctx, "cut_off": finished.cut_by == "context"}
+    if sampling is not None:
+        result["sampling"] = msgspec.to_builtins(sampling)
     if finished.remote is not None:  # the engine and model that answered, and the prompt tokens it reused
         result["remote"] = msgspec.to_builtins(finished.remote)
     return result
@@ -296,6 +305,7 @@ def run_generate(args: argparse.Namespace) -> int:
     with engine_for(args.model, draft_max=args.draft_max, draft_paths=args.draft_paths, device_policy=args.prefill_device,
                     context=args.context, engine=args.engine) as (client, loaded):
         warn_about_devices(args, loaded.devices)
+        command = msgspec.structs.replace(command, sampling=sampling_from_args(args, args.model, loaded.facts.thinks))
         if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model
             command = with_installed_head(command, loaded.facts, app_data_dir())
         reply = run_request(client, command, echo=None if args.json else ThinkingEcho(args.thinking))
@@ -306,7 +316,7 @@ def run_generate(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json_text(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning)))
+        print(json_text(generation_json(reply.text, finished, ran, n_ctx, reply.reasoning, command.sampling)))
     else:
         print()
     say_if_cut_off(finished, n_ctx)

@@ -17,7 +17,9 @@ from app.services.settings import app_data_dir, current_settings
 from app.cli.conversation_ids import find_conversation, find_message
 from app.cli.store_access import command_writer, open_conversations, store_errors
 from app.cli.terminal_text import json_text, visible
-from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
+from app.services.context_cut import cut_notice, standing_left_out
+from app.services.context_summary import continue_with_summary
+from app.services.turn import PendingTurn, TurnOptions, pinned_messages, run_answer, start_turn
 from engine import protocol as p
 from model_store.conversations import Conversation
 from model_store.db import read_only_problem
@@ -55,11 +57,13 @@ def conversation_model(args: argparse.Namespace) -> str:
     return args.model if args.model and args.engine is None else "default"
 
 
-def turn_options(args: argparse.Namespace) -> TurnOptions:
-    """The sampling, drafting and thinking flags of ``send`` and ``chat`` (out-of-range values refused here);
-    a conversation they create starts with the default system prompt from Settings, as in the window."""
-    return TurnOptions(sampling_from_args(args), args.max_tokens, **draft_options(args),
-                       enable_thinking=enable_thinking(args), system_prompt=current_settings().system_prompt)
+def turn_options(args: argparse.Namespace, model: str | None = None, thinks: bool = False) -> TurnOptions:
+    """The sampling, drafting and thinking flags of ``send`` and ``chat`` (out-of-range values refused here),
+    sampling as :func:`app.cli.commands.sampling_from_args` says for the answering ``model``; a
+    conversation they create starts with the default system prompt from Settings, as in the window."""
+    return TurnOptions(sampling_from_args(args, model, thinks), args.max_tokens, **draft_options(args),
+                       enable_thinking=enable_thinking(args), system_prompt=current_settings().system_prompt,
+                       when_full=getattr(args, "when_full", None) or current_settings().when_full)
 
 
 def answer_model_name(args: argparse.Namespace, model: str, loaded: p.ModelLoaded) -> str:
@@ -98,6 +102,7 @@ def run_send(args: argparse.Namespace) -> int:
                         device_policy=args.prefill_device,
                         context=args.context, engine=args.engine) as (client, loaded):
             warn_about_devices(args, loaded.devices)
+            options = turn_options(args, model, loaded.facts.thinks)  # the answering model's own sampling
             conversation, turn = start_turn(
                 store, conversation.id if conversation else None, args.message, options, command_writer(SEND_WHO),
                 title=args.new or title_from(args.message), model=conversation_model(args), reply_to=reply_to)
@@ -106,9 +111,16 @@ def run_send(args: argparse.Namespace) -> int:
                 turn.command = with_installed_head(turn.command, loaded.facts, app_data_dir())
             echo = None if args.json else ThinkingEcho(args.thinking)
             result = run_answer(store, client, turn, on_event=taker(codes, echo=echo))
+            if "context_full" in codes and options.when_full == "summary":
+                codes.clear()
+                conversation, result = continue_with_summary(
+                    store, client, conversation, args.message, options, command_writer(SEND_WHO),
+                    model=conversation_model(args), on_event=taker(codes, echo=echo))
+                say_continued(conversation)
             if echo is not None:
                 echo.close_reasoning()
             n_ctx = client.context.n_ctx
+            left_out = turn_left_out(store, result)
     if result.errors or result.finished is None:
         raise UserError("; ".join(result.errors) or "the engine stopped before answering",
                         **({"kind": codes[0]} if codes else {}))
@@ -116,14 +128,37 @@ def run_send(args: argparse.Namespace) -> int:
     ran = ran_devices(finished, loaded)
     warn_about_fallback(args, loaded.devices, ran)
     if args.json:
-        print(json_text(send_json(result, conversation, ran, n_ctx)))
+        print(json_text({**send_json(result, conversation, ran, n_ctx), **cut_json(finished, left_out)}))
     else:
         print()
         if args.conversation is None:  # (--json has it as conversation_id)
             say_saved(conversation)
         say_resumed(finished.snapshot)  # (--json has it as snapshot.restored)
+    say_cut(finished, left_out)
     say_after_answer(finished, n_ctx)
     return 130 if finished.finish_reason == "cancelled" else 0  # the shell's code for a command stopped by Ctrl+C
+
+
+def turn_left_out(store, turn: PendingTurn) -> int:
+    """How many of the branch's messages the model did not read for this answer (0: it read them all)."""
+    history = store.branch(turn.answer.id)
+    return standing_left_out(history, pinned_messages(store, turn.conversation_id))
+
+
+def say_cut(finished: p.Finished, left_out: int) -> None:
+    """One stderr line when the turn left the oldest messages out, as the window's notice."""
+    if finished.context_cut is not None:
+        print(f"hearth: {cut_notice(left_out)}", file=sys.stderr, flush=True)
+
+
+def say_continued(conversation: Conversation) -> None:
+    print(f"hearth: the conversation was longer than the model can read, so it continues in a new conversation, "
+          f"{conversation.id}, that starts with a summary of it", file=sys.stderr, flush=True)
+
+
+def cut_json(finished: p.Finished, left_out: int) -> dict:
+    """``send --json``'s ``context``: whether the oldest messages were left out of what the model read."""
+    return {"context": {"cut": finished.context_cut is not None, "messages_left_out": left_out}}
 
 
 def _reply_to(store, conversation: Conversation | None, typed: str | None) -> str | None:
@@ -139,7 +174,8 @@ def send_json(result: PendingTurn, conversation: Conversation, ran: p.DevicePlan
     """The object ``send --json`` prints: ``generate --json``'s keys and the stored turn's."""
     snapshot = result.finished.snapshot or p.SnapshotReport()
     return {
-        **generation_json(result.answer.content, result.finished, ran, n_ctx, result.answer.reasoning),
+        **generation_json(result.answer.content, result.finished, ran, n_ctx, result.answer.reasoning,
+                          result.command.sampling),
         "conversation_id": conversation.id,
         "message_id": result.answer.id,
         "status": result.answer.status,

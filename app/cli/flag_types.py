@@ -75,5 +75,6 @@ draft_max = integer_between(1, p.MAX_DRAFT, "--draft-max", only_beyond_encodable
 draft_paths = integer_between(1, p.MAX_DRAFT_PATHS, "--draft-paths")
 seed = sampling_integer("seed")
 top_k = sampling_integer("top_k")
+repeat_last_n = sampling_integer("repeat_last_n")
 port = integer_between(*PORT_RANGE, "--port")
 context_length = integer_between(1, p.MAX_TOKENS, "--context")

@@ -19,7 +19,7 @@ from app.cli.store_parsers import add_db_commands, add_models_commands
 from app.cli.terminal_text import show_log_lines_visibly
 from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
-from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS
+from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS, WHEN_FULL_CHOICES
 
 DRAFT_CHOICES = "auto, off, lookup, mtp, model:PATH|ID or eagle3:PATH|ID"  # ID: an installed model or head
 
@@ -56,21 +56,31 @@ def _add_engine_flag(parser: argparse.ArgumentParser) -> None:
                              "--model then picks one of the server's models (default: the engine's)")
 
 
+MODEL_DEFAULT = "as set in Settings, else the model's own"
+
+
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     sampling = DEFAULTS.sampling
     parser.add_argument("--max-tokens", type=flag_types.max_tokens, default=DEFAULTS.max_tokens,
                         help=f"stop after this many tokens (default {DEFAULTS.max_tokens})")
-    parser.add_argument("--temperature", type=float, default=sampling.temperature,
-                        help=f"0 = greedy (default {sampling.temperature})")
-    parser.add_argument("--top-k", type=flag_types.top_k, default=sampling.top_k,
-                        help=f"0 = off (default {sampling.top_k})")
-    parser.add_argument("--top-p", type=float, default=sampling.top_p, help=f"1 = off (default {sampling.top_p})")
-    parser.add_argument("--min-p", type=float, default=sampling.min_p, help=f"0 = off (default {sampling.min_p})")
+    # Sampling flags left out are None: the value set in Settings, else the model's own (app.cli.sampling_flags)
+    parser.add_argument("--temperature", type=float, default=None,
+                        help=f"0 = greedy (default: {MODEL_DEFAULT}, else {sampling.temperature})")
+    parser.add_argument("--top-k", type=flag_types.top_k, default=None,
+                        help=f"0 = off (default: {MODEL_DEFAULT}, else {sampling.top_k})")
+    parser.add_argument("--top-p", type=float, default=None,
+                        help=f"1 = off (default: {MODEL_DEFAULT}, else {sampling.top_p})")
+    parser.add_argument("--min-p", type=float, default=None,
+                        help=f"0 = off (default: {MODEL_DEFAULT}, else {sampling.min_p})")
     parser.add_argument("--seed", type=flag_types.seed, default=sampling.seed,
                         help="fixed seed for reproducible sampling")
-    parser.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty, metavar="X",
-                        help="make words of the answer's last 64 tokens less likely: 1 = off, at most 2 "
-                             f"(default {sampling.repeat_penalty}, which keeps the built-in model from looping)")
+    parser.add_argument("--repeat-penalty", type=float, default=None, metavar="X",
+                        help="make words of the answer's last --repeat-last-n tokens less likely: 1 = off, at most 2 "
+                             f"(default: {MODEL_DEFAULT}, else {sampling.repeat_penalty}, which keeps the "
+                             "built-in model from looping)")
+    parser.add_argument("--repeat-last-n", type=flag_types.repeat_last_n, default=None, metavar="N",
+                        help="how many of the answer's last tokens the repeat penalty looks at: -1 = the whole "
+                             f"answer, 0 = off (default: {MODEL_DEFAULT}, else {sampling.repeat_last_n})")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                         help=f"speculative drafting: {DRAFT_CHOICES} (default {DEFAULTS.draft}); never changes the output")
     parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",
@@ -109,6 +119,14 @@ def _add_serve_command(sub) -> None:
                        help="answer for every installed model (GET /v1/models lists them); a request naming "
                             "another loads it in place of the current one")
     serve.set_defaults(run="app.cli.serve_command:run_serve", draft_max=DEFAULTS.draft_max)
+
+
+def _add_when_full_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--when-full", choices=WHEN_FULL_CHOICES, default=None,
+                        help="when the conversation is longer than the model can read: drop-oldest leaves its oldest "
+                             "messages out of what the model reads (they stay saved), summary continues in a new "
+                             "conversation that starts with a summary of it, stop refuses with the reason "
+                             f"(default: the window's Settings → Chat choice, at first {DEFAULTS.when_full})")
 
 
 def _add_draft_paths_flag(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_context_flag(chat)
     _add_engine_flag(chat)
     _add_sampling_flags(chat)
+    _add_when_full_flag(chat)
     chat.set_defaults(run="app.cli.chat_command:run_chat")
 
     send = sub.add_parser("send", help="send one message in a saved conversation")
@@ -162,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_context_flag(send)
     _add_engine_flag(send)
     _add_sampling_flags(send)
+    _add_when_full_flag(send)
     send.add_argument("--json", action="store_true")
     send.add_argument("message", metavar="MESSAGE")
     send.set_defaults(run="app.cli.conversation_commands:run_send")

@@ -27,7 +27,7 @@ import msgspec
 
 from app.serve.schema import ApiMessage
 from engine.protocol.turn_hash import ROOT, turn_hash
-from app.services.turn import PendingTurn, TurnOptions, begin_answer, end_answer
+from app.services.turn import PendingTurn, TurnOptions, begin_answer, conversation_turns, end_answer
 from model_store.conversations import ConversationStore, Message
 from model_store.db import StoreError
 
@@ -59,6 +59,12 @@ class ApiConversations:
         turn.command = msgspec.structs.replace(turn.command, stop=stop)
         turn.model = model
         return turn
+
+    def left_out(self, turn: PendingTurn) -> int:
+        """How many of the turn's messages the branch's standing cut leaves out of what the model reads
+        (app.services.context_cut); a cut this turn makes adds its own (``Finished.context_cut``)."""
+        history = self.store.branch(turn.user.id)
+        return len(conversation_turns(history, self.store.get(turn.conversation_id))) - len(turn.command.messages)
 
     def finish(self, turn: PendingTurn) -> PendingTurn:
         """Store the answer; a finished one can be continued by the next request that quotes it."""

@@ -180,12 +180,14 @@ class Server:
         options = TurnOptions(sampling=schema.sampling_spec(body, self.sampling_defaults(body)),
                               max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
                               draft=self.args.draft, draft_max=self.args.draft_max,
-                              enable_thinking=schema.enable_thinking(body))
+                              enable_thinking=schema.enable_thinking(body),
+                              when_full=body.when_full or self.settings.when_full)
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:
             holder.append(self.conversations().begin(messages, options, stop, self.runner.model))
             holder[0].command = self.with_head(holder[0].command)
+            job.left_out = self.conversations().left_out(holder[0])
             return holder[0].outgoing()
 
         def finish(events) -> None:
@@ -193,7 +195,8 @@ class Server:
                 holder[0].feed(event)
             self.conversations().finish(holder[0])
 
-        return Job(prepare=prepare, finish=finish, wait_limit_s=self.wait_s, run_limit_s=self.run_s)
+        job = Job(prepare=prepare, finish=finish, wait_limit_s=self.wait_s, run_limit_s=self.run_s)
+        return job
 
     def completion_job(self, body: schema.CompletionRequest) -> Job:
         command = p.Complete(request_id=new_request_id("api"), prompt=schema.completion_prompt(body),

@@ -62,6 +62,7 @@ class Outcome:
     ttft_ms: float | None = None
     tokens: int = 0
     client_gone: bool = False  # it disconnected before the end (the answer was cancelled)
+    left_out: int = 0  # the conversation's messages the model did not read (app.services.context_cut)
 
 
 class Api:
@@ -150,8 +151,8 @@ class Api:
             self._log(job, CLIENT_CLOSED, started, outcome)
             return Response(status_code=CLIENT_CLOSED)
         self.requests += 1
-        response = JSONResponse(reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {},
-                                            outcome.reasoning.strip()))
+        response = JSONResponse({**reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {},
+                                               outcome.reasoning.strip()), **hearth_report(outcome.left_out)})
         return self._logged(response, started, job, outcome)
 
     def _authorise(self, request: Request) -> None:
@@ -239,7 +240,7 @@ class Api:
                 if isinstance(event, p.TokenDelta) and event.text:
                     yield json.dumps(reply.chunk(event.text))
                 _add(outcome, event, job)
-            yield json.dumps(reply.chunk(finish_reason=outcome.finish_reason))
+            yield json.dumps({**reply.chunk(finish_reason=outcome.finish_reason), **hearth_report(outcome.left_out)})
             if include_usage:
                 yield json.dumps(reply.usage_chunk(outcome.usage or {}))
             yield "[DONE]"
@@ -291,6 +292,12 @@ def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
     elif isinstance(event, p.Finished):
         outcome.finish_reason = schema.finish_reason(event.finish_reason)
         outcome.usage = usage(event, outcome.tokens)
+        outcome.left_out = job.left_out + (event.context_cut.left_out if event.context_cut is not None else 0)
+
+
+def hearth_report(left_out: int) -> dict:
+    """Hearth's own key of a chat answer whose oldest messages the model no longer read (none otherwise)."""
+    return {"hearth": {"context": "dropped_oldest", "messages_left_out": left_out}} if left_out else {}
 
 
 async def _wait_for_disconnect(request: Request) -> None:

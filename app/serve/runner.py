@@ -56,6 +56,7 @@ class Job:
     request_id: str = ""
     model: str = ""  # the served model's id the request names ("" : whichever is loaded)
     ran_out: bool = False  # cancelled for running past run_limit_s
+    left_out: int = 0  # a chat's messages the stored cut already leaves out of what the model reads (prepare sets it)
 
     def deliver(self, item: ClientEvent | BaseException | None) -> None:
         """Hand an event (None: the end; an exception: the job failed) to the waiting request."""

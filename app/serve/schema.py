@@ -8,7 +8,8 @@ rather than ignored, so no request is silently misread. Fields that change nothi
 parameters a model does not use. A sampling field the client does not send is the served model's
 default (:func:`app.services.sampling_defaults.resolve_sampling`: the GGUF's own sampling keys, else
 its family's published values, else Hearth's, which keep the built-in model from looping), as
-llama.cpp's server does; ``top_k``, ``min_p`` and ``repeat_penalty`` may be sent as to llama.cpp's server.
+llama.cpp's server does; ``top_k``, ``min_p``, ``repeat_penalty`` and ``repeat_last_n`` may be sent as to
+llama.cpp's server.
 
 No value reaches the engine unchecked: a number outside its field's range, of the wrong type or too
 large to read is refused here (400 ``invalid_request_error``, ``param`` naming the field, the message
@@ -73,6 +74,7 @@ class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     top_k: TopK | None = None
     min_p: float | None = None
     repeat_penalty: float | None = None
+    repeat_last_n: int | None = None  # llama.cpp's server's name: the penalty's window (-1 the whole answer, 0 off)
     seed: int | None = None
     stop: str | list[str] | None = None
     n: int = 1
@@ -102,6 +104,10 @@ class ChatRequest(_Sampling, kw_only=True):
     response_format: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: TemplateKwargs | None = None
+    # Hearth's own: when the conversation is longer than the model can read, "drop-oldest" leaves its
+    # oldest exchanges out of what the model reads (the response's ``hearth`` object says how many),
+    # "stop" refuses it (400 context_length_exceeded); None: the server's setting (Settings → Chat)
+    when_full: p.WhenFull | None = None
 
 
 class CompletionRequest(_Sampling, kw_only=True):
@@ -172,7 +178,7 @@ def sampling_spec(body: _Sampling, defaults: ResolvedSampling | None = None) -> 
 
     resolved = (defaults or resolve_sampling()).with_yours(
         temperature=number(body.temperature), top_k=body.top_k, top_p=number(body.top_p), min_p=number(body.min_p),
-        repeat_penalty=number(body.repeat_penalty))
+        repeat_penalty=number(body.repeat_penalty), repeat_last_n=body.repeat_last_n)
     spec = resolved.spec(seed=body.seed)
     for name in p.SamplingSpec.__struct_fields__:
         if (problem := p.sampling_problem(name, getattr(spec, name))) is not None:
@@ -202,6 +208,9 @@ def refuse_unsupported(body: _Sampling) -> None:
         raise RequestRefused("'logit_bias' is not supported", "logit_bias")
     if isinstance(body, ChatRequest):
         _refuse_chat_only(body)
+        if body.when_full == "summary":  # the client keeps the conversation: there is no new one to continue in
+            raise RequestRefused("'when_full': 'summary' continues in a new conversation, which only the Hearth window "
+                                 "and `hearth send` keep; send 'drop-oldest' or 'stop'", "when_full")
     elif isinstance(body, CompletionRequest):
         _refuse_completion_only(body)
 

@@ -6,7 +6,7 @@ request carries). For each field, the first of:
 
 1. ``model``: the GGUF's own ``general.sampling.*`` keys, as llama.cpp reads them
    (``src/llama-arch.cpp``: ``general.sampling.temp``, ``top_k``, ``top_p``, ``min_p``,
-   ``penalty_repeat``);
+   ``penalty_repeat``, ``penalty_last_n``);
 2. ``catalogue``: the values the model's family publishes (``sampling`` in
    ``model_store/catalogue.json``; thinking on and off where they differ);
 3. ``hearth``: Hearth's defaults, :data:`engine.protocol.DEFAULTS` (chosen with
@@ -16,14 +16,15 @@ A value that the protocol would refuse (:func:`engine.protocol.sampling_problem`
 the next source. What the user sets (a conversation's or the settings' value, a CLI flag, a field of
 an API request) goes on top with :meth:`ResolvedSampling.with_yours` and is labelled ``yours``.
 
-The penalty's window is fixed (:data:`engine.protocol.REPEAT_WINDOW`), so a file's
-``general.sampling.penalty_last_n`` is not used.
+The penalty's window (``repeat_last_n``, llama.cpp's ``penalty_last_n``) is read as llama.cpp reads it:
+-1 is the whole answer (llama.cpp: the whole context), 0 switches the penalty off.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +37,12 @@ from model_store.gguf_meta import GgufUnreadable, read_metadata
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty")  # the seed has no model default
+FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n")  # the seed has no model default
 GGUF_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
              "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
-             "repeat_penalty": "general.sampling.penalty_repeat"}
+             "repeat_penalty": "general.sampling.penalty_repeat",
+             "repeat_last_n": "general.sampling.penalty_last_n"}
+COUNTS = ("top_k", "repeat_last_n")  # whole numbers; a GGUF or catalogue value with a fraction is passed over
 SOURCES = ("yours", "model", "catalogue", "hearth")
 LABELS = {"yours": "yours", "model": "from the model", "catalogue": "from the catalogue",
           "hearth": "Hearth's default"}
@@ -88,6 +91,32 @@ def resolve_sampling(model: str | Path | None = None, *, thinking: bool = False,
     return ResolvedSampling(values, sources)
 
 
+def model_sampling(model: str | None, *, thinking: bool = False) -> ResolvedSampling:
+    """:func:`resolve_sampling` of the model file at ``model``, read once while the file stays the same
+    (the window asks at every answer). ``None`` (a remote engine's model, or a file that cannot be
+    found): Hearth's defaults."""
+    if model is None:
+        return hearth_sampling()
+    path = embedded_model_path() if model == "default" else Path(os.path.expanduser(model))
+    try:
+        stat = path.stat()
+        stamp = (stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        stamp = None
+    return _cached(str(path), stamp, thinking)
+
+
+@lru_cache(maxsize=16)
+def _cached(path: str, _stamp: tuple | None, thinking: bool) -> ResolvedSampling:
+    return resolve_sampling(path, thinking=thinking)
+
+
+def hearth_sampling() -> ResolvedSampling:
+    """Hearth's own defaults, each labelled so (:data:`engine.protocol.DEFAULTS`)."""
+    hearth = msgspec.structs.asdict(DEFAULTS.sampling)
+    return ResolvedSampling({name: hearth[name] for name in FIELDS}, dict.fromkeys(FIELDS, "hearth"))
+
+
 def _metadata(path: Path) -> dict:
     try:
         return read_metadata(path)
@@ -127,13 +156,13 @@ def catalogue_entry(path: Path, metadata: dict, catalogue: Catalogue | None = No
 def _usable(name: str, value: object) -> bool:
     if value is None or isinstance(value, (bool, str, list)):
         return False
-    if name == "top_k" and not float(value).is_integer():
+    if name in COUNTS and not float(value).is_integer():
         return False
     try:
-        return sampling_problem(name, value) is None
-    except (TypeError, OverflowError):
+        return sampling_problem(name, _typed(name, value)) is None
+    except (TypeError, OverflowError, ValueError):
         return False
 
 
 def _typed(name: str, value: float | int) -> float | int:
-    return int(value) if name == "top_k" else float(value)
+    return int(value) if name in COUNTS else float(value)

@@ -15,6 +15,11 @@ Design:
 * Saving refuses invalid settings and writes atomically (temporary file in the same folder, fsync,
   ``os.replace``), so a failed save leaves the previous file as it was. The file is private (0600):
   it holds the local API server's key.
+* Sampling the model has defaults for (temperature, top-k, top-p, min-p, repeat penalty) is kept only
+  where the user set it: ``None`` (absent from the file) follows the model loaded
+  (:mod:`app.services.sampling_defaults`); :func:`sampling_spec` lays the user's values on the
+  model's. A file from schema 1, which wrote every value, is read through
+  :mod:`app.services.settings_migration`.
 """
 
 from __future__ import annotations
@@ -30,14 +35,16 @@ from typing import Any
 import msgspec
 
 from app.services.paths import UserPaths, user_paths
+from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
+from app.services.settings_migration import MODEL_SAMPLING, migrate
 from engine.devices.calibration import Calibration, CalibrationError
-from engine.protocol import DEFAULTS, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_TOKENS, SamplingSpec, sampling_problem
+from engine.protocol import DEFAULTS, WHEN_FULL_CHOICES, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_TOKENS, SamplingSpec, sampling_problem
 from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
 from model_store.fit import BUDGET_PERCENT_RANGE, CONTEXT_STEP, DEFAULT_BUDGET_PERCENT
-from model_store.own_files import check_own_file, read_own_bytes
+from model_store.own_files import NotOwnFile, check_own_file, read_own_bytes
 from model_store.private_files import make_private_folder
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sampling saved only where the user set it (app.services.settings_migration)
 SETTINGS_FILE = "settings.json"
 BROKEN_SUFFIX = ".broken"
 
@@ -48,7 +55,7 @@ SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
 CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also allowed
 AUTO_CONTEXT = 0
 DEVICE_POLICIES = ("auto", "cpu", "npu")
-SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty")
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "repeat_last_n")
 API_PORT_RANGE = (1024, 65535)  # below 1024 needs administrator rights on most systems
 TEXT_SIZE_RANGE = (80, 200)  # percent of the platform's default font
 THEMES = ("system", "light", "dark")  # system: follow the system's light or dark colour scheme
@@ -62,10 +69,11 @@ NEWER_SCHEMA_MESSAGE = (
 class Settings(msgspec.Struct, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     model: str = "default"  # "default" (embedded SmolLM2) or a path to a .gguf
-    temperature: float = DEFAULTS.sampling.temperature  # every request default comes from engine.protocol.DEFAULTS
-    top_k: int = DEFAULTS.sampling.top_k
-    top_p: float = DEFAULTS.sampling.top_p
-    min_p: float = DEFAULTS.sampling.min_p
+    # Sampling: None (absent from the file) = the model's own default (app.services.sampling_defaults)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
     seed: int | None = DEFAULTS.sampling.seed  # None = a fresh random seed per answer
     max_tokens: int = DEFAULTS.max_tokens
     draft: str = DEFAULTS.draft  # auto | off | lookup | mtp | model:PATH
@@ -90,9 +98,11 @@ class Settings(msgspec.Struct, kw_only=True):
     telemetry_open: bool = False  # the window's telemetry dock: closed for a new user, then as it was left
     # The system prompt a new conversation starts with (each keeps its own; "": none, the model's default).
     system_prompt: str = ""
-    repeat_penalty: float = DEFAULTS.sampling.repeat_penalty  # 1 = off (engine.sampling)
+    repeat_penalty: float | None = None  # 1 = off (engine.sampling); None: the model's default
+    repeat_last_n: int | None = None  # the penalty's window: -1 the whole answer, 0 off; None: the model's default
     text_size: int = 100  # percent of the platform's default font (ui.theme)
     theme: str = "system"  # one of THEMES
+    when_full: str = DEFAULTS.when_full  # a conversation longer than the model can read: one of p.WHEN_FULL_CHOICES
 
     def context_for(self, model_path: str) -> int:
         """The context chosen for the model file at ``model_path`` (0: auto)."""
@@ -134,7 +144,9 @@ def _sentence(text: str) -> str:
 
 
 def _sampling_message(name: str, value: Any) -> str | None:
-    """Check one sampling field (the protocol's rules)."""
+    """Check one sampling field (the protocol's rules); None where the model's default is followed."""
+    if value is None and name in MODEL_SAMPLING:
+        return None
     problem = sampling_problem(name, value)
     return None if problem is None else _sentence(problem)
 
@@ -259,6 +271,8 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["api_server_lan"] = _api_lan_message(s)
     messages["text_size"] = _range_message("The text size", s.text_size, TEXT_SIZE_RANGE, " %")
     messages["theme"] = _theme_message(s.theme)
+    messages["when_full"] = None if s.when_full in WHEN_FULL_CHOICES else \
+        f"When a conversation is too long: choose one of {', '.join(WHEN_FULL_CHOICES)}, got {s.when_full!r}."
     return {name: message for name, message in messages.items() if message is not None}
 
 
@@ -305,22 +319,37 @@ def _typed_fields(document: dict[str, Any], problems: list[str]) -> dict[str, An
         except msgspec.ValidationError:
             problems.append(
                 f"The saved {name} setting {document[name]!r} has the wrong type, so it was reset to "
-                f"its default ({getattr(defaults, name)!r}); set it again in Settings if needed."
+                f"its default ({_default_words(defaults, name)}); set it again in Settings if needed."
             )
             continue
         kept[name] = document[name]
     return kept
 
 
+def _default_words(defaults: Settings, name: str) -> str:
+    value = getattr(defaults, name)
+    return "the model's own value" if value is None and name in MODEL_SAMPLING else repr(value)
+
+
 def _reset_invalid(s: Settings, npu_available: bool, problems: list[str]) -> Settings:
     defaults = Settings()
     invalid = validate_settings(s, npu_available=npu_available)
     for name, message in invalid.items():
-        problems.append(f"The saved {name} setting was reset to its default ({getattr(defaults, name)!r}): {message}")
+        problems.append(f"The saved {name} setting was reset to its default ({_default_words(defaults, name)}): {message}")
     return msgspec.structs.replace(s, **{name: getattr(defaults, name) for name in invalid})
 
 
-def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSettings:
+def read_settings(config_dir: Path) -> LoadedSettings:
+    """The saved settings as :func:`load_settings` reads them, for a window that already runs: a file
+    that cannot be read (an editor half-way through writing it), or is not the user's own, is left
+    where it is, not set aside (``unreadable``)."""
+    try:
+        return load_settings(config_dir, npu_available=True, set_aside=False)
+    except NotOwnFile as error:
+        return LoadedSettings(Settings(), [str(error)], unreadable=True)
+
+
+def load_settings(config_dir: Path, *, npu_available: bool = False, set_aside: bool = True) -> LoadedSettings:
     """The saved settings, repaired where needed; never raises for a bad or missing file.
 
     Raises:
@@ -333,13 +362,15 @@ def load_settings(config_dir: Path, *, npu_available: bool = False) -> LoadedSet
     try:
         document = _read_object(path)
     except (OSError, ValueError) as error:
+        if not set_aside:
+            return LoadedSettings(Settings(), [f"Could not read settings from {path}: {error}."], unreadable=True)
         moved = move_aside(path)
         kept = f"your file was kept as {moved}" if moved else "saving settings will replace the file"
         reason = getattr(error, "strerror", None) or str(error)
         message = f"Could not read settings from {path}: {reason}. Default settings are in use and {kept}."
         return LoadedSettings(Settings(), [message], unreadable=True)
     problems: list[str] = []
-    loaded = msgspec.convert(_typed_fields(document, problems), Settings)
+    loaded = msgspec.convert(_typed_fields(migrate(document), problems), Settings)
     if loaded.schema_version > SCHEMA_VERSION:
         problems.append(NEWER_SCHEMA_MESSAGE.format(version=loaded.schema_version))
     loaded = msgspec.structs.replace(loaded, schema_version=SCHEMA_VERSION)
@@ -373,7 +404,7 @@ def save_settings(s: Settings, config_dir: Path, *, npu_available: bool = False)
     if invalid:
         raise SettingsError("These settings cannot be saved: " + " ".join(invalid.values()))
     path = settings_path(config_dir)
-    data = msgspec.json.format(msgspec.json.encode(s), indent=2) + b"\n"
+    data = msgspec.json.format(msgspec.json.encode(_saved_fields(s)), indent=2) + b"\n"
     try:
         write_atomically(path, data)
     except OSError as error:
@@ -387,9 +418,27 @@ def save_settings(s: Settings, config_dir: Path, *, npu_available: bool = False)
 # --- views for the rest of the app --------------------------------------------------------------
 
 
-def sampling_spec(s: Settings) -> SamplingSpec:
-    return SamplingSpec(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed,
-                        repeat_penalty=s.repeat_penalty)
+def _saved_fields(s: Settings) -> dict[str, Any]:
+    """What the file keeps: every field but the sampling the user left to the model (absent, so an
+    older Hearth reading the file uses its own defaults there)."""
+    return {name: value for name, value in msgspec.structs.asdict(s).items()
+            if not (name in MODEL_SAMPLING and value is None)}
+
+
+def user_sampling(s: Settings) -> dict[str, float | int]:
+    """The sampling values the user set (the others follow the model)."""
+    return {name: getattr(s, name) for name in MODEL_SAMPLING if getattr(s, name) is not None}
+
+
+def resolved_sampling(s: Settings, defaults: ResolvedSampling | None = None) -> ResolvedSampling:
+    """Each sampling value an answer uses and where it came from: the user's over ``defaults`` (the
+    model's, :func:`app.services.sampling_defaults.resolve_sampling`; None: those of ``s.model``)."""
+    return (defaults if defaults is not None else resolve_sampling(s.model)).with_yours(**user_sampling(s))
+
+
+def sampling_spec(s: Settings, defaults: ResolvedSampling | None = None) -> SamplingSpec:
+    """What an answer samples with: the user's values, else the model's (see :func:`resolved_sampling`)."""
+    return resolved_sampling(s, defaults).spec(seed=s.seed)
 
 
 def snapshot_budget_bytes(s: Settings) -> int:

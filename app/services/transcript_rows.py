@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.services.context_cut import cut_totals
 from model_store.conversations import ConversationStore, Message
 from model_store.db import read_transaction
 from model_store.documents import Document, DocumentStore
@@ -21,6 +22,7 @@ class MessageRow:
     message: Message
     sibling_ids: list[str] = field(default_factory=list)  # every version at this fork, oldest first
     document: Document | None = None  # the document this message holds, if it is one
+    left_out: int = 0  # an answer whose turn was cut: the messages the model no longer reads, in all
 
     @property
     def version(self) -> int:
@@ -38,5 +40,6 @@ def load_transcript(store: ConversationStore, conversation_id: str) -> list[Mess
     with read_transaction(store.db):
         branch, versions = store.current_branch(conversation_id), store.versions(conversation_id)
         documents = {d.message_id: d for d in DocumentStore(store.db).for_conversation(conversation_id)}
-    return [MessageRow(m, versions.get(m.parent_id, [m.id]), documents.get(m.id) if m.role == "user" else None)
-            for m in branch]
+    totals = cut_totals(branch, [d.message_id for d in documents.values()])
+    return [MessageRow(m, versions.get(m.parent_id, [m.id]), documents.get(m.id) if m.role == "user" else None, n)
+            for m, n in zip(branch, totals)]

@@ -28,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from app.services.context_cut import cut_branch
 from app.services.pending_turn import PendingTurn
 from engine import protocol as p
 from app.engine_clients.client import ClientEvent, EngineClient, EngineDead, new_request_id
 from engine.speculative.draft_choice import parse_draft_spec
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import write_transaction
+from model_store.documents import DocumentStore
 from model_store.writer_lock import Holder, WriterLock, take_writer_lock
 
 # What the engine is not shown: an answer that was stopped (or whose writer was killed) before it wrote anything.
@@ -53,6 +55,7 @@ class TurnOptions:
     draft_max: int = p.DEFAULTS.draft_max
     enable_thinking: bool | None = None  # None: the conversation's setting, else the model's default
     system_prompt: str = ""  # a conversation this turn creates starts with it (Settings.system_prompt)
+    when_full: p.WhenFull = p.DEFAULTS.when_full  # a branch longer than the model can read (app.services.context_cut)
 
 
 def prompt_turns(history: list[Message]) -> list[p.WireMessage]:
@@ -90,14 +93,22 @@ def template_clock(conversation: Conversation) -> float:
 
 
 def answer_turn_command(history: list[Message], conversation: Conversation, answer_id: str,
-                        options: TurnOptions) -> p.AnswerTurn:
-    """The engine's request for this turn. Raises :class:`DraftRefused` for a drafting choice that is not one."""
+                        options: TurnOptions, pinned: list[str] | None = None) -> p.AnswerTurn:
+    """The engine's request for this turn: the branch as far as the model still reads it, ``pinned``
+    (documents) always. Raises :class:`DraftRefused` for a drafting choice that is not one."""
+    pinned = pinned or []
     return p.AnswerTurn(
-        request_id=new_request_id("turn"),
-        conversation_id=conversation.id, answer_id=answer_id, messages=conversation_turns(history, conversation),
+        request_id=new_request_id("turn"), conversation_id=conversation.id, answer_id=answer_id,
+        messages=cut_branch(conversation_turns(history, conversation), history, pinned),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
         draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
+        when_full=options.when_full, pinned=pinned,
     )
+
+
+def pinned_messages(store: ConversationStore, conversation_id: str) -> list[str]:
+    """The conversation's messages a cut never leaves out: its documents."""
+    return [document.message_id for document in DocumentStore(store.db).for_conversation(conversation_id)]
 
 
 def add_user_message(store: ConversationStore, conversation_id: str, text: str, *,
@@ -120,7 +131,8 @@ def begin_answer(store: ConversationStore, conversation_id: str, history: list[M
     """Store an empty answer to the last message of ``history`` and build the engine's command."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
-    command = answer_turn_command(history, store.get(conversation_id), answer.id, options)
+    command = answer_turn_command(history, store.get(conversation_id), answer.id, options,
+                                  pinned_messages(store, conversation_id))
     return PendingTurn(conversation_id, user, answer, command, writer=writer)
 
 

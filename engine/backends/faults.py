@@ -3,8 +3,8 @@
 ``HEARTH_TEST_CPU_FAULT="STAGE:VARIANT:SIGNAL[,...]"`` makes the process kill itself with SIGNAL
 (SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT; or SIGKILL, SIGTERM: a kill from outside, not a crash)
 when it reaches STAGE with the CPU build VARIANT (``*``: any build). Stages: ``canary`` (the canary
-child, after loading the build), ``load`` (loading a model) and ``decode`` (the first decode of the
-process). The process dies by the signal itself, as it would from a real trap, so everything after
+child, after loading the build), ``load`` (loading a model) and ``decode`` (the first decode of a
+request in the process; the load's warm-up decode is part of ``load``). The process dies by the signal itself, as it would from a real trap, so everything after
 it (exit status, messages, fallback, caching) is the real code path. Unset, this costs one
 dictionary lookup per stage.
 

@@ -99,6 +99,7 @@ class LlamaContext:
         # follows the target this way, reading the hidden states of exactly what was decoded.
         self.after_decode: Callable[[list[int] | np.ndarray, int, int], None] | None = None
         self._abort = _AbortCheck(handle)
+        self._warming = False  # inside warm_up (the test-only decode fault waits for a request's decode)
         # Sequences rolled back through the recurrent planes and not decoded since: llama.cpp applies
         # the rollback at that sequence's next decode, and only for that sequence (not for copies).
         self.rollback_pending: set[int] = set()
@@ -147,7 +148,7 @@ class LlamaContext:
         self.has_logits = all_logits or logits or not prune or self.hidden_rows
         views.logits[n - 1] = 1 if self.has_logits else 0
         self._batch.n_tokens = n
-        if decode_fault_armed():
+        if decode_fault_armed() and not self._warming:  # the warm-up is the load's (its stage is "load")
             crash_if_injected("decode", cpu_check.active().variant)
         if self.thread_budget is not None:
             self.use_threads(self.thread_budget())
@@ -155,7 +156,7 @@ class LlamaContext:
         if abort is None:
             status = llama_cpp.llama_decode(self.handle, self._batch)
         else:
-            with self._abort.polling(abort):
+            with self._abort.polling(abort, n):
                 status = llama_cpp.llama_decode(self.handle, self._batch)
         if status == 2 and abort is not None:
             raise DecodeAborted()
@@ -164,6 +165,21 @@ class LlamaContext:
         self.rollback_pending.discard(seq_id)
         if self.after_decode is not None:
             self.after_decode(tokens, start_pos, seq_id)
+
+    def warm_up(self, tokens: list[int]) -> None:
+        """Decode ``tokens`` once and forget them, as llama.cpp's own tools do after a load: the
+        weights are paged in from the file and the graph is set up now, not at the first question,
+        and the graph's node count (:meth:`decode_progress`) is known before the first prompt."""
+        follower, self.after_decode, self._warming = self.after_decode, None, True
+        try:
+            self.decode(tokens, 0, abort=lambda: False)
+        finally:
+            self.after_decode, self._warming = follower, False
+            self.clear()
+
+    def decode_progress(self) -> float | None:
+        """How far the running abortable decode is (0..1), or None (see ``_AbortCheck.progress``)."""
+        return self._abort.progress()
 
     def decode_rows(self, tokens: list[int], positions: list[int], seq_ids: list[int]) -> None:
         """Decode one batch whose rows belong to several sequences, with logits at every row (a
@@ -290,23 +306,45 @@ class _AbortCheck:
         self._check: Callable[[], bool] | None = None
         self._callback = llama_cpp.ggml_abort_callback(self._poll)
         self._none = llama_cpp.ggml_abort_callback()  # a null function pointer: no callback
+        # Graph nodes computed so far in the running decode (one poll per node), and per batch
+        # length how many a whole decode computed: together, how far into a batch the model is.
+        self.polls = 0
+        self.running: int | None = None  # the running decode's batch length
+        self.nodes: dict[int, int] = {}
+        self._stopped = False
+
+    def progress(self) -> float | None:
+        """How much of the running abortable decode is computed (0..1, by graph nodes), from the node
+        count of an earlier decode of the same length or, failing that, of the last one; None when no
+        abortable decode runs or none has finished yet."""
+        length = self.running
+        if length is None:
+            return None
+        nodes = self.nodes.get(length) or self.nodes.get(-1)
+        return min(1.0, self.polls / nodes) if nodes else None
 
     def _poll(self, _data: ctypes.c_void_p) -> bool:
+        self.polls += 1
         try:
-            return bool(self._check is not None and self._check())
+            stop = bool(self._check is not None and self._check())
         except Exception:  # an exception cannot cross into C: stop the decode, say why in the log
             log.exception("the abort check of a decode failed; the decode is aborted")
-            return True
+            stop = True
+        self._stopped = self._stopped or stop
+        return stop
 
     @contextmanager
-    def polling(self, check: Callable[[], bool]) -> Iterator[None]:
-        self._check = check
+    def polling(self, check: Callable[[], bool], length: int) -> Iterator[None]:
+        """Install ``check`` for a decode of ``length`` rows; its node count is kept if it finishes."""
+        self._check, self.polls, self.running, self._stopped = check, 0, length, False
         llama_cpp.llama_set_abort_callback(self._handle, self._callback, None)
         try:
             yield
+            if not self._stopped and self.polls:
+                self.nodes[length] = self.nodes[-1] = self.polls
         finally:
             llama_cpp.llama_set_abort_callback(self._handle, self._none, None)
-            self._check = None
+            self._check, self.running = None, None
 
 
 def _decode_failure(status: int, end_pos: int, n_ctx: int) -> str:

@@ -12,6 +12,7 @@ tensor data, ...).
 from __future__ import annotations
 
 import ctypes
+import re
 import logging
 import os
 import threading
@@ -48,6 +49,7 @@ class _LlamaLog:
         self._partial = ""
         self._lock = threading.Lock()
         self._callback = llama_cpp.llama_log_callback(self._on_log)  # kept alive by self
+        self.watcher: Callable[[str], None] | None = None  # also given every whole line (quantizer progress)
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
@@ -58,6 +60,12 @@ class _LlamaLog:
                 return
             line, self._partial = self._partial.rstrip("\n"), ""
             self.lines.append(line)
+            watcher = self.watcher
+        if watcher is not None:
+            try:
+                watcher(line)
+            except Exception:  # noqa: BLE001 - an exception cannot cross into C
+                log.exception("a watcher of llama.cpp's log failed")
         if level == 2 and line.strip():  # GGML_LOG_LEVEL_ERROR
             log.debug("llama.cpp: %s", line)
 
@@ -109,13 +117,33 @@ def decode_fault_armed() -> bool:
     return _DECODE_FAULT
 
 
-def quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None = None) -> Path:
+_TENSOR_DONE = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]")  # the quantizer's "[  12/ 272] name - ..." lines
+
+
+def quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None = None, *,
+             requantize: bool = False, threads: int = 1, on_progress: Callable[[float], None] | None = None) -> Path:
     """``source`` converted by llama.cpp's own quantizer; ``weight_type`` as in ``LLAMA_FTYPE_MOSTLY_<type>``,
-    ``metadata`` string keys set on the output (``general.name``, ...)."""
-    _init_backend()
+    ``metadata`` string keys set on the output (``general.name``, ...). ``requantize``: the source may
+    itself be quantized (its tensors are dequantized first, as ``llama-quantize --allow-requantize``).
+    ``on_progress``: the share of tensors converted, from the quantizer's log, as it goes."""
+    logbook = _init_backend()
+    if on_progress is not None:
+        def watch(line: str) -> None:
+            if (found := _TENSOR_DONE.match(line)) is not None:
+                on_progress(int(found[1]) / max(1, int(found[2])))
+        logbook.watcher = watch
+    try:
+        return _quantize(source, target, weight_type, metadata, requantize, threads)
+    finally:
+        logbook.watcher = None
+
+
+def _quantize(source: Path, target: Path, weight_type: str, metadata: dict[str, str] | None, requantize: bool,
+              threads: int) -> Path:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{weight_type}")
-    params.nthread = 1
+    params.nthread = threads
+    params.allow_requantize = requantize
     overrides = (llama_cpp.llama_model_kv_override * (len(metadata or {}) + 1))()  # zeroed end marker
     for slot, (key, value) in zip(overrides, (metadata or {}).items()):
         slot.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR

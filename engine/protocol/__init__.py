@@ -21,7 +21,7 @@ from engine.protocol.commands import (  # noqa: F401
     UnloadModel,
 )
 from engine.protocol.events import (  # noqa: F401
-    CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextGrown, ConversationOpened, DocumentRead, DocumentRoom, Error,
+    CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextCut, ContextGrown, ConversationOpened, DocumentRead, DocumentRoom, Error,
     ErrorCode, Event, Finished, ModelFacts, ModelLoaded, ModelLoading, ModelUnloaded, Pong, PromptProgress, Ready,
     RemoteWaiting, Telemetry, TextMeasured, TokenDelta, Unavailable, closes_with_its_own_event, closing_event,
     ends_request, failure_events,
@@ -29,8 +29,9 @@ from engine.protocol.events import (  # noqa: F401
 from engine.protocol.limits import (  # noqa: F401
     DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES,
     MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION, REPEAT_PENALTY_RANGE,
-    REPEAT_WINDOW, CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
-    SamplingSpec, TokenCount, sampling_problem,
+    REPEAT_WHOLE_ANSWER, REPEAT_WINDOW,
+    CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
+    SamplingSpec, TokenCount, WHEN_FULL_CHOICES, WhenFull, sampling_problem,
 )
 from engine.command_check import InvalidCommand  # noqa: F401
 from engine.records import DraftStats, Timings  # noqa: F401

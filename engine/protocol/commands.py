@@ -9,7 +9,7 @@ import msgspec
 
 from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_STORED_BYTES,
                                     MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, CalibrationLength,
-                                    DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, TokenCount)
+                                    DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, TokenCount, WhenFull)
 from engine.reports import KvType
 
 
@@ -106,6 +106,7 @@ class Chat(_Answering, tag="chat", kw_only=True):
     messages: list[WireMessage]
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
+    when_full: WhenFull = "stop"  # "drop-oldest": leave the oldest exchanges out when they do not fit (engine.context_cut)
 
 
 class KeepAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -128,6 +129,12 @@ class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
     keep: KeepAnswer | None = None  # None: the app stores the answer from the events (a remote engine's way)
+    # When the branch would not fit the longest context the model can have: "drop-oldest" leaves its
+    # oldest exchanges out (never a leading system message nor the ``pinned`` ones: documents) and
+    # ``Finished.context_cut`` says where; "stop" and "summary" refuse it ("context_full"), and the
+    # app starts a new conversation from a summary for "summary" (engine.context_cut).
+    when_full: WhenFull = DEFAULTS.when_full
+    pinned: list[str] = []  # ids of messages that always stay in what the model reads (loaded documents)
 
 
 Answer = Union[Complete, Chat, AnswerTurn]  # every request that ends with Finished

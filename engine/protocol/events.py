@@ -164,6 +164,14 @@ class DocumentRead(_Message, tag="document_read"):
     room: DocumentRoom | None = None  # set when the finish reason is "too_long"
 
 
+class ContextCut(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where a turn's branch was cut so it fits: the model read from ``first_kept_id`` on (after the
+    system prompt and the pinned messages), leaving ``left_out`` more messages out than it was sent."""
+
+    first_kept_id: str
+    left_out: int
+
+
 class Finished(_Message, tag="finished"):
     request_id: str
     finish_reason: Literal["stop", "length", "cancelled", "error"]
@@ -179,6 +187,8 @@ class Finished(_Message, tag="finished"):
     # the worker stored the answer (AnswerTurn.keep) before sending this, and let the conversation's next
     # writer in: the app stores nothing more (app.services.turn.end_answer)
     answer_stored: bool = False
+    # the oldest messages were left out of what the model read, so the branch fits (AnswerTurn.when_full)
+    context_cut: ContextCut | None = None
 
 
 class RemoteWaiting(_Message, tag="remote_waiting"):

@@ -11,7 +11,7 @@ import msgspec
 
 from engine.command_check import shown
 
-PROTOCOL_VERSION = 13
+PROTOCOL_VERSION = 14  # 14: SamplingSpec.repeat_last_n
 
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it
@@ -53,7 +53,8 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     """How the next token is drawn; these defaults are Hearth's, the only ones (see :data:`DEFAULTS`).
     ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy.
     ``repeat_penalty`` (llama.cpp's rule; 1 = off) makes tokens of the answer's last
-    :data:`REPEAT_WINDOW` tokens less likely (see :mod:`engine.sampling`).
+    ``repeat_last_n`` tokens less likely (llama.cpp's ``penalty_last_n``: -1 = the whole answer,
+    0 = no penalty; default :data:`REPEAT_WINDOW`; see :mod:`engine.sampling`).
 
     A model's own recommended sampling (its GGUF's ``general.sampling.*`` keys, else its family's in
     the catalogue) comes before these: :mod:`app.services.sampling_defaults`. The repeat penalty's
@@ -66,10 +67,14 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     min_p: float = 0.05
     seed: int | None = None
     repeat_penalty: float = 1.1
+    repeat_last_n: int = 64  # the penalty's window (:data:`REPEAT_WINDOW`); protocol 14
 
 
 REPEAT_PENALTY_RANGE = (1.0, 2.0)  # 1 = off; above 2 a model can no longer repeat even a needed word
-REPEAT_WINDOW = 64  # the answer's last tokens the repeat penalty looks at (llama.cpp's penalty_last_n)
+# The answer's last tokens the repeat penalty looks at unless a request says otherwise (llama.cpp's
+# penalty_last_n); -1 looks at the whole answer (llama.cpp: the whole context), 0 switches the penalty off.
+REPEAT_WINDOW = SamplingSpec().repeat_last_n
+REPEAT_WHOLE_ANSWER = -1
 
 
 def sampling_problem(name: str, value: object) -> str | None:
@@ -89,7 +94,18 @@ def sampling_problem(name: str, value: object) -> str | None:
                                          and REPEAT_PENALTY_RANGE[0] <= value <= REPEAT_PENALTY_RANGE[1]):
         low, high = REPEAT_PENALTY_RANGE
         return f"repeat penalty must be between {low:g} (off) and {high:g}, got {shown(value)}"
+    if name == "repeat_last_n" and not (isinstance(value, int) and not isinstance(value, bool)
+                                        and REPEAT_WHOLE_ANSWER <= value <= MAX_TOKENS):
+        return (f"repeat-last-n must be -1 (the whole answer), 0 (off) or how many of the answer's last tokens "
+                f"the repeat penalty looks at, up to {MAX_TOKENS}, got {shown(value)}")
     return None
+
+
+# What a conversation's turn does when it would not fit the longest context the model can have:
+# leave the oldest exchanges out of what the model reads, continue in a new conversation that starts
+# with a summary, or stop with the reason (engine.context_cut; app.services.context_summary).
+WhenFull = Literal["drop-oldest", "summary", "stop"]
+WHEN_FULL_CHOICES: tuple[str, ...] = WhenFull.__args__
 
 
 class RequestDefaults(msgspec.Struct, frozen=True):
@@ -101,6 +117,7 @@ class RequestDefaults(msgspec.Struct, frozen=True):
     draft: Literal["auto", "off", "lookup", "mtp"] = "auto"  # drafting never changes the output
     draft_max: int = 4
     draft_paths: int = 1  # one chain of drafts a round; 2 and more: a tree (see engine.speculative.tree_source)
+    when_full: WhenFull = "drop-oldest"  # a conversation longer than the model can read keeps going (engine.context_cut)
 
 
 DEFAULTS = RequestDefaults()

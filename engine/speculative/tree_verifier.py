@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.protocol import REPEAT_WINDOW
 from engine.sampling import SamplingParams, TokenDistribution, distribution
 
 RowLogits = Callable[[int, int], np.ndarray]  # (path, depth) -> the target's logits after path[:depth]
@@ -37,7 +36,7 @@ class TreeVerdict:
 def verify_tree(paths: Sequence[Sequence[int]], rows: RowLogits, params: SamplingParams,
                 rng: np.random.Generator, recent: Sequence[int] = ()) -> TreeVerdict:
     """``paths`` all have the same depth; ``recent`` is the answer up to the pending token."""
-    history = list(recent[-REPEAT_WINDOW:]) if params.repeat_penalty != 1.0 else []
+    history = params.repeat_history(recent)  # the window before the draft; each position adds its own
     alive = list(range(len(paths)))
     out: list[int] = []
     for depth in range(len(paths[0])):

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.protocol import REPEAT_WINDOW
 from engine.sampling import SamplingParams, TokenDistribution, distribution
 
 
@@ -38,7 +37,7 @@ def verify(
 ) -> Verdict:
     """``target_rows[i]`` are the target's logits after the history plus ``draft_tokens[:i]``;
     ``recent`` the answer's tokens up to the draft (for the repeat penalty)."""
-    history = list(recent[-REPEAT_WINDOW:]) if params.repeat_penalty != 1.0 else []
+    history = params.repeat_history(recent)  # the window before the draft; each position adds its own
     out: list[int] = []
     for i, token in enumerate(draft_tokens):
         p = distribution(target_rows[i], params, history + list(draft_tokens[:i]))

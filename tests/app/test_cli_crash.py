@@ -58,10 +58,10 @@ def assert_one_crash_object(result: subprocess.CompletedProcess, signal_name: st
 
 
 def test_generate_prints_the_answer_it_streams(hearth_home):
-    streamed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "Hello")
+    streamed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "Write a poem about the sea.")
     assert streamed.returncode == 0, streamed.stderr
     assert "Traceback" not in streamed.stderr
-    printed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "--json", "Hello")
+    printed = installed_hearth("generate", "--max-tokens", "8", "--temperature", "0", "--json", "Write a poem about the sea.")
     assert printed.returncode == 0, printed.stderr
     answer = json.loads(printed.stdout)
     assert answer["text"].strip() and len(answer["token_ids"]) == 8

@@ -25,7 +25,8 @@ def test_hearth_entry_point_generates_json(hybrid_tiny, hearth_home):
     assert len(generated["token_ids"]) == 6
 
 
-GENERATE_KEYS = {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx", "cut_off"}
+GENERATE_KEYS = {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx", "cut_off",
+                 "sampling"}  # sampling: added in issue 51
 SNAPSHOT_KEYS = {"restored", "restored_tokens", "prefilled_tokens", "saved_bytes"}
 
 
@@ -40,7 +41,7 @@ def test_send_json_has_the_generate_keys_plus_the_conversation_and_its_snapshot(
         return json.loads(sent.stdout)
 
     first = send("--new", "Rivers", text="Tell me about rivers.")
-    assert set(first) == GENERATE_KEYS | {"conversation_id", "message_id", "status", "snapshot"}
+    assert set(first) == GENERATE_KEYS | {"conversation_id", "message_id", "status", "snapshot", "context"}
     assert set(first["snapshot"]) == SNAPSHOT_KEYS
     assert not first["snapshot"]["restored"] and first["snapshot"]["saved_bytes"] > 0
     second = send("--conversation", first["conversation_id"], text="And lakes?")

@@ -11,7 +11,8 @@ def test_generate_cli_streams_text_and_json_has_the_documented_keys(capsys, hybr
     assert main(["generate", "--model", str(hybrid_tiny), "--max-tokens", "8", "--seed", "1", "--draft", "off",
                  "--json", "hi"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx", "cut_off"}
+    assert set(out) == {"text", "reasoning", "token_ids", "finish_reason", "timings", "draft", "devices", "n_ctx", "cut_off",
+                        "sampling"}
     assert set(out["devices"]) == {"prefill", "decode", "prefill_reason", "decode_reason"}
     assert set(out["timings"]) == {"prompt_n", "prompt_ms", "gen_n", "gen_ms", "ttft_ms"}
     assert set(out["draft"]) == {"kind", "rounds", "drafted", "accepted", "mean_accepted_len", "auto_off", "reason",

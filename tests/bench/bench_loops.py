@@ -10,12 +10,13 @@ written once before: a long poem cut by the limit is not a loop, a cycle cut by 
 Each named configuration is the sampling a request gets when nobody sets a field: ``before`` is what
 every path sent until issue 51 (repeat penalty 1.0), ``after`` is what the built-in model resolves to
 now (:func:`app.services.sampling_defaults.resolve_sampling`), and ``--try`` adds others
-(``--try strong:rp=1.15,min_p=0.1``; the penalty's window is :data:`engine.protocol.REPEAT_WINDOW`) to choose Hearth's defaults by measurement. With drafting on
+(``--try strong:rp=1.15,min_p=0.1``, ``--try wide:rp=1.1,last_n=256``: the penalty's window, by default
+:data:`engine.protocol.REPEAT_WINDOW`) to choose Hearth's defaults by measurement. With drafting on
 (``--draft auto``, the default) the answers also report the drafter's acceptance, so the cost of the
 penalty to drafting shows beside the loops.
 
 Prints one JSON object. Usage: ``python tests/bench/bench_loops.py [--max-tokens N] [--limit N]
-[--configs before,after] [--try NAME:rp=X,temp=X,top_k=N,top_p=X,min_p=X] [--show]``.
+[--configs before,after] [--try NAME:rp=X,temp=X,top_k=N,top_p=X,min_p=X,last_n=N] [--show] [--model PATH]``.
 """
 
 from __future__ import annotations
@@ -105,11 +106,12 @@ def tried(text: str) -> tuple[str, p.SamplingSpec]:
     """``NAME:rp=1.15,temp=0.7`` -> a named configuration over ``before``."""
     name, _, fields = text.partition(":")
     spec = before()
-    keys = {"rp": "repeat_penalty", "temp": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p"}
+    keys = {"rp": "repeat_penalty", "temp": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
+            "last_n": "repeat_last_n"}
     for item in filter(None, fields.split(",")):
         key, _, value = item.partition("=")
         field = keys[key]
-        spec = msgspec.structs.replace(spec, **{field: int(value) if field == "top_k" else float(value)})
+        spec = msgspec.structs.replace(spec, **{field: int(value) if field in ("top_k", "repeat_last_n") else float(value)})
     return name, spec
 
 
@@ -157,6 +159,7 @@ def main() -> None:
     parser.add_argument("--try", dest="tries", action="append", default=[])
     parser.add_argument("--draft", default="auto")
     parser.add_argument("--show", action="store_true", help="print every answer to stderr")
+    parser.add_argument("--model", default="default", help="default (the built-in model as Hearth loads it) or a path")
     args = parser.parse_args()
     configs = {name: {"before": before, "after": after}[name]() for name in filter(None, args.configs.split(","))}
     configs.update(tried(text) for text in args.tries)
@@ -164,7 +167,7 @@ def main() -> None:
     prompts = {i: PROMPTS[i] for i in chosen}
     client = InprocClient()
     client.start()
-    client.load_model("default")
+    client.load_model(args.model)
     report: dict = {"prompts": len(prompts), "max_tokens": args.max_tokens, "run": RUN, "seed": SEED,
                     "draft": args.draft, "configs": {}}
     try:

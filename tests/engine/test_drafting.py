@@ -77,24 +77,50 @@ def test_greedy_with_a_repeat_penalty_is_identical_for_model_drafters(tiny, test
         spec = "model:" + str(test_models[spec.split(":")[1]])
     drafting = Drafting(tiny)
     make, _ = drafting.plan(parse_draft_spec(spec), 4, auto_off=False)
-    accepted = changed = 0
     try:
-        for prompt in prompts(8):
-            plain = run(tiny, prompt, GenerationSettings(PENALISED, max_tokens=40))
-            drafted = run(tiny, prompt, GenerationSettings(PENALISED, max_tokens=40), make)
-            assert drafted.token_ids == plain.token_ids, prompt
-            accepted += drafted.source.stats.accepted
-            changed += plain.token_ids != run(tiny, prompt, GenerationSettings(GREEDY, max_tokens=40)).token_ids
+        accepted, changed = drafted_equals_plain(tiny, make, PENALISED, GREEDY, n_prompts=8, max_tokens=40)
     finally:
         drafting.close()
     assert changed > 0, "the penalty changed some answers"
     assert accepted > 0 or spec == "mtp"
 
 
+def drafted_equals_plain(session, make, sampling: SamplingParams, other: SamplingParams, *, n_prompts: int,
+                         max_tokens: int) -> tuple[int, int]:
+    """Asserts drafted answers equal plain ones under ``sampling``; (drafts accepted, answers that
+    ``other`` sampling changes)."""
+    accepted = changed = 0
+    for prompt in prompts(n_prompts):
+        plain = run(session, prompt, GenerationSettings(sampling, max_tokens=max_tokens))
+        drafted = run(session, prompt, GenerationSettings(sampling, max_tokens=max_tokens), make)
+        assert drafted.token_ids == plain.token_ids, prompt
+        accepted += drafted.source.stats.accepted
+        changed += plain.token_ids != run(session, prompt, GenerationSettings(other, max_tokens=max_tokens)).token_ids
+    return accepted, changed
+
+
 def test_greedy_with_a_repeat_penalty_on_smollm2_is_identical_with_lookup_drafting(smollm2):
     """SmolLM2 quoting: lookup drafts the quote again and again, the penalty rejects many of them."""
     accepted, rollbacks = lookup_quoting_is_identical(smollm2, PENALISED, n_prompts=6)
     assert accepted > 5 and rollbacks > 0
+
+
+# The penalty's window (repeat_last_n): 8 tokens, and the whole answer (-1), which differs from the default 64
+# only past 64 tokens, so these answers run to 100.
+@pytest.mark.parametrize("window", [8, -1])
+def test_greedy_with_a_repeat_window_is_identical_for_a_model_drafter(tiny, test_models, window):
+    windowed = SamplingParams(temperature=0.0, repeat_penalty=1.3, repeat_last_n=window)
+    make = drafter(tiny, "model:" + str(test_models["hybrid-draft"]))
+    accepted, changed = drafted_equals_plain(tiny, make, windowed, PENALISED, n_prompts=6, max_tokens=100)
+    assert changed > 0, "the window changed some answers (against the default 64)"
+    assert accepted > 0
+
+
+@pytest.mark.parametrize("window", [8, -1])
+def test_greedy_with_a_repeat_window_on_smollm2_is_identical_with_lookup_drafting(smollm2, window):
+    windowed = SamplingParams(temperature=0.0, repeat_penalty=1.3, repeat_last_n=window)
+    accepted, rollbacks = lookup_quoting_is_identical(smollm2, windowed, n_prompts=4)
+    assert accepted > 0 and rollbacks > 0  # over the whole answer the penalty rejects most of a quote's drafts
 
 
 def lookup_quoting_is_identical(smollm2, sampling, n_prompts: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import pytest
 from engine.backends.llama_cpp import quantize
 from engine.generation import GenerationSettings
 from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY
+from engine.sampling import GREEDY, SamplingParams
 from engine.session import open_session
 from engine.speculative.draft_model import DraftModel
 from engine.speculative.eagle3 import Eagle3Drafter
@@ -95,8 +95,8 @@ def plain_tiny(tiny_pair):
     return tiny_pair[1]
 
 
-def greedy_tree_is_identical(session, plain_session, texts, max_tokens=40) -> dict[str, int]:
-    settings = GenerationSettings(GREEDY, max_tokens=max_tokens)
+def greedy_tree_is_identical(session, plain_session, texts, max_tokens=40, sampling=GREEDY) -> dict[str, int]:
+    settings = GenerationSettings(sampling, max_tokens=max_tokens)
     answers = {}
     for text in texts:
         plain = run(plain_session, text, settings)
@@ -116,6 +116,14 @@ def test_greedy_tree_drafting_on_the_hybrid_model_is_plain_decoding(tiny, plain_
     totals = greedy_tree_is_identical(tiny, plain_tiny, prompts(6))
     assert totals["tree_rounds"] > 30 and totals["side_wins"] > 5, totals
     assert 0 < totals["accepted"] < totals["drafted"] and totals["rollbacks"] > 5, totals
+
+
+@pytest.mark.parametrize("window", [8, -1])
+def test_greedy_tree_drafting_with_a_repeat_window_is_plain_decoding(tiny, plain_tiny, window):
+    """Each node is judged with the penalty over its own window of the answer (repeat_last_n)."""
+    windowed = SamplingParams(temperature=0.0, repeat_penalty=1.3, repeat_last_n=window)
+    totals = greedy_tree_is_identical(tiny, plain_tiny, prompts(4), max_tokens=80, sampling=windowed)
+    assert totals["tree_rounds"] > 20 and totals["side_wins"] > 2, totals
 
 
 def test_greedy_tree_drafting_past_512_tokens_is_plain_decoding(tiny, plain_tiny):

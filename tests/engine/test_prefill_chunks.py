@@ -18,6 +18,7 @@ from engine.backends.base import ContextSettings
 from engine.backends.llama_context import DecodeAborted
 from engine.backends.llama_cpp import LlamaModel
 from engine.generation import Generation, GenerationSettings, prefill
+from engine.progress import PrefillProgress
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY
 from engine.session import ModelSession, open_session
@@ -273,3 +274,49 @@ def test_an_asked_thread_count_is_kept(hybrid_tiny):
     finally:
         asked.close()
         chosen.close()
+
+
+# -- issue 51, point 3: progress inside the first chunk; the load's warm-up leaves no trace ---------
+# The first chunk used to report "0 of N" until it finished (no speed to estimate from); the estimate
+# now comes from how far llama.cpp is through the chunk's graph (one abort poll per node), which the
+# load's warm-up decode has counted.
+
+def test_the_first_chunk_of_a_read_reports_rows_as_it_goes(smol):
+    smol.reset()
+    smol.warm_up()
+    assert smol.n_past == 0 and smol.context.seq_pos_max(0) < 0, "the warm-up leaves nothing in the context"
+    tokens = np.random.default_rng(3).integers(100, 10_000, 2 * smol.n_batch).tolist()
+    reports: list[tuple[int, int, float, bool]] = []
+    progress = PrefillProgress(lambda *r: reports.append(r), heartbeat_s=0.01,
+                               within=smol.context.decode_progress)
+    try:
+        prefill(smol, tokens, reset=True, on_progress=progress.chunk_done, cancelled=lambda: False,
+                on_chunk_start=progress.chunk_started)
+    finally:
+        progress.close()
+    first_exact = next(i for i, r in enumerate(reports) if not r[3])
+    inside_first = [r[0] for r in reports[:first_exact]]
+    assert reports[first_exact][0] == smol.n_batch
+    assert len(set(inside_first)) >= 3 and 0 < max(inside_first) < smol.n_batch, reports[:first_exact]
+    counts = [r[0] for r in reports]
+    assert counts == sorted(counts) and counts[-1] == len(tokens)
+
+
+def test_a_warmed_up_session_answers_token_for_token_as_a_cold_one(smollm2, smol):
+    prompt = raw_prompt_tokens(smol.model, "Once upon a time, in a small village by the sea,")
+    settings = GenerationSettings(sampling=GREEDY, max_tokens=24)
+
+    def greedy(session) -> list[int]:
+        run = Generation(session, prompt, settings, reset=True)
+        for _ in run:
+            pass
+        return run.token_ids
+
+    cold = open_session(str(smollm2), n_ctx=2048)
+    try:
+        expected = greedy(cold)
+    finally:
+        cold.close()
+    smol.reset()
+    smol.warm_up()
+    assert greedy(smol) == expected

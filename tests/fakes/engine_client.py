@@ -125,6 +125,7 @@ class ScriptedEngine(EngineClient):
         self.loaded: p.ModelLoaded | None = None
         self.telemetry_interval_ms = 0
         self.starts = 0  # handshakes answered: 2 after one restart
+        self.load_steps: list[tuple[str, float]] = [("load", 0.5)]  # the ModelLoading events a load sends
         self._events = EventOutlet()
         self._scripts: dict[type, deque[Step]] = defaultdict(deque)
         self._held: _Held | None = None
@@ -264,7 +265,8 @@ class ScriptedEngine(EngineClient):
 
     def _load(self, command: p.LoadModel, step: Step) -> None:
         rid = command.request_id
-        self._emit(p.ModelLoading(request_id=rid, phase="load", fraction=0.5))
+        for phase, fraction in self.load_steps:
+            self._emit(p.ModelLoading(request_id=rid, phase=phase, fraction=fraction))
 
         def end(_: str) -> None:
             facts = msgspec.structs.replace(_facts(command.model, self.n_ctx_train), thinks=self.thinks,

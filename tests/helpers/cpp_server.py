@@ -1,5 +1,5 @@
-"""llama.cpp's own C++ ``llama-server``, built from the very source Hearth vendors: the anchor of the
-serving benchmarks (issue 35), on 127.0.0.1 only.
+"""llama.cpp's own C++ ``llama-server`` and ``llama-bench``, built from the very source Hearth vendors:
+the anchors of the serving and reading benchmarks (issues 35, 51), on 127.0.0.1 only.
 
 It is built once and cached (``~/.cache/hearth/llama-server/<key>``, the key made of everything the
 binary depends on: the llama-cpp-python version, the CPU variant, the flags, the compiler, this
@@ -33,7 +33,8 @@ import llama_platforms as per_system  # noqa: E402
 from tests.helpers.llama_server import free_port  # noqa: E402
 from tests.helpers.serve import stop_process  # noqa: E402
 
-FORMAT = 1
+FORMAT = 2  # 2: llama-bench built beside the server
+TOOLS = ("llama-server", "llama-bench")
 CACHE = Path.home() / ".cache" / "hearth" / "llama-server"
 FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON", "-DGGML_LLAMAFILE=ON",
          "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",
@@ -58,15 +59,21 @@ def build_key(version: str, variant: str) -> str:
 def built_server(variant: str, *, jobs: int | None = None, cache: Path = CACHE) -> Path:
     """The ``llama-server`` binary for ``variant`` (a name in ``llama_platforms.VARIANTS``), built if
     it is not cached yet."""
+    return built_tool(variant, "llama-server", jobs=jobs, cache=cache)
+
+
+def built_tool(variant: str, tool: str, *, jobs: int | None = None, cache: Path = CACHE) -> Path:
+    """llama.cpp's ``tool`` (one of :data:`TOOLS`) for ``variant``, built (with the others) if it is not
+    cached yet."""
     version = llama_cpp_version()
     folder = cache / build_key(version, variant)
-    binary = folder / "llama-server"
+    binary = folder / tool
     if binary.exists():
         return binary
     sdist = llama_build.cached_sdist(Path.home() / ".cache" / "hearth" / "wheels", version)
     if not sdist.exists():
         raise SystemExit(f"no llama-cpp-python sdist at {sdist}: run the set-up (installers/setup_dev.sh) first")
-    print(f"[bench] building llama.cpp's llama-server {version} ({variant}) once; this takes minutes",
+    print(f"[bench] building llama.cpp's {' and '.join(TOOLS)} {version} ({variant}) once; this takes minutes",
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="hearth-llama-server-build-") as tmp:
         work = Path(tmp)
@@ -77,7 +84,7 @@ def built_server(variant: str, *, jobs: int | None = None, cache: Path = CACHE) 
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         llama_build.run(["cmake", "-S", str(source), "-B", str(build), *generator, *FLAGS], log)
         llama_build.run(["cmake", "--build", str(build), "-j", str(jobs or os.cpu_count() or 2), "--target",
-                         "llama-server", per_system.backend_target(variant)], log)
+                         *TOOLS, per_system.backend_target(variant)], log)
         partial = folder.with_name(f".{folder.name}.{os.getpid()}.part")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)

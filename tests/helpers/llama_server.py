@@ -32,7 +32,7 @@ from pathlib import Path
 
 from engine.backends import cpu_check
 from engine.backends.base import default_threads
-from model_store.installed import embedded_model_file
+from engine.model_files import DEFAULT_MODEL, resolve_model_ref
 from tests.helpers.serve import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,13 +98,13 @@ def start_llama_server(model: Path | None = None, *, context: int = 2048, thread
                        api_key: str = "", log_dir: Path | None = None, env: dict[str, str] | None = None,
                        preexec_fn: Callable[[], None] | None = None, timeout: float = START_TIMEOUT_S,
                        **extra: object) -> LlamaServer:
-    """Start the server (SmolLM2 unless ``model``) and return once ``GET /v1/models`` answers.
+    """Start the server (SmolLM2 as Hearth loads it, unless ``model``) and return once ``GET /v1/models`` answers.
 
     ``extra`` are more ``llama_cpp.server`` settings (``model_alias="smollm2"``, ``n_batch=256``).
     ``preexec_fn`` runs in the child before it starts (pinning it to some cores, say). Raises
     :class:`ServerDidNotStart`.
     """
-    model = model or embedded_model_file()
+    model = model or resolve_model_ref(DEFAULT_MODEL)
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="hearth-llama-server-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {})}

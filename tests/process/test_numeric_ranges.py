@@ -47,6 +47,7 @@ SAMPLING_VALUES = {
     "min_p": ([0.0, 0.999999], [1.0, -1e-9, math.inf, math.nan]),
     "seed": ([0, 2**63 - 1], [-1, 2**63, 2**64 - 1, -(2**63)]),
     "repeat_penalty": ([1.0, 2.0], [0.999, 2.0000001, 0.0, -1.0, math.inf, math.nan]),
+    "repeat_last_n": ([-1, 0, 2**31 - 1], [-2, 2**31, 2**63 - 1, 2**64 - 1, -(2**63)]),  # -1: the whole answer
 }
 # In-range values of note besides the bounds: a context shorter than llama.cpp's batch.
 ALSO_INSIDE = {("load_model", "n_ctx"): (1,)}
@@ -93,7 +94,7 @@ class Case:
         name = self.path.removeprefix("sampling.")
         if name == "repeat_penalty":
             return "repeat penalty"
-        return name.replace("_", "-") if name in ("top_k", "top_p", "min_p") else name
+        return name.replace("_", "-") if name in ("top_k", "top_p", "min_p", "repeat_last_n") else name
 
     def raw(self, command: p.Command) -> dict:
         message = msgspec.to_builtins(command)

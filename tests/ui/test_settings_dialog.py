@@ -21,14 +21,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.context_info import context_details
+from ui.views.settings.context_words import context_words
 from app.services.settings import NO_NPU_MESSAGE, Settings, context_key
 from engine.protocol import ContextReport
 from ui import theme
 from ui.views.settings_dialog import NO_MODEL_DETAILS, SEED_MESSAGE, SettingsDialog
 
 INPUT_NAMES = (  # in tab order: Chat, Model, Performance, Privacy, Advanced
-    "system_prompt", "theme", "text_size", "highlight_drafts",
+    "system_prompt", "when_full", "theme", "text_size", "highlight_drafts",
     "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "seed", "max_tokens", "context_auto", "context_tokens",
     "device_policy", "draft_kind", "draft_path", "draft_max", "draft_paths",
     "data_folder",
@@ -110,7 +110,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 24  # 20 + the local API server group's 4
+    assert len(labels) == 26  # 21 + the local API server group's 4 + the repeat window's
     assert all(label.isHidden() for label in labels)
 
 
@@ -259,7 +259,8 @@ def test_the_model_group_shows_the_current_models_context_and_what_the_loaded_mo
     assert child(dialog, QCheckBox, "kv_cache_8bit").isChecked()
     assert child(dialog, QSpinBox, "memory_budget_percent").value() == 50
     details = child(dialog, QLabel, "context_details").text()
-    assert details == context_details(REPORT) and "32,768 tokens (auto)" in details and "262,144" in details
+    assert details == context_words(REPORT) and "32,768 tokens" in details and "automatically" in details \
+        and "262,144" in details and "KV" not in details and "KV cache" in child(dialog, QLabel, "context_details").toolTip()
     assert dialog.form_settings() == given
 
     auto.setChecked(True)

@@ -177,26 +177,38 @@ PENALISED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repea
 ANSWER = [0]  # the answer so far (its last token pending): token 0 is penalised from the start
 
 
-def first_two_penalised_tokens(draft_rng, verify_rng) -> tuple[int, int]:
+def first_two_penalised_tokens(draft_rng, verify_rng, params=PENALISED, answer=ANSWER) -> tuple[int, int]:
     """:func:`first_two_tokens` with a repeat penalty: the second token's history holds the first."""
     d1 = _draw(draft_rng, Q1)
     d2 = _draw(draft_rng, Q2[d1])
-    verdict = verify([d1, d2], [S1, S2[d1]], [L1, L2[d1], L_FLAT], PENALISED, verify_rng, recent=ANSWER)
+    verdict = verify([d1, d2], [S1, S2[d1]], [L1, L2[d1], L_FLAT], params, verify_rng, recent=answer)
     if len(verdict.tokens) >= 2:
         return verdict.tokens[0], verdict.tokens[1]
     a = verdict.tokens[0]
     e1 = _draw(draft_rng, Q2[a])
-    again = verify([e1], [S2[a]], [L2[a], L_FLAT], PENALISED, verify_rng, recent=[*ANSWER, a])
+    again = verify([e1], [S2[a]], [L2[a], L_FLAT], params, verify_rng, recent=[*answer, a])
     return a, again.tokens[0]
 
 
-def test_two_token_drafts_with_a_repeat_penalty_keep_plain_decodings_joint_distribution():
-    """Plain decoding draws the first token from P1 penalised for token 0, the second from P2[a]
-    penalised for 0 and a; drafted rounds must give that joint distribution, whatever q is."""
+# (window, answer so far): the default window; a window of one token, so the second token's history is
+# the first token alone (token 4, written before it, no longer counts); the whole answer (-1).
+WINDOWS = [(64, ANSWER), (1, [0, 4]), (-1, [4] + [1] * 70)]
+
+
+@pytest.mark.parametrize("window, answer", WINDOWS, ids=[f"window{w}" for w, _ in WINDOWS])
+def test_two_token_drafts_with_a_repeat_penalty_keep_plain_decodings_joint_distribution(window, answer):
+    """Plain decoding draws the first token from P1 penalised for the window's tokens, the second from
+    P2[a] penalised for the window after a; drafted rounds must give that joint distribution, whatever q is."""
+    params = SamplingParams(**{**PENALISED.__dict__, "repeat_last_n": window})
     draft_rng, verify_rng = np.random.default_rng(51), np.random.default_rng(52)
-    pairs = np.array([first_two_penalised_tokens(draft_rng, verify_rng) for _ in range(TWO_TOKEN_SAMPLES)])
-    first = distribution(L1, PENALISED, ANSWER).dense(5)
-    second = np.array([distribution(L2[a], PENALISED, [*ANSWER, a]).dense(5) for a in range(5)])
+    pairs = np.array([first_two_penalised_tokens(draft_rng, verify_rng, params, answer)
+                      for _ in range(TWO_TOKEN_SAMPLES)])
+    first = distribution(L1, params, answer).dense(5)
+    second = np.array([distribution(L2[a], params, [*answer, a]).dense(5) for a in range(5)])
+    if window != 64:  # the window changes what plain decoding draws, so the check tells windows apart
+        default = SamplingParams(**{**PENALISED.__dict__, "repeat_last_n": 64})
+        default_second = np.array([distribution(L2[a], default, [*answer, a]).dense(5) for a in range(5)])
+        assert not np.allclose(first[:, None] * second, distribution(L1, default, answer).dense(5)[:, None] * default_second)
     assert_fits(pairs[:, 0] * 5 + pairs[:, 1], first[:, None] * second)
 
 
@@ -245,6 +257,24 @@ def test_greedy_with_a_repeat_penalty_judges_each_position_with_its_own_history(
     rng = np.random.default_rng(0)
     assert verify([1, 2], [None, None], [row, row, row], params, rng, recent=answer).tokens == plain
     assert verify([1, 1], [None, None], [row, row, row], params, rng, recent=answer).tokens == [1, 2]
+
+
+def test_greedy_with_a_short_window_judges_each_position_with_its_own_window():
+    """With a one-token window plain greedy decoding picks 1, 0, 1 here (only the last pick is
+    penalised); a verifier with the default window would refuse 0 at the second position."""
+    row = np.array([3.0, 2.5, 2.45, -1.0])
+    params = SamplingParams(temperature=0.0, repeat_penalty=1.25, repeat_last_n=1)
+    answer, plain = [0], []
+    for _ in range(3):
+        plain.append(int(distribution(row, params, answer + plain).ids[0]))
+    assert plain == [1, 0, 1]
+    rng = np.random.default_rng(0)
+    assert verify([1, 0], [None, None], [row, row, row], params, rng, recent=answer).tokens == plain
+    whole = SamplingParams(temperature=0.0, repeat_penalty=1.25, repeat_last_n=-1)
+    long_ago = [0] + [3] * 100  # token 0 far beyond the default window: only the whole answer holds it
+    assert verify([1, 2], [None, None], [row, row, row], whole, rng, recent=long_ago).tokens == [1, 2, 0]
+    default = SamplingParams(temperature=0.0, repeat_penalty=1.25)
+    assert verify([1, 2], [None, None], [row, row, row], default, rng, recent=long_ago).tokens == [0]
 
 
 # The check has teeth: wrong rules fail it by a wide margin.

@@ -92,6 +92,9 @@ def test_sampling_frequencies_follow_the_distribution():
     ({"repeat_penalty": 0.9}, "repeat penalty"),
     ({"repeat_penalty": 2.5}, "repeat penalty"),
     ({"repeat_penalty": float("nan")}, "repeat penalty"),
+    ({"repeat_last_n": -2}, "repeat-last-n"),
+    ({"repeat_last_n": 2**31}, "repeat-last-n"),
+    ({"repeat_last_n": 1.5}, "repeat-last-n"),
 ])
 def test_invalid_settings_say_which(kw, fragment):
     with pytest.raises(SamplingError, match=fragment):
@@ -130,3 +133,27 @@ def test_greedy_takes_the_argmax_after_the_penalty():
     penalised = SamplingParams(temperature=0.0, repeat_penalty=1.25)
     assert distribution(logits, penalised, [0]).ids.tolist() == [1]
     assert logits.tolist() == [3.0, 2.5, 0.0], "the caller's logits are left as they were"
+
+
+# --- the penalty's window, repeat_last_n (llama.cpp's penalty_last_n: -1 all, 0 off) -----------------
+
+def test_the_window_is_the_requests_repeat_last_n():
+    params = only(repeat_penalty=2.0, repeat_last_n=4)
+    np.testing.assert_allclose(distribution(SIGNED, params, [0, 3, 3, 3, 3]).dense(4),
+                               distribution(SIGNED, params, [3]).dense(4))  # token 0 is 5 back: out of a 4-window
+    assert distribution(SIGNED, params, [0, 3, 3, 3]).prob(0) < dense(only(), SIGNED)[0]
+
+
+def test_a_window_of_minus_one_is_the_whole_answer_and_zero_is_no_penalty():
+    long_ago = [0] + [3] * (10 * REPEAT_WINDOW)
+    whole = only(repeat_penalty=2.0, repeat_last_n=-1)
+    assert distribution(SIGNED, whole, long_ago).prob(0) < distribution(SIGNED, only(repeat_penalty=2.0), long_ago).prob(0)
+    np.testing.assert_allclose(distribution(SIGNED, only(repeat_penalty=2.0, repeat_last_n=0), [0, 1, 2, 3]).dense(4),
+                               dense(only(), SIGNED))
+
+
+def test_the_window_comes_from_the_protocols_sampling_spec():
+    from engine import protocol as p
+
+    assert SamplingParams().repeat_last_n == p.SamplingSpec().repeat_last_n == REPEAT_WINDOW == 64
+    assert SamplingParams.from_spec(p.SamplingSpec(repeat_last_n=-1)).repeat_last_n == -1

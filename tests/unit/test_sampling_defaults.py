@@ -4,6 +4,7 @@ files written with the gguf package, read back by Hearth's own reader; the shipp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
@@ -13,6 +14,8 @@ import pytest
 from app.services.sampling_defaults import resolve_sampling
 from engine import protocol as p
 from model_store.catalogue import load_catalogue
+
+CATALOGUE_JSON = Path(__file__).resolve().parents[2] / "model_store" / "catalogue.json"
 
 
 def write_model(path: Path, arch: str, sampling: dict[str, float | int]) -> Path:
@@ -37,9 +40,10 @@ def test_the_files_own_keys_come_first_then_the_catalogue_then_hearth(tmp_path):
     model = write_model(tmp_path / "my-lfm2.gguf", "lfm2", {"temp": 0.5, "top_k": 12, "penalty_repeat": 1.2})
     resolved = resolve_sampling(model)
     assert resolved.values == {"temperature": 0.5, "top_k": 12, "repeat_penalty": pytest.approx(1.2),
-                               "min_p": lfm2.min_p, "top_p": p.DEFAULTS.sampling.top_p}
+                               "min_p": lfm2.min_p, "top_p": p.DEFAULTS.sampling.top_p,
+                               "repeat_last_n": p.DEFAULTS.sampling.repeat_last_n}
     assert resolved.sources == {"temperature": "model", "top_k": "model", "repeat_penalty": "model",
-                                "min_p": "catalogue", "top_p": "hearth"}
+                                "min_p": "catalogue", "top_p": "hearth", "repeat_last_n": "hearth"}
     assert [resolved.label(name) for name in ("temperature", "min_p", "top_p")] == [
         "from the model", "from the catalogue", "Hearth's default"]
 
@@ -62,7 +66,8 @@ def test_a_family_that_publishes_values_for_thinking_gets_them_with_thinking_on(
         qwen.temperature, qwen.top_p, qwen.top_k)
     assert (on.values["temperature"], on.values["top_p"], on.values["top_k"]) == (
         qwen.thinking.temperature, qwen.thinking.top_p, qwen.top_k)
-    assert on.values["temperature"] != off.values["temperature"] and set(on.sources.values()) == {"catalogue"}
+    published = {name: source for name, source in on.sources.items() if name != "repeat_last_n"}  # Qwen gives no window
+    assert on.values["temperature"] != off.values["temperature"] and set(published.values()) == {"catalogue"}
 
 
 def test_an_architecture_unrelated_families_share_matches_the_catalogue_only_by_file_name(tmp_path):
@@ -112,3 +117,52 @@ def test_an_api_request_sets_what_it_sends_and_the_model_gives_the_rest(tmp_path
     assert (spec.repeat_penalty, spec.min_p) == (pytest.approx(1.2), lfm2.min_p)  # the file's, the family's
     unset = schema.decode_body(b'{"model": "default", "messages": []}', schema.ChatRequest)
     assert schema.sampling_spec(unset) == p.DEFAULTS.sampling  # the built-in model: Hearth's, not OpenAI's 1.0
+
+
+# --- the repeat penalty's window: general.sampling.penalty_last_n, as llama.cpp reads it ------------
+
+@pytest.mark.parametrize("window", [256, 8, 0, -1])
+def test_a_files_penalty_last_n_is_the_repeat_window(tmp_path, window):
+    """-1 (the whole answer) and 0 (no penalty) are llama.cpp's meanings and are taken as they are."""
+    model = write_model(tmp_path / "windowed.gguf", "lfm2", {"penalty_last_n": window})
+    resolved = resolve_sampling(model)
+    assert (resolved.values["repeat_last_n"], resolved.label("repeat_last_n")) == (window, "from the model")
+    assert resolved.spec().repeat_last_n == window and type(resolved.spec().repeat_last_n) is int
+
+
+def test_a_window_the_protocol_refuses_is_passed_over_and_hearths_is_64(tmp_path):
+    model = write_model(tmp_path / "odd-window.gguf", "lfm2", {"penalty_last_n": -7})
+    resolved = resolve_sampling(model)
+    assert (resolved.values["repeat_last_n"], resolved.sources["repeat_last_n"]) == (64, "hearth")
+    assert p.DEFAULTS.sampling.repeat_last_n == p.REPEAT_WINDOW == 64
+
+
+def test_the_catalogues_window_comes_after_the_files_and_the_user_wins(tmp_path):
+    """A family's ``repeat_last_n`` in catalogue.json (the real file, with one value added) is used
+    when the GGUF has none; the file's own key comes first, and the user's value over both."""
+    document = json.loads(CATALOGUE_JSON.read_text())
+    lfm2 = next(model for model in document["models"] if model["id"] == "lfm2-350m")
+    lfm2["sampling"]["repeat_last_n"] = 128
+    (tmp_path / "catalogue.json").write_text(json.dumps(document))
+    catalogue = load_catalogue(tmp_path / "catalogue.json")
+    plain = write_model(tmp_path / "plain-lfm2.gguf", "lfm2", {})
+    keyed = write_model(tmp_path / "keyed-lfm2.gguf", "lfm2", {"penalty_last_n": 32})
+    from_catalogue = resolve_sampling(plain, catalogue=catalogue)
+    assert (from_catalogue.values["repeat_last_n"], from_catalogue.sources["repeat_last_n"]) == (128, "catalogue")
+    assert resolve_sampling(keyed, catalogue=catalogue).values["repeat_last_n"] == 32
+    yours = from_catalogue.with_yours(repeat_last_n=-1)
+    assert (yours.spec().repeat_last_n, yours.label("repeat_last_n")) == (-1, "yours")
+
+
+def test_the_api_field_repeat_last_n_sets_the_window_and_is_checked(tmp_path):
+    from app.serve import schema
+
+    model = write_model(tmp_path / "served-window.gguf", "lfm2", {"penalty_last_n": 32})
+    unset = schema.decode_body(b'{"model": "m", "messages": []}', schema.ChatRequest)
+    assert schema.sampling_spec(unset, resolve_sampling(model)).repeat_last_n == 32  # the file's
+    sent = schema.decode_body(b'{"model": "m", "messages": [], "repeat_last_n": -1}', schema.ChatRequest)
+    assert schema.sampling_spec(sent, resolve_sampling(model)).repeat_last_n == -1
+    bad = schema.decode_body(b'{"model": "m", "messages": [], "repeat_last_n": -2}', schema.ChatRequest)
+    with pytest.raises(schema.RequestRefused) as refused:
+        schema.sampling_spec(bad)
+    assert refused.value.param == "repeat_last_n" and "-1 (the whole answer), 0 (off)" in str(refused.value)

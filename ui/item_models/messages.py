@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
+from app.services.context_cut import cut_totals
 from app.services.transcript_rows import MessageRow
 from engine.answer_record import CUT_OFF
 from model_store.conversations import Message
@@ -91,9 +92,14 @@ class MessageListModel(QAbstractListModel):
         if i < 0:
             return
         self._tails.pop(i, None)
-        self._rows[i] = replace(self._rows[i], message=message)
+        self._rows[i] = replace(self._rows[i], message=message, left_out=self._left_out(i, message))
         index = self.index(i)
         self.dataChanged.emit(index, index)
+
+    def _left_out(self, i: int, message: Message) -> int:
+        """What a cut made by row ``i``'s turn leaves out in all (app.services.context_cut), counted on the rows shown."""
+        branch = [*(r.message for r in self._rows[:i]), message]
+        return cut_totals(branch, [r.document.message_id for r in self._rows if r.document is not None])[-1]
 
     def append_text(self, message_id: str, text: str, stats: dict | None = None) -> None:
         """Add ``text`` to the end of a message being written, with the message's live ``stats`` (if

@@ -35,6 +35,8 @@ from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QToolTip, QVBoxLayout, QWidget,
 )
 
+from app.services.context_cut import cut_notice
+from app.services.context_summary import CONTINUES_STAT, continued_notice
 from app.services.documents import document_message
 from app.services.transcript_rows import MessageRow
 from engine.answer_record import CUT_OFF
@@ -85,6 +87,12 @@ class MessageWidget(QWidget):
         outer = QVBoxLayout(self)  # the bubble, and under it the actions shown on hover
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(2)
+        # above an answer whose turn left the oldest messages out of what the model reads: says so
+        self.context_notice = QLabel(objectName="context_notice", wordWrap=True)
+        self.context_notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.context_notice.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.context_notice.hide()
+        outer.addWidget(self.context_notice)
         row = QHBoxLayout()
         outer.addLayout(row)
         self.bubble = Bubble()
@@ -203,6 +211,8 @@ class MessageWidget(QWidget):
         self.state.setVisible(message.status in STATUS_TEXT)
         self.outcome.setText(outcome_text(message))
         self.outcome.setVisible(bool(self.outcome.text()))
+        self.context_notice.setText(context_notice_text(row))
+        self.context_notice.setVisible(bool(self.context_notice.text()))
         self.version.setText(f"{row.version}/{row.versions}")
         for widget in (self.previous, self.version, self.next):
             widget.setVisible(row.versions > 1)
@@ -366,6 +376,16 @@ def status_text(message) -> str:
     if message.status == "error":
         reason = getattr(message, "error", "")  # kept with the answer, so it is there after a restart too
     return f"{text}: {reason}" if reason else text
+
+
+def context_notice_text(row: MessageRow) -> str:
+    """The notice above an answer whose turn left the oldest messages out (app.services.context_cut,
+    counting all it leaves out), or above the summary a continued conversation starts with
+    (app.services.context_summary)."""
+    if row.message.role == "assistant":
+        return cut_notice(row.left_out) if row.left_out else ""
+    continues = (row.message.stats or {}).get(CONTINUES_STAT)
+    return continued_notice(str(continues.get("title", ""))) if isinstance(continues, dict) else ""
 
 
 def outcome_text(message) -> str:

@@ -23,10 +23,11 @@ Design:
 from __future__ import annotations
 
 import msgspec
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QColor, QGuiApplication
-from PySide6.QtWidgets import QApplication, QDialog, QDialogButtonBox, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QDialogButtonBox, QLabel, QTabWidget, QVBoxLayout, QWidget
 
+from app.services.sampling_defaults import ResolvedSampling
 from app.services.settings import Settings, validate_settings
 from engine.protocol import ContextReport
 from ui.theme import apply_appearance, colour
@@ -37,23 +38,28 @@ from ui.views.settings.model_tab import ModelTab
 from ui.views.settings.performance_tab import PerformanceTab
 from ui.views.settings.privacy_tab import PrivacyTab
 
+SCREEN_EDGE = 40  # px kept free around the dialog for the window manager's frame
 TAB_HAS_ERRORS = "A setting on this tab needs to be changed."
+OUTSIDE_NOTE = ("Another program changed these settings while this window was open, and Hearth uses its values "
+                "now. OK saves what this window shows over them; Cancel keeps the other program's.")
 
 
 class SettingsDialog(QDialog):
     engines_requested = Signal()  # "Engines…": the remote engines' own dialog
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *, npu_available: bool = False,
-                 npu_label: str = "NPU", model_path: str | None = None, context: ContextReport | None = None) -> None:
+                 npu_label: str = "NPU", model_path: str | None = None, context: ContextReport | None = None,
+                 sampling: ResolvedSampling | None = None) -> None:
         """``model_path``: the current model's file (None: its context cannot be set); ``context``:
-        what the loaded model got (None while none is loaded)."""
+        what the loaded model got (None while none is loaded); ``sampling``: the model's own sampling
+        (None: read from ``model_path``), shown where the user set none."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.result_settings: Settings | None = None
         self._base = settings
         self._npu_available = npu_available
         self.rows = FieldRows()
-        self.model_tab = ModelTab(self.rows, settings, model_path, context)
+        self.model_tab = ModelTab(self.rows, settings, model_path, context, sampling)
         self.privacy_tab = PrivacyTab(self.rows)
         self.tab_list: tuple[SettingsTab, ...] = (
             ChatTab(self.rows), self.model_tab,
@@ -67,6 +73,8 @@ class SettingsDialog(QDialog):
             tab.setObjectName(f"settings_tab_{tab.title.lower()}")
             self.tabs.addTab(scrolling(tab, room), tab.title)  # the buttons stay in view on a short screen
         layout = QVBoxLayout(self)
+        self.outside_note = QLabel(OUTSIDE_NOTE, objectName="outside_note", wordWrap=True, visible=False)
+        layout.addWidget(self.outside_note)
         layout.addWidget(self.tabs, stretch=1)
         layout.addWidget(self._button_box())
         self.model_tab.engines_requested.connect(self.engines_requested)
@@ -76,6 +84,17 @@ class SettingsDialog(QDialog):
         self.context_details = self.model_tab.context_details
         self.device_policy = self.tab_list[2].device_policy
         self._fill(settings)
+        self.resize(self._fitting_size())
+
+    def _fitting_size(self) -> QSize:
+        """As large as the tabs would like, within the screen's free area (a tab scrolls up and down
+        when the screen is short), and never smaller than the widest field needs."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return self.sizeHint()
+        frame = QSize(SCREEN_EDGE, SCREEN_EDGE)  # the title bar and borders the window manager adds
+        room = screen.availableGeometry().size() - frame
+        return self.sizeHint().boundedTo(room).expandedTo(self.minimumSizeHint())
 
     def _button_box(self) -> QDialogButtonBox:
         buttons = QDialogButtonBox(
@@ -149,6 +168,12 @@ class SettingsDialog(QDialog):
         label = self.rows.errors["api_server"]
         label.setText(text)
         label.setVisible(True)
+
+    def changed_outside(self, new: Settings) -> None:
+        """Another program saved ``new`` while the dialog is open: the fields the form does not edit
+        are taken from it, the form keeps what the user sees and typed, and the dialog says so."""
+        self._base = new
+        self.outside_note.setVisible(True)
 
     def restore_defaults(self) -> None:
         self._fill(Settings())
