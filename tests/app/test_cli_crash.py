@@ -146,7 +146,7 @@ def test_ctrl_c_during_an_answer_stops_it_without_a_traceback(as_json, hearth_ho
         if not as_json:
             return read_until(answering.stdout, 40, timeout=300)
         wait_for_the_model_in_its_worker(answering.pid, timeout=300)  # nothing is printed until the end
-        wait_for_the_worker_to_compute(answering.pid, cpu_seconds=1.5, timeout=300)  # the answer under way
+        wait_for_the_worker_to_compute(answering.pid, cpu_seconds=3.0, timeout=300)  # the answer under way
         return b""
 
     answering, out, err = press_ctrl_c_during(

@@ -49,7 +49,7 @@ def test_each_quantization_shows_its_context_here_and_the_selected_one_is_charte
     assert model is not None and model.name == entry.name
     assert model.crossings() == model.usable() == {"hybrid": hybrid, "transformer": transformer}
     assert model.available_bytes == AVAILABLE and model.budget_bytes == AVAILABLE // 2
-    assert f"{hybrid:,} tokens" in card.chart.accessibleDescription() and card.details.isVisible()
+    assert f"{hybrid:,} tokens" in card.chart.accessibleDescription() and card.details.isVisibleTo(card)
     card.details_button.click()
     assert not card.details.isVisible()
 
