@@ -291,7 +291,7 @@ class EngineCore:
         make_source, draft_stats, settings = None, DraftStats(), GenerationSettings()
         if writes:
             make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
-            settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling),
+            settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling, self.session.breakers),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning)
         held = self.session.n_past if turn is not None and turn.base is not None else 0
         if isinstance(command, (p.AnswerTurn, p.Chat)) and may_grow:

@@ -16,17 +16,20 @@ the template's end-of-turn token (answers then run on). Counting only the answer
 penalty independent of what the context held before (a restored snapshot or a fresh read give the
 same answer). The caller passes the answer's tokens so far; a speculative verifier passes, for each
 drafted position, the answer up to that position (:mod:`engine.speculative.verifier`).
+
+After the repeat penalty comes the sequence penalty (:mod:`engine.sequence_penalty`, llama.cpp's DRY),
+which makes continuing a run the answer already wrote less likely; it looks at the whole answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from engine import protocol as p
+from engine.sequence_penalty import NO_BREAKERS, penalize_sequences
 
 
 class SamplingError(ValueError):
@@ -47,11 +50,14 @@ class SamplingParams:
     seed: int | None = _DEFAULT.seed
     repeat_penalty: float = _DEFAULT.repeat_penalty
     repeat_last_n: int = _DEFAULT.repeat_last_n  # -1: the whole answer; 0: no penalty
+    dry_multiplier: float = _DEFAULT.dry_multiplier  # the sequence penalty; 0: off
+    breakers: Container[int] = field(default=NO_BREAKERS, compare=False)  # the model's sequence breakers
 
     @classmethod
-    def from_spec(cls, spec: p.SamplingSpec) -> SamplingParams:
+    def from_spec(cls, spec: p.SamplingSpec, breakers: Container[int] = NO_BREAKERS) -> SamplingParams:
         return cls(temperature=spec.temperature, top_k=spec.top_k, top_p=spec.top_p, min_p=spec.min_p, seed=spec.seed,
-                   repeat_penalty=spec.repeat_penalty, repeat_last_n=spec.repeat_last_n)
+                   repeat_penalty=spec.repeat_penalty, repeat_last_n=spec.repeat_last_n,
+                   dry_multiplier=spec.dry_multiplier, breakers=breakers)
 
     def validate(self) -> SamplingParams:
         for name in p.SamplingSpec.__struct_fields__:
@@ -69,8 +75,15 @@ class SamplingParams:
             return []
         return list(recent if self.repeat_last_n == p.REPEAT_WHOLE_ANSWER else recent[-self.repeat_last_n:])
 
+    def history(self, recent: Sequence[int]) -> list[int]:
+        """The tokens of ``recent`` that any of the penalties looks at (the verifiers keep these and add
+        each drafted position's tokens): the whole answer with the sequence penalty on, else the
+        repeat penalty's window."""
+        return list(recent) if self.dry_multiplier > 0 else self.repeat_history(recent)
 
-GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)  # the bare argmax
+
+GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+                        dry_multiplier=0.0)  # the bare argmax
 
 
 @dataclass(frozen=True)
@@ -147,8 +160,9 @@ def penalize_repeats(logits: np.ndarray, recent: Sequence[int], params: Sampling
 
 def distribution(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = ()) -> TokenDistribution:
     """The post-transform distribution for one row of logits (shape ``[n_vocab]``); ``recent``: the
-    answer's tokens so far, for the repeat penalty."""
+    answer's tokens so far, for the penalties."""
     logits = penalize_repeats(logits, recent, params)
+    logits = penalize_sequences(logits, recent, params.dry_multiplier, params.breakers)
     if params.greedy:
         return TokenDistribution(np.array([int(np.argmax(logits))]), np.array([1.0]))
     values = np.asarray(logits, dtype=np.float64)

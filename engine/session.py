@@ -16,6 +16,7 @@ from engine.backends.llama_cpp import LlamaModel
 from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.model_files import check_model_file, resolve_model_ref
 from engine.prompts import check_chat_template
+from engine.sequence_penalty import Breakers
 from engine.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
@@ -45,6 +46,7 @@ class ModelSession:
         self.memory_percent = DEFAULT_BUDGET_PERCENT
         self.display_name = ""  # what the app calls the model (p.LoadModel.name); "" : the file's own name
         self.thread_budget: ThreadBudget | None = None  # set when the thread count was not asked for
+        self.breakers = Breakers(model.piece)  # which tokens end a run for the sequence penalty
 
     @property
     def name(self) -> str:

@@ -87,6 +87,7 @@ class SamplingValues(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     min_p: float | None = None
     repeat_penalty: float | None = None
     repeat_last_n: int | None = None  # the penalty's window: -1 the whole answer, 0 off
+    dry_multiplier: float | None = None  # the sequence penalty (llama.cpp's DRY): 0 off
 
 
 class SamplingAdvice(SamplingValues, frozen=True, forbid_unknown_fields=True):

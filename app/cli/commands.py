@@ -51,7 +51,8 @@ def crash_error(dead: EngineDead, doing: str) -> UserError:
 # Protocol fields the CLI sets from a flag: an out-of-range value is reported under the flag's name.
 FLAGS = {"max_tokens": "--max-tokens", "draft_max": "--draft-max", "draft_paths": "--draft-paths", "lengths": "--lengths",
          "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p", "seed": "--seed",
-         "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n"}
+         "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n",
+         "dry_multiplier": "--dry-multiplier"}
 
 
 def invalid_value(invalid: p.InvalidCommand) -> UserError:

@@ -19,7 +19,7 @@ from app.cli.store_parsers import add_db_commands, add_models_commands
 from app.cli.terminal_text import show_log_lines_visibly
 from app.cli.thinking import add_thinking_flag
 from app.services.about import version_line
-from engine.protocol import DEFAULTS, MAX_DRAFT_PATHS, WHEN_FULL_CHOICES
+from engine.protocol import DEFAULTS, DRY_MULTIPLIER_RANGE, MAX_DRAFT_PATHS, WHEN_FULL_CHOICES
 
 DRAFT_CHOICES = "auto, off, lookup, mtp, model:PATH|ID or eagle3:PATH|ID"  # ID: an installed model or head
 
@@ -81,6 +81,11 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat-last-n", type=flag_types.repeat_last_n, default=None, metavar="N",
                         help="how many of the answer's last tokens the repeat penalty looks at: -1 = the whole "
                              f"answer, 0 = off (default: {MODEL_DEFAULT}, else {sampling.repeat_last_n})")
+    parser.add_argument("--dry-multiplier", type=float, default=None, metavar="X",
+                        help="the phrase penalty: make writing again a run of words the answer already wrote less likely "
+                             "(llama.cpp's DRY): "
+                             f"0 = off, at most {DRY_MULTIPLIER_RANGE[1]:g} (default: {MODEL_DEFAULT}, else "
+                             f"{sampling.dry_multiplier})")
     parser.add_argument("--draft", default=DEFAULTS.draft, metavar="SPEC",
                         help=f"speculative drafting: {DRAFT_CHOICES} (default {DEFAULTS.draft}); never changes the output")
     parser.add_argument("--draft-max", type=flag_types.draft_max, default=DEFAULTS.draft_max, metavar="N",

@@ -8,8 +8,8 @@ rather than ignored, so no request is silently misread. Fields that change nothi
 parameters a model does not use. A sampling field the client does not send is the served model's
 default (:func:`app.services.sampling_defaults.resolve_sampling`: the GGUF's own sampling keys, else
 its family's published values, else Hearth's, which keep the built-in model from looping), as
-llama.cpp's server does; ``top_k``, ``min_p``, ``repeat_penalty`` and ``repeat_last_n`` may be sent as to
-llama.cpp's server.
+llama.cpp's server does; ``top_k``, ``min_p``, ``repeat_penalty``, ``repeat_last_n`` and ``dry_multiplier``
+may be sent as to llama.cpp's server.
 
 No value reaches the engine unchecked: a number outside its field's range, of the wrong type or too
 large to read is refused here (400 ``invalid_request_error``, ``param`` naming the field, the message
@@ -75,6 +75,7 @@ class _Sampling(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     min_p: float | None = None
     repeat_penalty: float | None = None
     repeat_last_n: int | None = None  # llama.cpp's server's name: the penalty's window (-1 the whole answer, 0 off)
+    dry_multiplier: float | None = None  # llama.cpp's server's name: the sequence penalty (0 off)
     seed: int | None = None
     stop: str | list[str] | None = None
     n: int = 1
@@ -178,7 +179,8 @@ def sampling_spec(body: _Sampling, defaults: ResolvedSampling | None = None) -> 
 
     resolved = (defaults or resolve_sampling()).with_yours(
         temperature=number(body.temperature), top_k=body.top_k, top_p=number(body.top_p), min_p=number(body.min_p),
-        repeat_penalty=number(body.repeat_penalty), repeat_last_n=body.repeat_last_n)
+        repeat_penalty=number(body.repeat_penalty), repeat_last_n=body.repeat_last_n,
+        dry_multiplier=number(body.dry_multiplier))
     spec = resolved.spec(seed=body.seed)
     for name in p.SamplingSpec.__struct_fields__:
         if (problem := p.sampling_problem(name, getattr(spec, name))) is not None:

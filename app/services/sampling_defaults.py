@@ -6,7 +6,8 @@ request carries). For each field, the first of:
 
 1. ``model``: the GGUF's own ``general.sampling.*`` keys, as llama.cpp reads them
    (``src/llama-arch.cpp``: ``general.sampling.temp``, ``top_k``, ``top_p``, ``min_p``,
-   ``penalty_repeat``, ``penalty_last_n``);
+   ``penalty_repeat``, ``penalty_last_n``; llama.cpp has no key for the sequence penalty,
+   ``dry_multiplier``, so a file never sets it);
 2. ``catalogue``: the values the model's family publishes (``sampling`` in
    ``model_store/catalogue.json``; thinking on and off where they differ);
 3. ``hearth``: Hearth's defaults, :data:`engine.protocol.DEFAULTS` (chosen with
@@ -37,7 +38,8 @@ from model_store.gguf_meta import GgufUnreadable, read_metadata
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n")  # the seed has no model default
+FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n",
+          "dry_multiplier")  # the seed has no model default
 GGUF_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
              "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
              "repeat_penalty": "general.sampling.penalty_repeat",
@@ -83,7 +85,7 @@ def resolve_sampling(model: str | Path | None = None, *, thinking: bool = False,
     hearth = msgspec.structs.asdict(DEFAULTS.sampling)
     values, sources = {}, {}
     for name in FIELDS:
-        for source, value in (("model", metadata.get(GGUF_KEYS[name])), ("catalogue", advice.get(name)),
+        for source, value in (("model", metadata.get(GGUF_KEYS.get(name, ""))), ("catalogue", advice.get(name)),
                               ("hearth", hearth[name])):
             if _usable(name, value):
                 values[name], sources[name] = _typed(name, value), source

@@ -55,7 +55,8 @@ SNAPSHOT_BUDGET_GIB_RANGE = (0.1, 1024.0)
 CONTEXT_RANGE = (CONTEXT_STEP, MAX_TOKENS)  # a fixed context; 0 (auto) is also allowed
 AUTO_CONTEXT = 0
 DEVICE_POLICIES = ("auto", "cpu", "npu")
-SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "repeat_last_n")
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "repeat_last_n",
+                   "dry_multiplier")
 API_PORT_RANGE = (1024, 65535)  # below 1024 needs administrator rights on most systems
 TEXT_SIZE_RANGE = (80, 200)  # percent of the platform's default font
 THEMES = ("system", "light", "dark")  # system: follow the system's light or dark colour scheme
@@ -100,6 +101,7 @@ class Settings(msgspec.Struct, kw_only=True):
     system_prompt: str = ""
     repeat_penalty: float | None = None  # 1 = off (engine.sampling); None: the model's default
     repeat_last_n: int | None = None  # the penalty's window: -1 the whole answer, 0 off; None: the model's default
+    dry_multiplier: float | None = None  # the sequence penalty (engine.sequence_penalty): 0 off; None: the model's default
     text_size: int = 100  # percent of the platform's default font (ui.theme)
     theme: str = "system"  # one of THEMES
     when_full: str = DEFAULTS.when_full  # a conversation longer than the model can read: one of p.WHEN_FULL_CHOICES

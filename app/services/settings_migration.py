@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-MODEL_SAMPLING = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n")  # the fields a model has defaults for
+MODEL_SAMPLING = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n",
+                  "dry_multiplier")  # the fields a model has defaults for
 # Every default Hearth shipped for them (temperature 0.7, top-k 40, top-p 0.95, min-p 0.05 since the first
 # version; the repeat penalty 1.0 until issue 51, then 1.1).
 SHIPPED_DEFAULTS: dict[str, tuple[float, ...]] = {

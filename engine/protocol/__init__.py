@@ -29,7 +29,7 @@ from engine.protocol.events import (  # noqa: F401
 from engine.protocol.limits import (  # noqa: F401
     DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES,
     MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION, REPEAT_PENALTY_RANGE,
-    REPEAT_WHOLE_ANSWER, REPEAT_WINDOW,
+    REPEAT_WHOLE_ANSWER, REPEAT_WINDOW, DRY_MULTIPLIER_RANGE,
     CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
     SamplingSpec, TokenCount, WHEN_FULL_CHOICES, WhenFull, sampling_problem,
 )

@@ -11,7 +11,7 @@ import msgspec
 
 from engine.command_check import shown
 
-PROTOCOL_VERSION = 14  # 14: SamplingSpec.repeat_last_n
+PROTOCOL_VERSION = 15  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier
 
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it
@@ -54,7 +54,9 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy.
     ``repeat_penalty`` (llama.cpp's rule; 1 = off) makes tokens of the answer's last
     ``repeat_last_n`` tokens less likely (llama.cpp's ``penalty_last_n``: -1 = the whole answer,
-    0 = no penalty; default :data:`REPEAT_WINDOW`; see :mod:`engine.sampling`).
+    0 = no penalty; default :data:`REPEAT_WINDOW`; see :mod:`engine.sampling`). ``dry_multiplier``
+    (llama.cpp's DRY; 0 = off) makes continuing a run of tokens the answer already wrote less likely
+    (:mod:`engine.sequence_penalty`).
 
     A model's own recommended sampling (its GGUF's ``general.sampling.*`` keys, else its family's in
     the catalogue) comes before these: :mod:`app.services.sampling_defaults`. The repeat penalty's
@@ -68,6 +70,7 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     seed: int | None = None
     repeat_penalty: float = 1.1
     repeat_last_n: int = 64  # the penalty's window (:data:`REPEAT_WINDOW`); protocol 14
+    dry_multiplier: float = 0.8  # the sequence penalty's strength (llama.cpp's dry_multiplier); protocol 15
 
 
 REPEAT_PENALTY_RANGE = (1.0, 2.0)  # 1 = off; above 2 a model can no longer repeat even a needed word
@@ -75,6 +78,7 @@ REPEAT_PENALTY_RANGE = (1.0, 2.0)  # 1 = off; above 2 a model can no longer repe
 # penalty_last_n); -1 looks at the whole answer (llama.cpp: the whole context), 0 switches the penalty off.
 REPEAT_WINDOW = SamplingSpec().repeat_last_n
 REPEAT_WHOLE_ANSWER = -1
+DRY_MULTIPLIER_RANGE = (0.0, 5.0)  # 0 = off; llama.cpp's authors suggest 0.8; at 5 a run of three is all but forbidden
 
 
 def sampling_problem(name: str, value: object) -> str | None:
@@ -98,6 +102,10 @@ def sampling_problem(name: str, value: object) -> str | None:
                                         and REPEAT_WHOLE_ANSWER <= value <= MAX_TOKENS):
         return (f"repeat-last-n must be -1 (the whole answer), 0 (off) or how many of the answer's last tokens "
                 f"the repeat penalty looks at, up to {MAX_TOKENS}, got {shown(value)}")
+    if name == "dry_multiplier" and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                         and DRY_MULTIPLIER_RANGE[0] <= value <= DRY_MULTIPLIER_RANGE[1]):
+        low, high = DRY_MULTIPLIER_RANGE
+        return f"phrase penalty must be between {low:g} (off) and {high:g}, got {shown(value)}"
     return None
 
 

@@ -36,7 +36,7 @@ class TreeVerdict:
 def verify_tree(paths: Sequence[Sequence[int]], rows: RowLogits, params: SamplingParams,
                 rng: np.random.Generator, recent: Sequence[int] = ()) -> TreeVerdict:
     """``paths`` all have the same depth; ``recent`` is the answer up to the pending token."""
-    history = params.repeat_history(recent)  # the window before the draft; each position adds its own
+    history = params.history(recent)  # what the penalties see before the draft; each position adds its own
     alive = list(range(len(paths)))
     out: list[int] = []
     for depth in range(len(paths[0])):

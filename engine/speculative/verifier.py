@@ -37,7 +37,7 @@ def verify(
 ) -> Verdict:
     """``target_rows[i]`` are the target's logits after the history plus ``draft_tokens[:i]``;
     ``recent`` the answer's tokens up to the draft (for the repeat penalty)."""
-    history = params.repeat_history(recent)  # the window before the draft; each position adds its own
+    history = params.history(recent)  # what the penalties see before the draft; each position adds its own
     out: list[int] = []
     for i, token in enumerate(draft_tokens):
         p = distribution(target_rows[i], params, history + list(draft_tokens[:i]))

@@ -36,7 +36,7 @@ def test_generate_takes_the_users_setting_and_the_models_penalty_from_an_old_set
     write_old_settings()
     answer = generate("--seed", "3")  # no sampling flag: the settings' greedy, the model's penalty (not 1.0)
     assert answer["sampling"] == {"temperature": 0.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": 3,
-                                  "repeat_penalty": 1.1, "repeat_last_n": 64}
+                                  "repeat_penalty": 1.1, "repeat_last_n": 64, "dry_multiplier": 0.8}
     greedy = generate("--temperature", "0", "--repeat-penalty", "1.1")
     assert answer["token_ids"] == greedy["token_ids"]  # greedy indeed: the setting reached the engine
 

@@ -25,7 +25,6 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import msgspec
@@ -37,8 +36,8 @@ from app.engine_clients.client import new_request_id  # noqa: E402
 from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.model_files import embedded_model_path  # noqa: E402
+from tests.helpers.loops import RUN, loops  # noqa: E402
 
-RUN = 8  # tokens in the run that counts as repeated
 SEED = 51  # the seed of the first prompt; prompt i samples with SEED + i
 
 PROMPTS = [
@@ -82,18 +81,9 @@ PROMPTS = [
 ]
 
 
-def loops(tokens: list[int], finish_reason: str) -> bool:
-    """The answer ends in a loop: a run of :data:`RUN` tokens three times or more, or the token limit
-    reached while repeating (the answer's last :data:`RUN` tokens were already written once before)."""
-    runs = Counter(tuple(tokens[i:i + RUN]) for i in range(len(tokens) - RUN + 1))
-    if max(runs.values(), default=0) >= 3:
-        return True
-    return finish_reason == "length" and len(tokens) > RUN and runs[tuple(tokens[-RUN:])] >= 2
-
-
 def before() -> p.SamplingSpec:
     """What a request got when nobody set a field, until issue 51."""
-    return p.SamplingSpec(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0)
+    return p.SamplingSpec(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, dry_multiplier=0.0)
 
 
 def after() -> p.SamplingSpec:
@@ -107,7 +97,7 @@ def tried(text: str) -> tuple[str, p.SamplingSpec]:
     name, _, fields = text.partition(":")
     spec = before()
     keys = {"rp": "repeat_penalty", "temp": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
-            "last_n": "repeat_last_n"}
+            "last_n": "repeat_last_n", "dry": "dry_multiplier"}
     for item in filter(None, fields.split(",")):
         key, _, value = item.partition("=")
         field = keys[key]

@@ -48,6 +48,7 @@ SAMPLING_VALUES = {
     "seed": ([0, 2**63 - 1], [-1, 2**63, 2**64 - 1, -(2**63)]),
     "repeat_penalty": ([1.0, 2.0], [0.999, 2.0000001, 0.0, -1.0, math.inf, math.nan]),
     "repeat_last_n": ([-1, 0, 2**31 - 1], [-2, 2**31, 2**63 - 1, 2**64 - 1, -(2**63)]),  # -1: the whole answer
+    "dry_multiplier": ([0.0, 5.0], [-1e-9, 5.0000001, math.inf, math.nan]),
 }
 # In-range values of note besides the bounds: a context shorter than llama.cpp's batch.
 ALSO_INSIDE = {("load_model", "n_ctx"): (1,)}
@@ -92,8 +93,9 @@ class Case:
     def name(self) -> str:
         """The field as the refusal's message starts (sampling says "top-p" for top_p)."""
         name = self.path.removeprefix("sampling.")
-        if name == "repeat_penalty":
-            return "repeat penalty"
+        words = {"repeat_penalty": "repeat penalty", "dry_multiplier": "phrase penalty"}
+        if name in words:
+            return words[name]
         return name.replace("_", "-") if name in ("top_k", "top_p", "min_p", "repeat_last_n") else name
 
     def raw(self, command: p.Command) -> dict:

@@ -173,7 +173,7 @@ def test_two_token_drafts_keep_the_joint_distribution():
     assert_fits(pairs[:, 0] * 5 + pairs[:, 1], joint)
 
 
-PENALISED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=2.0)
+PENALISED = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=2.0, dry_multiplier=0.0)
 ANSWER = [0]  # the answer so far (its last token pending): token 0 is penalised from the start
 
 
@@ -209,6 +209,23 @@ def test_two_token_drafts_with_a_repeat_penalty_keep_plain_decodings_joint_distr
         default = SamplingParams(**{**PENALISED.__dict__, "repeat_last_n": 64})
         default_second = np.array([distribution(L2[a], default, [*answer, a]).dense(5) for a in range(5)])
         assert not np.allclose(first[:, None] * second, distribution(L1, default, answer).dense(5)[:, None] * default_second)
+    assert_fits(pairs[:, 0] * 5 + pairs[:, 1], first[:, None] * second)
+
+
+def test_two_token_drafts_with_the_sequence_penalty_keep_plain_decodings_joint_distribution():
+    """The answer 1 2 3 1 2 makes 3 continue a run of two (penalised); after a drafted 3 the run is
+    1 2 3, so 1 is penalised harder at the second position: the verifier must see the draft's own
+    tokens in each position's history."""
+    params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, dry_multiplier=2.0)
+    answer = [1, 2, 3, 1, 2]
+    draft_rng, verify_rng = np.random.default_rng(53), np.random.default_rng(54)
+    pairs = np.array([first_two_penalised_tokens(draft_rng, verify_rng, params, answer)
+                      for _ in range(TWO_TOKEN_SAMPLES)])
+    first = distribution(L1, params, answer).dense(5)
+    second = np.array([distribution(L2[a], params, [*answer, a]).dense(5) for a in range(5)])
+    off = SamplingParams(**{**params.__dict__, "dry_multiplier": 0.0})
+    assert first[3] < distribution(L1, off, answer).dense(5)[3]  # the penalty is at work here
+    assert second[3][1] < distribution(L2[3], params, answer).dense(5)[1]  # and the draft's token counts
     assert_fits(pairs[:, 0] * 5 + pairs[:, 1], first[:, None] * second)
 
 

@@ -11,7 +11,7 @@ LOGITS = np.log(PROBS).astype(np.float32)
 
 
 def only(**kw) -> SamplingParams:
-    base = dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+    base = dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, dry_multiplier=0.0)
     base.update(kw)
     return SamplingParams(**base)
 

@@ -41,9 +41,11 @@ def test_the_files_own_keys_come_first_then_the_catalogue_then_hearth(tmp_path):
     resolved = resolve_sampling(model)
     assert resolved.values == {"temperature": 0.5, "top_k": 12, "repeat_penalty": pytest.approx(1.2),
                                "min_p": lfm2.min_p, "top_p": p.DEFAULTS.sampling.top_p,
-                               "repeat_last_n": p.DEFAULTS.sampling.repeat_last_n}
+                               "repeat_last_n": p.DEFAULTS.sampling.repeat_last_n,
+                               "dry_multiplier": p.DEFAULTS.sampling.dry_multiplier}
     assert resolved.sources == {"temperature": "model", "top_k": "model", "repeat_penalty": "model",
-                                "min_p": "catalogue", "top_p": "hearth", "repeat_last_n": "hearth"}
+                                "min_p": "catalogue", "top_p": "hearth", "repeat_last_n": "hearth",
+                                "dry_multiplier": "hearth"}
     assert [resolved.label(name) for name in ("temperature", "min_p", "top_p")] == [
         "from the model", "from the catalogue", "Hearth's default"]
 
@@ -66,7 +68,8 @@ def test_a_family_that_publishes_values_for_thinking_gets_them_with_thinking_on(
         qwen.temperature, qwen.top_p, qwen.top_k)
     assert (on.values["temperature"], on.values["top_p"], on.values["top_k"]) == (
         qwen.thinking.temperature, qwen.thinking.top_p, qwen.top_k)
-    published = {name: source for name, source in on.sources.items() if name != "repeat_last_n"}  # Qwen gives no window
+    published = {name: source for name, source in on.sources.items()
+                 if name not in ("repeat_last_n", "dry_multiplier")}  # Qwen gives no window, nobody a phrase penalty
     assert on.values["temperature"] != off.values["temperature"] and set(published.values()) == {"catalogue"}
 
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPushBu
 
 from app.services.sampling_defaults import ResolvedSampling, model_sampling
 from app.services.settings import AUTO_CONTEXT, CONTEXT_RANGE, MAX_TOKENS_RANGE, Settings, context_key
-from engine.protocol import MAX_TOKENS, REPEAT_WHOLE_ANSWER, REPEAT_WINDOW, ContextReport
+from engine.protocol import DRY_MULTIPLIER_RANGE, MAX_TOKENS, REPEAT_WHOLE_ANSWER, REPEAT_WINDOW, ContextReport
 from ui.views.settings.context_words import context_terms, context_words
 from ui.views.settings.form import FieldRows, SettingsTab, double_spin, note, spin
 from ui.views.settings.sampling_sources import SamplingSources
@@ -36,8 +36,8 @@ SUGGESTED_CONTEXT = 8192  # what the tokens box offers when the context is Auto 
 
 class ModelTab(SettingsTab):
     title = "Model"
-    fields = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "seed", "max_tokens",
-              "contexts")
+    fields = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "dry_multiplier", "seed",
+              "max_tokens", "contexts")
     engines_requested = Signal()  # "Engines…": the remote engines' own dialog
 
     def __init__(self, rows: FieldRows, base: Settings, model_path: str | None, context: ContextReport | None,
@@ -79,15 +79,19 @@ class ModelTab(SettingsTab):
         self.repeat_last_n.setToolTip("How many of the answer's last tokens the repeat penalty looks at: 0 switches "
                                       f"it off, {WHOLE_ANSWER} (below 0) looks at all of it. Technical name: "
                                       f"repeat_last_n (llama.cpp's penalty_last_n); Hearth's default {REPEAT_WINDOW}.")
+        self.dry_multiplier = double_spin("dry_multiplier", *DRY_MULTIPLIER_RANGE, 0.1, decimals=2)
+        self.dry_multiplier.setToolTip("Makes the answer less likely to write again a run of words it already wrote "
+                                       "(the same phrase or list line over and over): 0 is off. Technical name: "
+                                       "dry_multiplier (llama.cpp's DRY sampler).")
         self.seed = QLineEdit(objectName="seed", placeholderText="Random")
         self.max_tokens = spin("max_tokens", *MAX_TOKENS_RANGE)
-        names = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n")
+        names = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "dry_multiplier")
         self.sources = SamplingSources({name: getattr(self, name) for name in names}, self._sampling)
         model = Path(self._model_path).name if self._model_path else "a model on a remote engine or none"
         form.addRow(note(f"For {model}: a value you do not change follows the model's own."))
         for caption, name in (("&Temperature:", "temperature"), ("Top-&k:", "top_k"), ("Top-&p:", "top_p"),
                               ("&Min-p:", "min_p"), ("&Repeat penalty:", "repeat_penalty"),
-                              ("Repeat &window:", "repeat_last_n")):
+                              ("Repeat &window:", "repeat_last_n"), ("P&hrase penalty:", "dry_multiplier")):
             self.rows.row(form, caption, name, getattr(self, name), self.sources.labels[name])
         form.addRow("", self.sources.reset_button)
         self.rows.row(form, "&Seed:", "seed", self.seed)
