@@ -1,5 +1,5 @@
-"""Greedy output of ``hearth generate --raw --temperature 0 --repeat-penalty 1`` (plain argmax: the
-penalty's default is on) equals llama-cpp-python's own ``Llama``."""
+"""Greedy output of ``hearth generate --raw --temperature 0 --repeat-penalty 1 --dry-multiplier 0`` (plain
+argmax: the penalties are on by default) equals llama-cpp-python's own ``Llama``."""
 
 import json
 
@@ -21,6 +21,7 @@ N_TOKENS = 48
 
 def hearth_greedy(capsys, model: str, prompt: str) -> dict:
     code = main(["generate", "--model", model, "--raw", "--temperature", "0", "--repeat-penalty", "1",
+                 "--dry-multiplier", "0",
                  "--max-tokens", str(N_TOKENS), "--json", prompt])
     assert code == 0
     return json.loads(capsys.readouterr().out)

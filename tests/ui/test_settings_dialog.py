@@ -110,7 +110,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 26  # 21 + the local API server group's 4 + the repeat window's
+    assert len(labels) == 27  # 21 + the local API server group's 4 + the repeat window's + the phrase penalty's
     assert all(label.isHidden() for label in labels)
 
 
