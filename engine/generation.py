@@ -19,6 +19,7 @@ from typing import Protocol
 from engine import protocol as p
 from engine.draft_spans import add_span
 from engine.protocol.limits import EXACT_ROWS
+from engine.backends import row_kernels
 from engine.backends.llama_context import DecodeAborted
 from engine.records import Timings
 from engine.sampling import SamplingParams, make_rng
@@ -302,13 +303,15 @@ def _prunable(done: int, length: int, total: int, followed: bool, logits_read: b
 
     A chunk before the last FULL_ROWS_TAIL rows always may. With no drafting head following
     (``followed``), every chunk may but the read's last when its logits are read (``logits_read``:
-    they give the answer's first token) and it has EXACT_ROWS rows or more: a pruned chunk computes
-    that row's last layer alone, on other kernels than the batch's; below EXACT_ROWS they are the
-    same kernels, row for row. Pruning never changes the state, so a drafted and a plain answer
-    still read the same prompt to the same logits."""
+    they give the answer's first token): a pruned chunk computes that row's last layer alone, on
+    other kernels than the batch's. Only where a read shorter than EXACT_ROWS rows takes the
+    single-row kernels (a build without the switch, :mod:`engine.backends.row_kernels`) are they
+    the same, row for row, so such a last chunk may be pruned. Pruning never changes the state, so
+    a drafted and a plain answer still read the same prompt to the same logits."""
     if done + length <= total - FULL_ROWS_TAIL:
         return True
-    return not followed and (done + length < total or not logits_read or length < EXACT_ROWS)
+    exact = length < EXACT_ROWS and row_kernels.short_reads_exact()
+    return not followed and (done + length < total or not logits_read or exact)
 
 
 def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progress: ProgressCallback,

@@ -99,6 +99,8 @@ class ModelSession:
     def feed(self, tokens: list[int], *, abort: Callable[[], bool] | None = None, prune: bool = False,
              logits: bool = True) -> None:
         """Decode ``tokens`` after those already in the context; logits are kept for the last one.
+        A prompt read: short batches may take the batched kernels (:mod:`engine.backends.row_kernels`);
+        a verify batch decodes through the context itself.
 
         ``abort`` is polled while each batch is computed; when it turns true the batch stops and
         :class:`~engine.backends.llama_context.DecodeAborted` is raised, with the aborted batch counted
@@ -109,7 +111,7 @@ class ModelSession:
         for begin in range(0, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
             try:
-                self.context.decode(chunk, self.n_past, abort=abort, prune=prune, logits=logits)
+                self.context.decode(chunk, self.n_past, abort=abort, prune=prune, logits=logits, prompt=True)
             except DecodeAborted:
                 self._drop_unfinished()
                 raise

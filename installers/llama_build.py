@@ -12,8 +12,9 @@ reads. The app then loads the fastest build whose canary passed on the machine i
 
 * ``GGML_LLAMAFILE=ON``, patched: llamafile's sgemm multiplies a batch with other kernels than a
   single token (1.8-2x faster prompt reading on F16, Q8_0, Q4_0), so it would make a speculative
-  verify batch differ from plain decoding; ``PATCHES`` let it take only batches of ``EXACT_ROWS``
-  rows or more, which are prompt reading, never a verify batch.
+  verify batch differ from plain decoding; ``PATCHES`` let it take a batch of fewer than
+  ``EXACT_ROWS`` rows only when the engine says the batch is a prompt read (the exported
+  ``hearth_exact_rows``, lowered around a read by ``engine.backends.row_kernels``), never a verify batch.
 * The variants are llama.cpp's own (``GGML_CPU_ALL_VARIANTS`` defines them, with their feature
   checks), but only the few listed are compiled: all of them would triple the build time. What
   differs on Windows and macOS (file names, variants, flags, compilers) is in ``llama_platforms``.
@@ -27,7 +28,7 @@ reads. The app then loads the fastest build whose canary passed on the machine i
   backend otherwise switches kernels by batch size in two places that llama.cpp does not let a
   program turn off (single-token flash attention splits a long KV cache between threads and merges
   partial softmaxes; K-quant matrices take a tiled GEMM from 8 rows; llamafile's sgemm from 2 rows).
-  Prefill batches keep every fast path. Repacked weight layouts are the third such place; the app decides those per weight
+  Prefill batches keep every fast path, short ones too (the switch above). Repacked weight layouts are the third such place; the app decides those per weight
   type from the canary (``engine.backends.canary``), since a model load can turn them off.
 * ``SPEED_PATCHES`` change no number, only speed: the gated delta-net op's scratch starts on a cache line.
 """
@@ -60,15 +61,31 @@ COMMON_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_LLAMAFILE=O
                 "-DCMAKE_BUILD_TYPE=Release")
 WHEEL_FLAGS = ("-DGGML_CPU=OFF",)  # the CPU backends come from the variant build
 EXACT_ROWS = 16
+# The bound is a variable each CPU backend library exports (tiled.cpp is built into every one, sgemm.cpp
+# only with llamafile): EXACT_ROWS unless the engine lowers it to 0 around a prompt read, which then
+# takes the fast kernels at any size (engine.backends.row_kernels). Verify batches run at EXACT_ROWS.
+ROW_SWITCH = "hearth_exact_rows"
+ROW_SWITCH_DEFINITION = (
+    "#if defined(_WIN32)\n"
+    f'extern "C" __declspec(dllexport) int {ROW_SWITCH} = {EXACT_ROWS};  // Hearth: engine.backends.row_kernels\n'
+    "#else\n"
+    f'extern "C" __attribute__((visibility("default"))) int {ROW_SWITCH} = {EXACT_ROWS};  // Hearth\n'
+    "#endif")
 # (file under vendor/llama.cpp, text, replacement): each must match once, or the build stops.
 EXACTNESS_PATCHES = (
     ("ggml/src/ggml-cpu/ops.cpp", "const bool use_split_kv_path = !use_ref &&",
      "const bool use_split_kv_path = false && !use_ref &&"),
+    ("ggml/src/ggml-cpu/tiled/tiled.cpp", "static bool ggml_tiled_min_batch(int64_t rows) {",
+     f"{ROW_SWITCH_DEFINITION}\nstatic bool ggml_tiled_min_batch(int64_t rows) {{"),
     ("ggml/src/ggml-cpu/tiled/tiled.cpp", "return rows >= 8 || ggml_tiled_matmul_forced();",
-     f"return rows >= {EXACT_ROWS} || ggml_tiled_matmul_forced();"),
+     f"return rows >= ({ROW_SWITCH} > 8 ? {ROW_SWITCH} : 8) || ggml_tiled_matmul_forced();"),
     ("ggml/src/ggml-cpu/llamafile/sgemm.cpp", "    // only enable sgemm for prompt processing\n",
-     f"    // only enable sgemm for prompt processing\n    if (n < {EXACT_ROWS})  // Hearth: verify batches stay exact\n"
+     f"    // only enable sgemm for prompt processing\n    if (n < {ROW_SWITCH})  // Hearth: verify batches stay exact\n"
      "        return false;\n"),
+    ("ggml/src/ggml-cpu/llamafile/sgemm.cpp",
+     "bool llamafile_sgemm(const struct ggml_compute_params * params, int64_t m, int64_t n, int64_t k,\n",
+     f'extern "C" int {ROW_SWITCH};  // tiled.cpp\n'
+     "bool llamafile_sgemm(const struct ggml_compute_params * params, int64_t m, int64_t n, int64_t k,\n"),
 )
 # With rollback planes (n_rs_seq > 0, as every drafting context of a hybrid has), the gated
 # delta-net op runs each head's 64 KiB state in a per-thread scratch at the start of the work buffer,

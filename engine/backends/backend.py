@@ -110,11 +110,12 @@ class ContextBackend(Protocol):
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False,
                seq_id: int = 0, abort: Callable[[], bool] | None = None, prune: bool = False,
-               logits: bool = True) -> None:
+               logits: bool = True, prompt: bool = False) -> None:
         """Decode 1..``settings.n_batch`` tokens at positions ``start_pos..``: logits for the last
         row, or for every row with ``all_logits``. ``prune``: past the last layer's attention only the
         output rows are computed (their logits stay readable; the state is the same); with
-        ``logits=False`` too, none is (the state only: :meth:`logits` then refuses)."""
+        ``logits=False`` too, none is (the state only: :meth:`logits` then refuses). ``prompt``: a
+        prompt read, whose rows need not equal single-token decodes (any other batch's must)."""
         ...
 
     def logits(self, row: int = -1) -> np.ndarray:

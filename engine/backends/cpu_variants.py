@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.backends import row_kernels
+
 MANIFEST = "hearth-cpu-variants.json"
 MANIFEST_FORMAT = 2
 
@@ -108,6 +110,7 @@ def load_variant(variant: CpuVariant, registry: Path) -> None:
     if not _ggml(registry).ggml_backend_load(str(variant.path).encode()):
         raise CpuBackendError(f"llama.cpp refused the CPU build {variant.name} ({variant.path}); "
                               "run `hearth doctor` and the set-up command again")
+    row_kernels.bind(variant.path)
 
 
 def load_library(path: Path) -> CpuVariant:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 
 import llama_cpp
 import numpy as np
 from llama_cpp import llama_cpp_ext
 
-from engine.backends import cpu_check
+from engine.backends import cpu_check, row_kernels
 from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.faults import crash_if_injected
 from engine.backends.llama_cpp import LlamaModel, decode_fault_armed
@@ -126,7 +126,8 @@ class LlamaContext:
         self._batch_seq_rows = max(self._batch_seq_rows, n)
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
-               abort: Callable[[], bool] | None = None, prune: bool = False, logits: bool = True) -> None:
+               abort: Callable[[], bool] | None = None, prune: bool = False, logits: bool = True,
+               prompt: bool = False) -> None:
         """Decode ``tokens`` at positions ``start_pos..``; logits for the last row, or every row.
 
         ``abort`` is polled while the batch is computed (between graph nodes, many times a
@@ -136,6 +137,9 @@ class LlamaContext:
         ``logits=False`` (with ``prune``, no row's hidden state asked for): not even the last row is
         an output, as llama-server reads a prompt's inner chunks; the batch only moves the state
         (the output layer of a 248k-token vocabulary is 13 ms of the Qwen3.5-0.8B shape's decode).
+        ``prompt``: a prompt read, which may take the batched kernels however short it is; any other
+        batch of fewer than EXACT_ROWS rows gives each row what decoding it alone gives
+        (:mod:`engine.backends.row_kernels`).
         """
         n = len(tokens)
         if not 0 < n <= self.settings.n_batch:
@@ -153,11 +157,12 @@ class LlamaContext:
         if self.thread_budget is not None:
             self.use_threads(self.thread_budget())
         self._set_outputs(prune)
-        if abort is None:
-            status = llama_cpp.llama_decode(self.handle, self._batch)
-        else:
-            with self._abort.polling(abort, n):
+        with row_kernels.fast_kernels() if prompt else nullcontext():
+            if abort is None:
                 status = llama_cpp.llama_decode(self.handle, self._batch)
+            else:
+                with self._abort.polling(abort, n):
+                    status = llama_cpp.llama_decode(self.handle, self._batch)
         if status == 2 and abort is not None:
             raise DecodeAborted()
         if status != 0:
@@ -216,7 +221,8 @@ class LlamaContext:
         last layer only when told to ("masked"); otherwise that layer's FFN runs for every row of a
         prompt chunk, whose logits but the last are never read. A pruned decode leaves the state
         (every layer's KV and recurrent state) as an unpruned one does; only the output rows'
-        numbers may take other kernels (the same ones below EXACT_ROWS rows), so a read prunes only
+        numbers may take other kernels (the same ones below EXACT_ROWS rows only where short reads stay
+        exact: engine.backends.row_kernels), so a read prunes only
         chunks whose outputs nobody reads or would read the same (engine.generation._prunable).
         Other architectures always drop them."""
         wanted = (self.hidden_rows, prune)

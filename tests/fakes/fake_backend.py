@@ -230,7 +230,8 @@ class FakeContext:
     # -- decoding --------------------------------------------------------------------------------
 
     def decode(self, tokens: list[int] | np.ndarray, start_pos: int, *, all_logits: bool = False, seq_id: int = 0,
-               abort: Callable[[], bool] | None = None, prune: bool = False, logits: bool = True) -> None:
+               abort: Callable[[], bool] | None = None, prune: bool = False, logits: bool = True,
+               prompt: bool = False) -> None:
         batch = [int(t) for t in tokens]
         self._check_decode(batch, start_pos, seq_id)
         self._outputs = {}  # pruned or not, a decode's last row has its logits (llama.cpp computes output rows)

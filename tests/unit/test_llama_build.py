@@ -121,11 +121,22 @@ LINUX_X86_VARIANTS = [
 LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/ops.cpp", "const bool use_split_kv_path = !use_ref &&",
      "const bool use_split_kv_path = false && !use_ref &&"],
+    ["ggml/src/ggml-cpu/tiled/tiled.cpp", "static bool ggml_tiled_min_batch(int64_t rows) {",
+     "#if defined(_WIN32)\n"
+     'extern "C" __declspec(dllexport) int hearth_exact_rows = 16;  // Hearth: engine.backends.row_kernels\n'
+     "#else\n"
+     'extern "C" __attribute__((visibility("default"))) int hearth_exact_rows = 16;  // Hearth\n'
+     "#endif\n"
+     "static bool ggml_tiled_min_batch(int64_t rows) {"],
     ["ggml/src/ggml-cpu/tiled/tiled.cpp", "return rows >= 8 || ggml_tiled_matmul_forced();",
-     "return rows >= 16 || ggml_tiled_matmul_forced();"],
+     "return rows >= (hearth_exact_rows > 8 ? hearth_exact_rows : 8) || ggml_tiled_matmul_forced();"],
     ["ggml/src/ggml-cpu/llamafile/sgemm.cpp", "    // only enable sgemm for prompt processing\n",
-     "    // only enable sgemm for prompt processing\n    if (n < 16)  // Hearth: verify batches stay exact\n"
+     "    // only enable sgemm for prompt processing\n    if (n < hearth_exact_rows)  // Hearth: verify batches stay exact\n"
      "        return false;\n"],
+    ["ggml/src/ggml-cpu/llamafile/sgemm.cpp",
+     "bool llamafile_sgemm(const struct ggml_compute_params * params, int64_t m, int64_t n, int64_t k,\n",
+     'extern "C" int hearth_exact_rows;  // tiled.cpp\n'
+     "bool llamafile_sgemm(const struct ggml_compute_params * params, int64_t m, int64_t n, int64_t k,\n"],
     ["ggml/src/ggml-cpu/ops.cpp",
      "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
      "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"],
