@@ -247,7 +247,11 @@ class LlamaContext:
     # -- memory and sequence state ---------------------------------------------------------------
 
     def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
+        """Forget every sequence. The buffers are not zeroed (``data=False``): a cell nobody holds is
+        masked out of attention, as after any ``seq_rm``, and llama.cpp zeroes a recurrent state in
+        the graph when a sequence takes a fresh cell. Zeroing cost a memset of the whole KV cache
+        before every new prompt (7 ms at SmolLM2's 8,192 tokens; the cache grows with the context)."""
+        llama_cpp.llama_memory_clear(self.memory, False)
         self.rollback_pending.clear()
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
