@@ -21,6 +21,7 @@ from app.services.context_cut import cut_notice, standing_left_out
 from app.services.context_summary import continue_with_summary
 from app.services.turn import PendingTurn, TurnOptions, pinned_messages, run_answer, start_turn
 from engine import protocol as p
+from model_store.conversation_titles import title_of
 from model_store.conversations import Conversation
 from model_store.db import read_only_problem
 
@@ -28,7 +29,7 @@ SEND_WHO = "a `hearth send` command"
 
 
 def title_from(message: str) -> str:
-    return (message.strip().splitlines() or ["New chat"])[0][:60]
+    return title_of(message)
 
 
 def taker(codes: list[str], *, echo: ThinkingEcho | None):

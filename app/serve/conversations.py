@@ -28,10 +28,10 @@ import msgspec
 from app.serve.schema import ApiMessage
 from engine.protocol.turn_hash import ROOT, turn_hash
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, conversation_turns, end_answer
+from model_store.conversation_titles import title_of
 from model_store.conversations import ConversationStore, Message
 from model_store.db import StoreError
 
-TITLE_LENGTH = 60
 KEPT_CONVERSATIONS = 500  # the least recently continued beyond this are deleted, with their snapshots
 
 
@@ -98,7 +98,7 @@ class ApiConversations:
         if parent is not None:
             return parent.conversation_id
         first_user = next((sent.text for sent in messages if sent.role == "user"), "")
-        title = " ".join(first_user.split())[:TITLE_LENGTH] or "API request"
+        title = title_of(first_user, fallback="API request")
         return self.store.create(title, model=model).id
 
     def _touch(self, conversation_id: str) -> None:

@@ -20,6 +20,7 @@ import msgspec
 from app.services.draft_heads import with_installed_head
 from app.services.turn import THINKING_SETTING, PendingTurn, TurnOptions, Writer, start_regeneration, start_turn
 from engine import protocol as p
+from model_store.conversation_titles import title_of
 from model_store.conversations import Conversation, ConversationStore
 from model_store.writer_lock import ConversationBusy
 
@@ -95,7 +96,7 @@ def _store_turn(store: ConversationStore, request: NewMessage | NewAnswer,
         return request.conversation, turn
     options = request.options
     conversation, turn = start_turn(store, request.conversation_id, request.text, options, writer,
-                                    title=request.text.splitlines()[0][:60], model=request.model,
+                                    title=title_of(request.text), model=request.model,
                                     reply_to=request.reply_to, from_start=request.from_start)
     if request.conversation_id is None and options.enable_thinking is not None:  # the new conversation keeps it
         conversation = store.update_settings(conversation.id, {THINKING_SETTING: options.enable_thinking})
