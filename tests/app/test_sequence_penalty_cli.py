@@ -12,20 +12,17 @@ import pytest
 
 from app.services.paths import user_paths
 from app.services.settings import settings_path
+from tests.app.test_repeat_window import QUOTE, generate as greedy_generate
 from tests.helpers.cli import error_line, hearth
 from tests.helpers.loops import loops
 from tests.helpers.serve import start_server
 
 pytestmark = [pytest.mark.process]
 PANCAKES = "Give me a recipe for pancakes."  # greedy without the penalty: the same ingredient lines until the limit
-QUOTE = ("Repeat exactly: the cat sat on a mat and the dog ran to the park while birds sang over the river, "
-         "and the cat sat on a mat again while the dog ran to the park again.")
 
 
 def generate(*flags: str, prompt: str = PANCAKES, tokens: int = 256) -> dict:
-    done = hearth("generate", "--temperature", "0", "--max-tokens", str(tokens), "--json", *flags, prompt)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return greedy_generate(*flags, prompt=prompt, tokens=tokens)
 
 
 def test_the_default_penalty_stops_a_loop_that_the_repeat_penalty_alone_lets_through():
