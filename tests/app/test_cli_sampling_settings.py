@@ -11,7 +11,7 @@ import pytest
 
 from app.services.paths import user_paths
 from app.services.settings import settings_path
-from tests.helpers.cli import hearth
+from tests.helpers.cli import error_line, hearth
 
 pytestmark = [pytest.mark.process]
 PROMPT = "Name three colours."
@@ -54,3 +54,28 @@ def test_send_samples_as_generate_does_and_says_so_in_its_json():
     reply = json.loads(sent.stdout)
     assert (reply["sampling"]["temperature"], reply["sampling"]["repeat_penalty"]) == (0.0, 1.1)
     assert reply["token_ids"] == generate("--temperature", "0")["token_ids"]
+
+
+# (field, flag, the user's setting, the flag's value): a setting only the user gave is used; the flag wins.
+SET_AND_FLAGGED = [("repeat_last_n", "--repeat-last-n", 4, "0"), ("dry_multiplier", "--dry-multiplier", 1.5, "0")]
+
+
+@pytest.mark.parametrize("field, flag, setting, flagged", SET_AND_FLAGGED, ids=[row[0] for row in SET_AND_FLAGGED])
+def test_the_value_set_in_settings_is_used_and_the_flag_wins(field, flag, setting, flagged):
+    path = settings_path(user_paths().ensure().config)
+    path.write_text(json.dumps({"schema_version": 2, field: setting}), encoding="utf-8")
+    assert generate("--max-tokens", "8")["sampling"][field] == setting
+    assert generate("--max-tokens", "8", flag, flagged)["sampling"][field] == float(flagged)
+
+
+# (flag, value, words the one line must hold): the protocol's own rule, in the words the window uses
+OUT_OF_RANGE = [("--repeat-last-n", "-2", "-1 (the whole answer), 0 (off)"),
+                ("--repeat-last-n", "2147483648", "-1 (the whole answer), 0 (off)"),
+                ("--dry-multiplier", "-0.5", "phrase penalty must be between 0 (off) and 5"),
+                ("--dry-multiplier", "6", "phrase penalty must be between 0 (off) and 5")]
+
+
+@pytest.mark.parametrize("flag, value, words", OUT_OF_RANGE)
+def test_a_value_out_of_range_is_one_line_saying_the_range(flag, value, words):
+    line = error_line(hearth("generate", flag, value, "--max-tokens", "4", "hi"))
+    assert words in line, line

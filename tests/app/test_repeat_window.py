@@ -10,9 +10,7 @@ import json
 import openai
 import pytest
 
-from app.services.paths import user_paths
-from app.services.settings import settings_path
-from tests.helpers.cli import error_line, hearth
+from tests.helpers.cli import hearth
 from tests.helpers.serve import start_server
 
 pytestmark = [pytest.mark.process]
@@ -48,17 +46,7 @@ def test_lookup_drafting_stays_exact_with_the_window(window):
     # tests, tests/engine/test_drafting*.py, keep drafting on throughout; here auto-off may stop it early)
 
 
-def test_the_window_set_in_settings_is_used_and_the_flag_wins():
-    path = settings_path(user_paths().ensure().config)
-    path.write_text(json.dumps({"schema_version": 2, "repeat_last_n": 4}), encoding="utf-8")
-    assert generate("--draft", "off", tokens=8)["sampling"]["repeat_last_n"] == 4
-    assert generate("--draft", "off", "--repeat-last-n", "0", tokens=8)["sampling"]["repeat_last_n"] == 0
-
-
-@pytest.mark.parametrize("value", ["-2", "2147483648"])
-def test_a_window_out_of_range_is_one_line_naming_the_flag(value):
-    line = error_line(hearth("generate", "--repeat-last-n", value, "--max-tokens", "4", "hi"))
-    assert "repeat-last-n" in line and "-1 (the whole answer), 0 (off)" in line, line
+# The window set in Settings, the flag over it, and a window out of range: tests/app/test_cli_sampling_settings.py
 
 
 def test_the_api_takes_repeat_last_n_as_llama_cpps_server_does(tmp_path):

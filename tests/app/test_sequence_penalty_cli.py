@@ -5,15 +5,10 @@ the ``openai`` client, real workers, the embedded SmolLM2 as Hearth runs it, gre
 
 from __future__ import annotations
 
-import json
-
 import openai
 import pytest
 
-from app.services.paths import user_paths
-from app.services.settings import settings_path
 from tests.app.test_repeat_window import QUOTE, generate as greedy_generate
-from tests.helpers.cli import error_line, hearth
 from tests.helpers.loops import loops
 from tests.helpers.serve import start_server
 
@@ -42,17 +37,7 @@ def test_lookup_drafting_stays_exact_under_a_strong_penalty():
         "token_ids"], "the penalty changes this answer, so the drafts were judged under it"
 
 
-def test_the_value_set_in_settings_is_used_and_the_flag_wins():
-    path = settings_path(user_paths().ensure().config)
-    path.write_text(json.dumps({"schema_version": 2, "dry_multiplier": 1.5}), encoding="utf-8")
-    assert generate("--draft", "off", tokens=8)["sampling"]["dry_multiplier"] == 1.5
-    assert generate("--draft", "off", "--dry-multiplier", "0", tokens=8)["sampling"]["dry_multiplier"] == 0
-
-
-@pytest.mark.parametrize("value", ["-0.5", "6"])
-def test_a_value_out_of_range_is_one_line_naming_the_flag(value):
-    line = error_line(hearth("generate", "--dry-multiplier", value, "--max-tokens", "4", "hi"))
-    assert "phrase penalty must be between 0 (off) and 5" in line, line  # as the window and --help call it
+# The value set in Settings, the flag over it, and a value out of range: tests/app/test_cli_sampling_settings.py
 
 
 def test_the_api_takes_dry_multiplier_as_llama_cpps_server_does(tmp_path):

@@ -4,6 +4,9 @@ Real offscreen dialog, real GGUF files carrying general.sampling.* keys."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import shiboken6
 from PySide6.QtWidgets import QDialogButtonBox, QDoubleSpinBox, QGroupBox, QLabel, QPushButton, QSpinBox
 
@@ -18,6 +21,16 @@ def open_dialog(qtbot, settings: Settings, **kwargs) -> SettingsDialog:
     dialog = SettingsDialog(settings, **kwargs)  # deleted by each test's finally
     dialog.show()
     return dialog
+
+
+@contextmanager
+def dialog_of(qtbot, settings: Settings, **kwargs) -> Iterator[SettingsDialog]:
+    """:func:`open_dialog`, deleted when the block ends."""
+    dialog = open_dialog(qtbot, settings, **kwargs)
+    try:
+        yield dialog
+    finally:
+        shiboken6.delete(dialog)
 
 
 def source(dialog, name: str) -> str:
