@@ -6,6 +6,13 @@ drafting rounds against tokens per second over recent plain steps (a short plain
 there is no recent plain measurement). When drafting is slower it is switched off, with the numbers
 as the reason, and tried again every so often, since the text being written can change.
 
+A drafter whose guesses cost nothing (``Proposer.free``: prompt lookup) is also watched while off:
+each plain step it still guesses, unverified, and the answer then shows how many of those tokens a
+round would have accepted (:meth:`DraftPolicy.record_guess`). When the last :data:`DraftPolicy.GUESS_ROUNDS`
+guesses, at what a round measured to cost, would have been faster than plain steps, drafting is tried
+again at once instead of after hundreds of steps. An answer that starts in its own words and then
+quotes a document loses the first rounds and wins the quote.
+
 A policy carries over between requests with the same drafter on the same loaded model
 (:meth:`DraftPolicy.carried_over`): a drafter that lost starts the next answer switched off, still
 counting towards its re-probe, and one that won starts at the length it reached with the plain speed
@@ -39,12 +46,14 @@ class DraftPolicy:
     STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
     REPROBE_EVERY = 512  # plain steps, once off, before drafting is tried again (doubles after each loss)
     REPROBE_ROUNDS = 2
+    GUESS_ROUNDS = 3  # unverified guesses of a free drafter, while off, that may bring drafting back
 
     def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
         self.max_draft = max_draft
         self.auto_off = auto_off
         self.length = max(1, min(start, max_draft))
         self.drafting, self.plain = _Rate(), _Rate()
+        self.guesses: deque[int] = deque(maxlen=self.GUESS_ROUNDS)  # tokens each unverified guess got right
         self.mode = "draft"  # draft | probe_plain | off | probe_draft
         self.count = 0  # rounds or steps in the current mode
         self.ever_off = False
@@ -98,6 +107,28 @@ class DraftPolicy:
             if self.count >= self.reprobe_every:
                 self.drafting.samples.clear()  # judged on its own rounds now, not on those that lost long ago
                 self._enter("probe_draft")
+
+    def record_guess(self, n_right: int) -> None:
+        """While off: a free drafter's unverified guess got its first ``n_right`` tokens right. When the
+        last guesses would have made rounds faster than plain steps, drafting is tried again now."""
+        if self.mode != "off":
+            return
+        self.guesses.append(n_right)
+        if len(self.guesses) == self.GUESS_ROUNDS and self._guesses_win():
+            self.length = max(1, min(self.max_draft, round(sum(self.guesses) / len(self.guesses))))
+            self.guesses.clear()
+            self.drafting.samples.clear()
+            self._enter("probe_draft")
+
+    def _guesses_win(self) -> bool:
+        """Whether rounds at the cost measured so far, accepting what the guesses got right, beat plain steps."""
+        rounds = self.drafting.samples
+        plain = self.plain.per_second
+        if not rounds or plain <= 0:
+            return False
+        round_seconds = sum(s for _, s in rounds) / len(rounds)
+        tokens = 1 + sum(self.guesses) / len(self.guesses)
+        return tokens / round_seconds > plain
 
     def _enter(self, mode: str) -> None:
         self.mode, self.count = mode, 0

@@ -29,6 +29,7 @@ from engine.speculative.proposer import Draft, Proposer
 
 class PromptLookup(Proposer):
     kind = "lookup"
+    free = True  # a dict lookup: auto-off watches its guesses while drafting is off
     check_tokens = 8  # head and tail tokens compared to tell a grown history from a changed one
 
     def __init__(self, max_ngram: int = 4, min_ngram: int = 2) -> None:

@@ -25,6 +25,7 @@ class Draft:
 
 class Proposer(ABC):
     kind: str = "none"
+    free: bool = False  # proposing costs nothing worth counting (no model runs): auto-off may watch its guesses
 
     @abstractmethod
     def propose(self, history: list[int], k: int) -> Draft:

@@ -78,6 +78,7 @@ class SpeculativeSource(PlainSource):
         self.stats = DraftStats(kind=proposer.kind)
         self._round: Round | None = None  # the round whose tokens are being used
         self.batches: list[int] = []  # how many tokens each decode left in the state (for replay checks)
+        self._guess: tuple[list[int], int] | None = None  # an unverified guess while off, and where it starts in the answer
         proposer.reset()
 
     def _room(self) -> int:
@@ -93,13 +94,29 @@ class SpeculativeSource(PlainSource):
         started = time.perf_counter()
         drafts = self._propose(pending, k) if k > 0 else []
         if not drafts or not drafts[0].tokens:
+            if k == 0 and self.proposer.free and self.policy.off and self._guess is None:
+                self._guess = (self.proposer.propose(self.session.tokens + [pending], self.policy.max_draft).tokens,
+                               len(self.answer))
             tokens = super().step(pending)
             self.batches.append(1)
             self.from_draft = [False]
             self.policy.record_plain(time.perf_counter() - started)
+            self._score_guess()
             self.stats.auto_off, self.stats.reason = self.policy.ever_off, self.policy.reason
             return tokens
         return self._verify(pending, drafts, k, started)
+
+    def _score_guess(self) -> None:
+        """Once the answer shows how many tokens of the unverified guess were right, tell the policy."""
+        if self._guess is None:
+            return
+        guess, start = self._guess
+        written = self.answer[start:start + len(guess)]
+        right = next((i for i, (a, b) in enumerate(zip(guess, written)) if a != b), len(written))
+        if right < len(written) or len(written) == len(guess):
+            self._guess = None
+            if guess:
+                self.policy.record_guess(right)
 
     def _propose(self, pending: int, k: int) -> list[Draft]:
         """The drafter's proposal: one chain (a tree source asks for several paths)."""

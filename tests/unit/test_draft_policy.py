@@ -74,3 +74,33 @@ def test_a_drafter_that_won_goes_on_at_its_length_without_probing_plain_again():
     assert not following.off and not following.ever_off and following.length == first.length == 3
     rounds, plain = drive(following, draft_s_per_token=0.004, plain_s=0.01, steps=20)
     assert rounds == 20 and plain == 0
+
+
+def switched_off(round_s: float = 0.03, plain_s: float = 0.01) -> DraftPolicy:
+    """A policy whose two rounds (two tokens each, ``round_s`` a round) lost to plain steps of ``plain_s``."""
+    policy = DraftPolicy(max_draft=4)
+    drive(policy, draft_s_per_token=round_s / 2, plain_s=plain_s, steps=5, accept=1)
+    assert policy.mode == "off"
+    return policy
+
+
+def test_guesses_that_would_win_bring_drafting_back_at_once():
+    policy = switched_off()  # rounds of 30 ms against 10 ms plain steps: a round must bring 3+ tokens
+    for right in (3, 4, 3):
+        policy.record_guess(right)
+    assert policy.mode == "probe_draft" and policy.draft_length() == 3  # the length the guesses got right
+    assert not policy.guesses and not policy.drafting.samples  # the probe is judged on its own rounds
+
+
+def test_guesses_that_would_lose_leave_drafting_off():
+    policy = switched_off()
+    for right in (1, 2, 1, 0, 2, 1):
+        policy.record_guess(right)  # at most 2.3 tokens a round of 30 ms: 77 tok/s against 100
+    assert policy.mode == "off" and policy.draft_length() == 0
+
+
+def test_guesses_count_only_while_off():
+    policy = DraftPolicy(max_draft=4)
+    for _ in range(5):
+        policy.record_guess(4)
+    assert policy.mode == "draft" and not policy.guesses
