@@ -209,16 +209,20 @@ class _CheckingReader(GGUFReader):
     def _build_tensors(self, start_offs, fields) -> None:
         for field in fields:
             _name_len, name_data, _n_dims, _dims, raw_dtype, _offset = field.parts
-            if int(raw_dtype[0]) in UNCOMPUTABLE_TYPES:  # IntEnum members: an int finds them
-                name, kind = bytes(name_data).decode("utf-8", "replace"), GGMLQuantizationType(int(raw_dtype[0]))
+            name = bytes(name_data).decode("utf-8", "replace")
+            if int(raw_dtype[0]) in UNCOMPUTABLE_TYPES and not (  # IntEnum members: an int finds them
+                    name == DRAFT_VOCABULARY and int(raw_dtype[0]) == GGMLQuantizationType.I64):
+                kind = GGMLQuantizationType(int(raw_dtype[0]))
                 raise _Refusal(f"tensor '{name}' is stored as {kind.name}, which llama.cpp cannot compute with; "
                                "convert the model again to F32, F16, BF16 or a quantization")
         super()._build_tensors(start_offs, fields)
 
 
 # Types a GGUF may declare that llama.cpp's CPU kernels cannot multiply: a head with F64 matrices
-# loaded, then killed the process at its first decode.
+# loaded, then killed the process at its first decode. An EAGLE-3 head's draft vocabulary
+# (DRAFT_VOCABULARY) is the one I64 tensor llama.cpp reads, as indices, not to multiply.
 UNCOMPUTABLE_TYPES = frozenset({GGMLQuantizationType.F64, GGMLQuantizationType.I64})
+DRAFT_VOCABULARY = "d2t"  # an EAGLE-3 head's target token id of each of its own output rows
 
 
 def _architecture(reader: GGUFReader, supported) -> str:
@@ -234,15 +238,39 @@ def _check_tensors(reader: GGUFReader, arch: str) -> None:
     names = {t.name for t in reader.tensors}
     if not names:
         raise _Refusal("it contains no tensors, so no model")
+    if DRAFT_VOCABULARY in names and arch != HEAD_ARCHITECTURE:
+        raise _Refusal(f"it has a '{DRAFT_VOCABULARY}' tensor, which only an EAGLE-3 head has; the file is damaged")
     if arch == HEAD_ARCHITECTURE:  # a draft head borrows its model's token embedding; it must have its fusion matrix
         if HEAD_TENSOR not in names:
             raise _Refusal(f"it has no '{HEAD_TENSOR}' tensor, so it is not a complete EAGLE-3 head")
+        if DRAFT_VOCABULARY in names:
+            _check_draft_vocabulary(reader)
         return
     if TOKEN_EMBEDDING not in names:
         raise _Refusal(
             f"it has no '{TOKEN_EMBEDDING}' tensor, so it is not a complete language model "
             "(a LoRA adapter, projector or draft head?)"
         )
+
+
+def _check_draft_vocabulary(reader: GGUFReader) -> None:
+    """A head's ``d2t``: llama.cpp writes each of the head's output rows to the token id it names, with
+    no bounds check of its own, so every id must be one of the vocabulary's, and its output matrix must
+    have one row per id."""
+    tensors = {t.name: t for t in reader.tensors}
+    d2t = tensors[DRAFT_VOCABULARY]
+    n_vocab = len(reader.get_field("tokenizer.ggml.tokens").data) if reader.get_field("tokenizer.ggml.tokens") else 0
+    ids = np.asarray(d2t.data)
+    if d2t.tensor_type != GGMLQuantizationType.I64 or ids.ndim != 1 or not 0 < len(ids) <= n_vocab:
+        raise _Refusal(f"its '{DRAFT_VOCABULARY}' tensor is not a list of at most {n_vocab:,} token ids; "
+                       "the file is damaged")
+    if ids.min() < 0 or ids.max() >= n_vocab:
+        raise _Refusal(f"its '{DRAFT_VOCABULARY}' tensor names token ids outside its vocabulary of {n_vocab:,} "
+                       "tokens; the file is damaged")
+    output = tensors.get("output.weight")
+    if output is None or int(output.shape[-1]) != len(ids):
+        raise _Refusal(f"its output matrix does not have one row per token of its '{DRAFT_VOCABULARY}' tensor "
+                       f"({len(ids):,}); the file is damaged")
 
 
 def _check_limits(reader: GGUFReader, arch: str) -> None:

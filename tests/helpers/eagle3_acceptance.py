@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
+from engine.chat_template import ChatMessage
+from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
 from engine.sampling import GREEDY
 from engine.session import open_session
 from engine.speculative.eagle3 import Eagle3Drafter
@@ -31,8 +32,15 @@ class FullChains(DraftPolicy):
         self.length = self.max_draft
 
 
+def prompt_tokens(session, prompt: str, chat: bool) -> list[int]:
+    """``prompt`` as the model reads it: a user's message in its chat template, or plain text."""
+    if chat:
+        return chat_prompt_tokens(session.model, [ChatMessage("user", prompt)])
+    return raw_prompt_tokens(session.model, prompt)
+
+
 def greedy(session, prompt: str, max_tokens: int, proposer: Eagle3Drafter | None = None,
-           draft_len: int = 0) -> Generation:
+           draft_len: int = 0, chat: bool = False) -> Generation:
     """One greedy run of ``prompt``: plain, or drafting ``draft_len`` tokens a round with ``proposer``."""
     make = None
     if proposer is not None:
@@ -40,26 +48,27 @@ def greedy(session, prompt: str, max_tokens: int, proposer: Eagle3Drafter | None
             proposer.configure(sampling, rng)
             return SpeculativeSource(session, sampling, rng, proposer, FullChains(draft_len))
 
-    tokens = raw_prompt_tokens(session.model, prompt)
+    tokens = prompt_tokens(session, prompt, chat)
     run = Generation(session, tokens, GenerationSettings(GREEDY, max_tokens=max_tokens), make_source=make)
     list(run)
     return run
 
 
 def acceptance(target: Path, head: Path, prompts: list[str], max_tokens: int,
-               lengths: tuple[int, ...] = (1, 2, 3, 4)) -> dict[int, dict]:
+               lengths: tuple[int, ...] = (1, 2, 3, 4), chat: bool = False) -> dict[int, dict]:
     """Per draft length: rounds, drafted, accepted, acceptance (accepted / drafted), mean accepted
-    length per round and whether every drafted run equals plain decoding token for token."""
+    length per round and whether every drafted run equals plain decoding token for token. ``chat``:
+    each prompt is a user's message in the model's chat template."""
     session = open_session(str(target), n_ctx=1024, draft_max=max(lengths))
     proposer = Eagle3Drafter(head, session, sampling=GREEDY, rng=np.random.default_rng(0), p_min=0.0)
     try:
-        plain = [greedy(session, p, max_tokens).token_ids for p in prompts]
+        plain = [greedy(session, p, max_tokens, chat=chat).token_ids for p in prompts]
         out = {}
         for k in lengths:
             totals = {"rounds": 0, "drafted": 0, "accepted": 0}
             identical = True
             for prompt, reference in zip(prompts, plain):
-                run = greedy(session, prompt, max_tokens, proposer, k)
+                run = greedy(session, prompt, max_tokens, proposer, k, chat=chat)
                 identical &= run.token_ids == reference
                 for key in totals:
                     totals[key] += getattr(run.source.stats, key)
