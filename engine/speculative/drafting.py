@@ -74,7 +74,7 @@ class Drafting:
                 proposer.configure(sampling, rng)
             policy = self._policy((kind, spec.path, limit, auto_off, paths), limit, auto_off)
             if paths > 1:
-                return TreeSource(session, sampling, rng, proposer, policy, width=paths, max_rows=self._tree_rows())
+                return TreeSource(session, sampling, rng, proposer, policy, width=paths, max_rows=self.tree_rows())
             return SpeculativeSource(session, sampling, rng, proposer, policy)
 
         return make, DraftStats(kind=kind)
@@ -93,7 +93,7 @@ class Drafting:
         self._policies.clear()
 
     @staticmethod
-    def _tree_rows() -> int:
+    def tree_rows() -> int:
         """Rows one verify batch of a tree may hold and stay bit-exact on this CPU build."""
         choice = cpu_check.active()
         return choice.exact_rows - 1 if choice is not None and choice.exact_rows else MAX_DRAFT + 1
