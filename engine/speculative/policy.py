@@ -8,10 +8,12 @@ as the reason, and tried again every so often, since the text being written can 
 
 A drafter whose guesses cost nothing (``Proposer.free``: prompt lookup) is also watched while off:
 each plain step it still guesses, unverified, and the answer then shows how many of those tokens a
-round would have accepted (:meth:`DraftPolicy.record_guess`). When the last :data:`DraftPolicy.GUESS_ROUNDS`
-guesses, at what a round measured to cost, would have been faster than plain steps, drafting is tried
-again at once instead of after hundreds of steps. An answer that starts in its own words and then
-quotes a document loses the first rounds and wins the quote.
+round would have accepted (:meth:`DraftPolicy.record_guess`). When the last guesses (at first
+:data:`DraftPolicy.GUESS_ROUNDS`), at what a round measured to cost, would have been a clear margin
+(:data:`DraftPolicy.GUESS_MARGIN`) faster than plain steps, drafting is tried again at once instead of
+after hundreds of steps. An answer that starts in its own words and then quotes a document loses the
+first rounds and wins the quote. A try that loses doubles the guesses the next one needs, so prose in
+which a few guesses happen to be right does not pay for a try every few tokens.
 
 A policy carries over between requests with the same drafter on the same loaded model
 (:meth:`DraftPolicy.carried_over`): a drafter that lost starts the next answer switched off, still
@@ -46,14 +48,17 @@ class DraftPolicy:
     STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
     REPROBE_EVERY = 512  # plain steps, once off, before drafting is tried again (doubles after each loss)
     REPROBE_ROUNDS = 2
-    GUESS_ROUNDS = 3  # unverified guesses of a free drafter, while off, that may bring drafting back
+    GUESS_ROUNDS = 4  # unverified guesses of a free drafter, while off, that may bring drafting back
+    GUESS_MARGIN = 1.25  # how much faster than plain steps those guesses must look
 
     def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
         self.max_draft = max_draft
         self.auto_off = auto_off
         self.length = max(1, min(start, max_draft))
         self.drafting, self.plain = _Rate(), _Rate()
-        self.guesses: deque[int] = deque(maxlen=self.GUESS_ROUNDS)  # tokens each unverified guess got right
+        self.guesses: list[int] = []  # tokens each unverified guess got right, since drafting was last tried
+        self.guess_rounds = self.GUESS_ROUNDS  # guesses the next try needs (doubles after a try that lost)
+        self.guessed_try = False  # the running probe was started by guesses
         self.mode = "draft"  # draft | probe_plain | off | probe_draft
         self.count = 0  # rounds or steps in the current mode
         self.ever_off = False
@@ -72,6 +77,7 @@ class DraftPolicy:
         following.drafting.samples.extend(self.drafting.samples)
         following.plain.samples.extend(self.plain.samples)
         following.reprobe_every, following.reason = self.reprobe_every, self.reason
+        following.guess_rounds = self.guess_rounds
         following.ever_off = self.off
         return following
 
@@ -114,10 +120,12 @@ class DraftPolicy:
         if self.mode != "off":
             return
         self.guesses.append(n_right)
-        if len(self.guesses) == self.GUESS_ROUNDS and self._guesses_win():
-            self.length = max(1, min(self.max_draft, round(sum(self.guesses) / len(self.guesses))))
+        if len(self.guesses) >= self.guess_rounds and self._guesses_win():
+            recent = self.guesses[-self.guess_rounds:]
+            self.length = max(1, min(self.max_draft, round(sum(recent) / len(recent))))
             self.guesses.clear()
             self.drafting.samples.clear()
+            self.guessed_try = True
             self._enter("probe_draft")
 
     def _guesses_win(self) -> bool:
@@ -127,8 +135,9 @@ class DraftPolicy:
         if not rounds or plain <= 0:
             return False
         round_seconds = sum(s for _, s in rounds) / len(rounds)
-        tokens = 1 + sum(self.guesses) / len(self.guesses)
-        return tokens / round_seconds > plain
+        recent = self.guesses[-self.guess_rounds:]
+        tokens = 1 + sum(recent) / len(recent)
+        return tokens / round_seconds > self.GUESS_MARGIN * plain
 
     def _enter(self, mode: str) -> None:
         self.mode, self.count = mode, 0
@@ -136,7 +145,10 @@ class DraftPolicy:
     def _decide(self) -> None:
         drafted, plain = self.drafting.per_second, self.plain.per_second
         off = drafted < plain
-        if off and self.mode == "probe_draft":
+        if self.mode == "probe_draft" and self.guessed_try:
+            self.guess_rounds = self.guess_rounds * 2 if off else self.GUESS_ROUNDS
+            self.guessed_try = False
+        elif off and self.mode == "probe_draft":
             self.reprobe_every *= 2  # it lost again: try less often
         self.ever_off |= off
         self.reason = (f"drafting measured {drafted:.1f} tok/s against {plain:.1f} tok/s without; "

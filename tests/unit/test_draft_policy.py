@@ -85,18 +85,38 @@ def switched_off(round_s: float = 0.03, plain_s: float = 0.01) -> DraftPolicy:
 
 
 def test_guesses_that_would_win_bring_drafting_back_at_once():
-    policy = switched_off()  # rounds of 30 ms against 10 ms plain steps: a round must bring 3+ tokens
-    for right in (3, 4, 3):
+    policy = switched_off(round_s=0.025)  # rounds of 25 ms against 10 ms plain steps
+    for right in (3, 4, 3, 4):  # 4.5 tokens a round: 180 tok/s against 100
         policy.record_guess(right)
-    assert policy.mode == "probe_draft" and policy.draft_length() == 3  # the length the guesses got right
+    assert policy.mode == "probe_draft" and policy.draft_length() == 4  # the length the guesses got right
     assert not policy.guesses and not policy.drafting.samples  # the probe is judged on its own rounds
 
 
-def test_guesses_that_would_lose_leave_drafting_off():
-    policy = switched_off()
-    for right in (1, 2, 1, 0, 2, 1):
-        policy.record_guess(right)  # at most 2.3 tokens a round of 30 ms: 77 tok/s against 100
+def test_guesses_that_would_win_only_narrowly_leave_drafting_off():
+    policy = switched_off(round_s=0.025)
+    for right in (1, 2, 1, 1, 2, 1, 1, 1):
+        policy.record_guess(right)  # at most 2.5 tokens a round of 25 ms: 100 tok/s, within the margin
     assert policy.mode == "off" and policy.draft_length() == 0
+
+
+def test_a_try_the_guesses_started_that_loses_doubles_the_guesses_the_next_one_needs():
+    policy = switched_off(round_s=0.025)
+    for right in (4, 4, 4, 4):
+        policy.record_guess(right)
+    assert policy.mode == "probe_draft"
+    for _ in range(DraftPolicy.REPROBE_ROUNDS):
+        policy.record_round(4, 0, 1, 0.03)  # the rounds lose after all
+    assert policy.mode == "off" and policy.guess_rounds == 2 * DraftPolicy.GUESS_ROUNDS
+    assert policy.reprobe_every == DraftPolicy.REPROBE_EVERY  # the periodic re-try keeps its pace
+    for right in (4, 4, 4, 4):
+        policy.record_guess(right)
+    assert policy.mode == "off"  # four guesses are no longer enough
+    for right in (4, 4, 4, 4):
+        policy.record_guess(right)
+    assert policy.mode == "probe_draft"
+    for _ in range(DraftPolicy.REPROBE_ROUNDS):
+        policy.record_round(4, 4, 5, 0.02)  # this time they win
+    assert policy.mode == "draft" and policy.guess_rounds == DraftPolicy.GUESS_ROUNDS
 
 
 def test_guesses_count_only_while_off():
