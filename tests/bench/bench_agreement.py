@@ -4,7 +4,8 @@ on a chosen share of tokens.
 No drafter with real weights exists for the catalogue's shapes here (their fixtures have random
 weights), so this makes one from the target: :class:`AgreeingDrafter` knows the target's greedy
 answer (a plain run first) and proposes its next token with probability ``agreement``, else a token
-the target does not write, which ends the chain. So the acceptance is set, the drafting itself costs
+the target does not write, and so are the chain's guesses after it (a verify batch holds them all, as
+a head's chain). So the acceptance is set, the drafting itself costs
 nothing (as prompt lookup), and what is measured is the rest: the verify batches of the real model
 with their rollbacks, chains of ``--draft-max`` and trees of ``--paths`` (a tree's first guesses
 have the right one at rank r with probability ``agreement * (1 - agreement)^r``, the paths after
@@ -57,15 +58,13 @@ class AgreeingDrafter(Proposer):
         return (right + 1 + int(self.rng.integers(0, self.n_vocab - 1))) % self.n_vocab
 
     def _chain(self, start: int, k: int, first_right: bool | None = None) -> list[int]:
-        tokens = []
-        for i in range(k):
-            index = start + i
-            if index >= len(self.answer):
-                break
-            right = first_right if i == 0 and first_right is not None else self.rng.random() < self.agreement
-            tokens.append(self.answer[index] if right else self._wrong(self.answer[index]))
-            if not right:
-                break
+        """k guesses, as a head chains them: after a wrong one the rest are wrong too (the verify
+        batch still holds them all)."""
+        tokens, right = [], True
+        for i in range(min(k, len(self.answer) - start)):
+            right = right and (first_right if i == 0 and first_right is not None else self.rng.random() < self.agreement)
+            right_token = self.answer[start + i]
+            tokens.append(right_token if right else self._wrong(right_token))
         return tokens
 
     def propose(self, history: list[int], k: int) -> Draft:

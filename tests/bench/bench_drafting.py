@@ -103,11 +103,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
     args = parser.parse_args()
-    from engine.model_files import embedded_model_path
+    from engine.model_files import resolve_model_ref
 
     paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft", "eagle3-bench-fitted",
                                      "eagle3-smollm2", "transformer-bench", "eagle3-transformer-bench"])
-    smollm2 = embedded_model_path()
+    smollm2 = resolve_model_ref("default")  # the built-in model as Hearth loads it (its fast-reading copy)
     probe = open_session(str(smollm2), n_ctx=512)
     quote = chat_prompt_tokens(probe.model, [ChatMessage("user", f"Repeat this text exactly:\n\n{DOCUMENT}")])
     probe.close()
