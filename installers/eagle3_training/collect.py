@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +82,7 @@ def answers(session, prompts: list[str], max_tokens: int, first_seed: int):
     spec = resolve_sampling("default").spec()
     for i, prompt in enumerate(prompts):
         tokens = chat_prompt_tokens(session.model, [ChatMessage("user", prompt)])
-        sampling = SamplingParams.from_spec(spec, session.breakers)
-        sampling = SamplingParams(**{**sampling.__dict__, "seed": first_seed + i})
+        sampling = replace(SamplingParams.from_spec(spec, session.breakers), seed=first_seed + i)
         run = Generation(session, tokens, GenerationSettings(sampling, max_tokens=max_tokens))
         list(run)
         yield tokens + list(run.token_ids)

@@ -23,8 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "installers" / "eagle3_training"))
@@ -48,7 +46,7 @@ def speed(head: Path, prompts: list[str], tokens: int, reps: int, draft_max: int
         makers = {"plain": None, "kept": kept, "auto": auto}
         seconds = {mode: [] for mode in makers}
         written = {mode: [] for mode in makers}
-        rounds = {"kept": [0, 0, 0.0]}  # rounds, accepted, seconds in rounds
+        rounds = {"kept": [0, 0]}  # rounds, accepted
         identical = True
         encoded = [prompt_tokens(session, p, chat=True) for p in prompts]
         for rep in range(reps):
@@ -100,7 +98,6 @@ def main() -> None:
         report["acceptance"] = acceptance(resolve_model_ref("default"), args.head, prompts, args.tokens, chat=True)
     report["speed"] = speed(args.head, prompts[: max(4, len(prompts) // 3)], args.tokens, args.reps, args.draft_max)
     report["seconds"] = round(time.monotonic() - started)
-    np.set_printoptions(precision=3)
     print(json.dumps(report, indent=2))
 
 
