@@ -259,7 +259,8 @@ def _check_draft_vocabulary(reader: GGUFReader) -> None:
     have one row per id."""
     tensors = {t.name: t for t in reader.tensors}
     d2t = tensors[DRAFT_VOCABULARY]
-    n_vocab = len(reader.get_field("tokenizer.ggml.tokens").data) if reader.get_field("tokenizer.ggml.tokens") else 0
+    tokens = reader.get_field("tokenizer.ggml.tokens")
+    n_vocab = len(tokens.data) if tokens is not None else 0
     ids = np.asarray(d2t.data)
     if d2t.tensor_type != GGMLQuantizationType.I64 or ids.ndim != 1 or not 0 < len(ids) <= n_vocab:
         raise _Refusal(f"its '{DRAFT_VOCABULARY}' tensor is not a list of at most {n_vocab:,} token ids; "

@@ -50,6 +50,7 @@ class DraftPolicy:
     REPROBE_ROUNDS = 2
     GUESS_ROUNDS = 4  # unverified guesses of a free drafter, while off, that may bring drafting back
     GUESS_MARGIN = 1.25  # how much faster than plain steps those guesses must look
+    GUESS_ROUNDS_MAX = 64  # the most guesses a try ever needs, however many tries lost
 
     def __init__(self, max_draft: int, auto_off: bool = True, start: int = 2) -> None:
         self.max_draft = max_draft
@@ -120,9 +121,9 @@ class DraftPolicy:
         if self.mode != "off":
             return
         self.guesses.append(n_right)
-        if len(self.guesses) >= self.guess_rounds and self._guesses_win():
-            recent = self.guesses[-self.guess_rounds:]
-            self.length = max(1, min(self.max_draft, round(sum(recent) / len(recent))))
+        del self.guesses[:-self.guess_rounds]  # only the last ones count
+        if len(self.guesses) == self.guess_rounds and self._guesses_win():
+            self.length = max(1, min(self.max_draft, round(sum(self.guesses) / len(self.guesses))))
             self.guesses.clear()
             self.drafting.samples.clear()
             self.guessed_try = True
@@ -135,8 +136,7 @@ class DraftPolicy:
         if not rounds or plain <= 0:
             return False
         round_seconds = sum(s for _, s in rounds) / len(rounds)
-        recent = self.guesses[-self.guess_rounds:]
-        tokens = 1 + sum(recent) / len(recent)
+        tokens = 1 + sum(self.guesses) / len(self.guesses)
         return tokens / round_seconds > self.GUESS_MARGIN * plain
 
     def _enter(self, mode: str) -> None:
@@ -146,7 +146,7 @@ class DraftPolicy:
         drafted, plain = self.drafting.per_second, self.plain.per_second
         off = drafted < plain
         if self.mode == "probe_draft" and self.guessed_try:
-            self.guess_rounds = self.guess_rounds * 2 if off else self.GUESS_ROUNDS
+            self.guess_rounds = min(self.guess_rounds * 2, self.GUESS_ROUNDS_MAX) if off else self.GUESS_ROUNDS
             self.guessed_try = False
         elif off and self.mode == "probe_draft":
             self.reprobe_every *= 2  # it lost again: try less often

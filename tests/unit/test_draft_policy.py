@@ -124,3 +124,15 @@ def test_guesses_count_only_while_off():
     for _ in range(5):
         policy.record_guess(4)
     assert policy.mode == "draft" and not policy.guesses
+
+
+def test_the_guesses_a_try_needs_stop_doubling_at_a_bound():
+    policy = switched_off(round_s=0.025)
+    for _ in range(12):  # twelve tries in a row lose
+        for _ in range(policy.guess_rounds):
+            policy.record_guess(4)
+        assert policy.mode == "probe_draft"
+        for _ in range(DraftPolicy.REPROBE_ROUNDS):
+            policy.record_round(4, 0, 1, 0.03)
+        assert len(policy.guesses) == 0
+    assert policy.guess_rounds == DraftPolicy.GUESS_ROUNDS_MAX
