@@ -58,25 +58,39 @@ def _first_turn(paragraphs: int) -> list[MessageRow]:
     return [_row(0, "user", "Hello?"), _row(1, "assistant", "\n\n".join(["A paragraph of the first answer."] * paragraphs))]
 
 
+def _settled(qtbot, view: ChatView) -> int:
+    """The scroll range once every row has its widget and the layout has stopped changing it (a
+    loaded machine's event loop may measure a new transcript late)."""
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: view.complete, timeout=2_000)
+    last = None
+    while bar.maximum() != last:
+        last = bar.maximum()
+        qtbot.wait(40)
+    return last
+
+
 def _grow_until_it_overflows(qtbot, view: ChatView, model: MessageListModel) -> None:
     """A first turn that just fits, then the turn that overflows as it is sent (the case where the
-    question sat half in sight): its question, and its answer streaming for a while."""
+    question sat half in sight): its question, and its answer streaming until it overflows and a
+    while after."""
     bar = view.verticalScrollBar()
     paragraphs = 2
     while True:  # the longest first answer that still fits
         model.set_rows(_first_turn(paragraphs + 1))
-        qtbot.wait(20)
-        if bar.maximum() > 0:
+        if _settled(qtbot, view) > 0:
             break
         paragraphs += 1
     paragraphs -= 1  # a paragraph's margin: clear of the scroll bar's own come and go
     model.set_rows(_first_turn(paragraphs))
-    qtbot.waitUntil(lambda: bar.maximum() == 0, timeout=1_000)  # the first turn fits
+    assert _settled(qtbot, view) == 0, "the first turn fits"
     model.set_rows(_turn(_first_turn(paragraphs), QUESTION))
-    _stream(qtbot, model, 12)
-    # the conversation overflows once the layout has measured the streamed words (a loaded machine's
-    # event loop may not have by the last delta)
-    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=2_000)
+    for _ in range(10):  # streamed until the layout has measured an overflowing conversation
+        _stream(qtbot, model, 6)
+        if _settled(qtbot, view) > 0:
+            break
+    assert bar.maximum() > 0, "60 streamed words overflow the chat"
+    _stream(qtbot, model, 6)
 
 
 def test_the_turn_that_first_overflows_stays_in_sight_question_and_streaming_answer(chat, qtbot):
