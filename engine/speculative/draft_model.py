@@ -6,6 +6,12 @@ rejected guesses are thrown away with sequence 1 and never need a rollback — w
 hybrid draft model, whose recurrent state cannot be rolled back after single-token steps. At the
 next round sequence 0 catches up with the newly accepted tokens in one batch. Greedy drafting
 stops early when the draft model's own top probability falls below ``p_min``.
+
+While auto-off has drafting idle the draft model reads nothing. When drafting is tried again it
+does not read everything it missed (hundreds of tokens, as long to read as the probe is to run for
+a draft model near the target's size): it starts over from the last :data:`REJOIN_TOKENS`, which is
+what its next guesses lean on most. Sequence 0 then holds the history from ``start`` on, at
+positions counted from there.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_t
 
 DRAFT_SEQ = 1
 BRANCH_SEQ = 2  # a tree's paths start from here: the history and the pending token
+REJOIN_TOKENS = 32  # the most a draft model reads of what it missed while drafting was off
 
 
 class DraftIncompatible(ValueError):
@@ -56,7 +63,9 @@ class DraftModel(Proposer):
         self.path = path
         self.sampling, self.rng, self.p_min = sampling, rng, p_min
         self.recurrent = self.model.facts().has_recurrent_state
-        self.tokens: list[int] = []  # what sequence 0 holds
+        self.tokens: list[int] = []  # what sequence 0 holds: the history from ``start`` on
+        self.start = 0
+        self.idle = False  # drafting was off since the last catch-up
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -74,7 +83,7 @@ class DraftModel(Proposer):
         context = self.context
         context.seq_rm(DRAFT_SEQ, -1, -1)
         context.seq_cp(0, DRAFT_SEQ)
-        token, position, draft = history[-1], len(history) - 1, Draft()
+        token, position, draft = history[-1], len(history) - 1 - self.start, Draft()
         for _ in range(k):
             context.decode([token], position, seq_id=DRAFT_SEQ)
             token, q, confident = pick_draft_token(context.logits(-1), self.sampling, self.rng, self.p_min)
@@ -92,7 +101,7 @@ class DraftModel(Proposer):
         if width < 2:
             return [self.propose(history, k)]
         self._catch_up(history[:-1])
-        context, position = self.context, len(history) - 1
+        context, position = self.context, len(history) - 1 - self.start
         context.seq_rm(BRANCH_SEQ, -1, -1)
         context.seq_cp(0, BRANCH_SEQ)
         context.decode([history[-1]], position, seq_id=BRANCH_SEQ)
@@ -108,24 +117,35 @@ class DraftModel(Proposer):
         return paths
 
     def _catch_up(self, history: list[int]) -> None:
-        """Make sequence 0 hold exactly ``history``."""
+        """Make sequence 0 hold ``history`` from ``start`` on."""
         common = 0
-        for mine, theirs in zip(self.tokens, history):
+        for mine, theirs in zip(self.tokens, history[self.start:]):
             if mine != theirs:
                 break
             common += 1
         if common < len(self.tokens):
             if self.recurrent or not self.context.seq_rm(0, common, -1):
-                self.context.seq_rm(0, -1, -1)
-                common = 0
-            del self.tokens[common:]
-        for begin in range(common, len(history), self.context.settings.n_batch):
+                self._start_over(0)
+            else:
+                del self.tokens[common:]
+        if self.idle and len(history) - self.start - len(self.tokens) > REJOIN_TOKENS:
+            self._start_over(len(history) - REJOIN_TOKENS)
+        self.idle = False
+        read = self.start + len(self.tokens)
+        for begin in range(read, len(history), self.context.settings.n_batch):
             chunk = history[begin : begin + self.context.settings.n_batch]
-            self.context.decode(chunk, begin, seq_id=0)
+            self.context.decode(chunk, begin - self.start, seq_id=0)
             self.tokens.extend(chunk)
+
+    def _start_over(self, start: int) -> None:
+        self.context.seq_rm(0, -1, -1)
+        self.tokens, self.start = [], start
 
     def prepare(self, history: list[int]) -> None:
         self._catch_up(history)
+
+    def set_active(self, active: bool) -> None:
+        self.idle |= not active
 
     def reset(self) -> None:
         pass  # the history is compared on every round; nothing to forget
