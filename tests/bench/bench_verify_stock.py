@@ -7,11 +7,14 @@ same shape through its engine (its patched build, the exact-row kernels a verify
 with the last row's logits only, which is stock's shape, and with every row's logits, which a verify
 batch needs (each row then pays the output layer: for SmolLM2 a 49,152 x 576 matrix, a fifth of the
 model). Each Hearth number is the median of ``--reps`` decodes of a state restored each time, the
-sizes alternating; llama-bench's is its own mean over ``--reps``. Ratios are each side's k-row time
-over its own one-row time, so the two builds' absolute speeds do not enter.
+sizes alternating; llama-bench's is its own mean over ``--reps``. The two sides take turns
+``--rounds`` times (a fresh session each round) and each figure is the median over the rounds: one
+run of either side on this virtual machine can be 10-15 % off another of the same build. Ratios
+are each side's k-row time over its own one-row time, so the two builds' absolute speeds do not
+enter. Per op, the two builds' batches spend the same time (``bench_verify_ops.py``).
 
 Prints one JSON object. Usage: ``python tests/bench/bench_verify_stock.py [--models default,PATH...]
-[--rows 1,2,3,5] [--reps 9]``.
+[--rows 1,2,3,5] [--reps 9] [--rounds 3]``.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ def main() -> None:
     parser.add_argument("--models", default="default")
     parser.add_argument("--rows", default="1,2,3,5")
     parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(n) for n in args.rows.split(",")]
     variant = init_backend().variant
@@ -79,8 +83,9 @@ def main() -> None:
     results = []
     for model in args.models.split(","):
         path = resolve_model_ref("default") if model == "default" else Path(model)
-        hearth = hearth_ms(path, sizes, args.reps)
-        stock = stock_ms(bench, path, sizes, args.reps)
+        turns = [(hearth_ms(path, sizes, args.reps), stock_ms(bench, path, sizes, args.reps)) for _ in range(args.rounds)]
+        hearth = {shape: {n: statistics.median(h[shape][n] for h, _ in turns) for n in sizes} for shape in turns[0][0]}
+        stock = {n: statistics.median(s[n] for _, s in turns) for n in sizes}
         row = {"model": path.name}
         for name, ms in (("stock_last_row", stock), ("hearth_last_row", hearth["last_row"]),
                          ("hearth_all_rows", hearth["all_rows"])):
@@ -88,7 +93,7 @@ def main() -> None:
                          "over_one_row": {str(n): round(ms[n] / ms[sizes[0]], 2) for n in sizes}}
         results.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    print(json.dumps({"bench": "verify_stock", "variant": variant, "depth": DEPTH, "reps": args.reps,
+    print(json.dumps({"bench": "verify_stock", "variant": variant, "depth": DEPTH, "reps": args.reps, "rounds": args.rounds,
                       "results": results}, indent=2))
 
 
