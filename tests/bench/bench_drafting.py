@@ -13,7 +13,11 @@ of k+1 rows each) relative to one token, from ``bench_tree_verify.pass_times`` o
 the ceiling that cost and the measured tokens per round imply for a free drafter:
 ``(mean accepted length + 1) / verify cost``, with how much of it the drafter reached.
 Prints one JSON object.
-Usage: ``python tests/bench/bench_drafting.py [--reps N]``.
+Each case reports its per-rep speeds too (``reps_tok_s``): the auto runs' first rep pays the policy's
+warm-up and a later one its re-try, so the median of 5 reps is the lowest of the other three; and
+``auto_speedup_paired``, the median of each rep's auto over plain (run next to each other, so a
+while in which this virtual machine runs slower meets both).
+Usage: ``python tests/bench/bench_drafting.py [--reps N] [--cases SUBSTRING,...]``.
 """
 
 from __future__ import annotations
@@ -89,12 +93,14 @@ def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4, paths=1
         "plain_tok_s": round(med["plain"], 1), "drafted_tok_s": round(med["drafted"], 1),
         "auto_tok_s": round(med["auto"], 1),
         "speedup": round(med["drafted"] / med["plain"], 3), "auto_speedup": round(med["auto"] / med["plain"], 3),
+        "auto_speedup_paired": round(statistics.median(a / p for a, p in zip(rates["auto"], rates["plain"])), 3),
         "identical_output": identical,
         "acceptance": round(stats.accepted / stats.drafted, 3) if stats.drafted else 0.0,
         "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,
         "mean_accepted_len": round(stats.mean_accepted_len, 3), "rollbacks": stats.rollbacks,
         "tree_rounds": stats.tree_rounds, "side_wins": stats.side_wins,
         "auto_off": auto_stats.auto_off, "auto_reason": auto_stats.reason,
+        "reps_tok_s": {mode: [round(r, 1) for r in values] for mode, values in rates.items()},
     }
 
 
@@ -102,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
+    parser.add_argument("--cases", default="", help="only the cases whose name holds one of these (comma-separated)")
     args = parser.parse_args()
     from engine.model_files import resolve_model_ref
 
@@ -134,6 +141,8 @@ def main() -> None:
     ]
     costs = {model: pass_times(model, 512, args.reps * 3, threads=2)
              for model in (smollm2, hybrid, paths["transformer-bench"])}
+    wanted = [w for w in args.cases.split(",") if w]
+    cases = [case for case in cases if not wanted or any(w in case[0] for w in wanted)]
     results = []
     for name, model, tokens, spec, n_paths in cases:
         result = bench_case(name, model, tokens, spec, args.reps, 160, paths=n_paths)

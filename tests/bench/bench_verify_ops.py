@@ -37,7 +37,7 @@ HZ = 2000  # perf samples per second of CPU
 
 OPS = (  # (op, library part, symbol prefixes); the first that matches wins
     ("matrix products", "libggml-cpu", ("ggml_vec_dot_q", "ggml_vec_dot_iq", "ggml_gemv", "ggml_gemm", "quantize_row_q",
-                                        "ggml_compute_forward_mul_mat", "tinyBLAS", "ggml_cpu_repack", "ggml::cpu")),
+                                        "ggml_compute_forward_mul_mat", "tinyBLAS", "ggml::cpu::repack", "llamafile_sgemm")),
     ("attention", "libggml-cpu", ("ggml_compute_forward_flash_attn", "ggml_vec_dot_f16", "ggml_compute_forward_soft_max",
                                   "ggml_cpu_fp32_to_fp16", "ggml_cpu_fp16_to_fp32")),
     ("attention", "libm", ("__exp",)),
@@ -70,10 +70,11 @@ def profile(command: list[str]) -> tuple[dict[str, float], dict]:
                                  "--percent-limit", "0"], capture_output=True, text=True, check=True).stdout
     by_op: dict[str, float] = {}
     for line in report.splitlines():
-        parts = line.split()
-        if len(parts) < 4 or line.startswith("#") or not parts[0].isdigit():
+        parts = line.split(maxsplit=2)
+        if len(parts) < 3 or line.startswith("#") or not parts[0].isdigit():
             continue
-        period, dso, symbol = int(parts[0]), parts[1], parts[3]
+        period, dso, symbol = int(parts[0]), parts[1], parts[2].partition("] ")[2].strip()
+        symbol = symbol.removeprefix("void ").removeprefix("(anonymous namespace)::")
         by_op[op_of(dso, symbol)] = by_op.get(op_of(dso, symbol), 0) + period
     return by_op, json.loads(done.stdout.strip().splitlines()[-1] if done.stdout.lstrip().startswith("{") else done.stdout)
 
