@@ -89,8 +89,8 @@ def per_batch(command_for, reps: int) -> tuple[dict[str, float], dict]:
 
 
 def stock_command(binary: Path, path: Path, rows: int):
-    return lambda reps: [str(binary), "-m", str(path), "-p", str(rows), "-n", "0", "-r", str(reps), "-fa", "1",
-                         "-t", "2", "-o", "json"]
+    from tests.bench.bench_verify_stock import llama_bench
+    return lambda reps: llama_bench(binary, path, rows, reps, 0)
 
 
 def hearth_command(path: Path, rows: int, shape: str):
@@ -114,10 +114,6 @@ def hearth_loop(path: str, rows: int, reps: int, shape: str) -> None:
     print(json.dumps({"ms": spent / reps * 1000}))
 
 
-def stock_wall_ms(printed, rows: int) -> float:
-    return rows / float(printed[0]["avg_ts"]) * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default="default")
@@ -133,6 +129,7 @@ def main() -> None:
         raise SystemExit("this bench needs perf (apt-get install linux-perf)")
     from engine.backends.llama_cpp import init_backend
     from engine.model_files import resolve_model_ref
+    from tests.bench.bench_verify_stock import batch_ms
     from tests.helpers.cpp_server import built_tool
 
     variant = init_backend().variant
@@ -143,7 +140,7 @@ def main() -> None:
         for rows in (int(n) for n in args.rows.split(",")):
             row = {"model": path.name, "rows": rows}
             stock, printed = per_batch(stock_command(bench, path, rows), args.reps)
-            row["stock_last_row"] = {"cpu_ms": stock, "wall_ms": round(stock_wall_ms(printed, rows), 2)}
+            row["stock_last_row"] = {"cpu_ms": stock, "wall_ms": round(batch_ms(printed, rows), 2)}
             for shape in ("last_row", "all_rows"):
                 ops, printed = per_batch(hearth_command(path, rows, shape), args.reps)
                 row[f"hearth_{shape}"] = {"cpu_ms": ops, "wall_ms": round(printed["ms"], 2)}

@@ -64,10 +64,20 @@ def hearth_ms(path: Path, sizes: list[int], reps: int) -> dict[str, dict[int, fl
 def stock_ms(binary: Path, path: Path, sizes: list[int], reps: int) -> dict[int, float]:
     out = {}
     for n in sizes:
-        done = subprocess.run([str(binary), "-m", str(path), "-p", str(n), "-n", "0", "-d", str(DEPTH), "-r", str(reps),
-                               "-fa", "1", "-t", "2", "-o", "json"], capture_output=True, text=True, check=True)
-        out[n] = n / float(json.loads(done.stdout)[0]["avg_ts"]) * 1000
+        done = subprocess.run(llama_bench(binary, path, n, reps, DEPTH), capture_output=True, text=True, check=True)
+        out[n] = batch_ms(json.loads(done.stdout), n)
     return out
+
+
+def llama_bench(binary: Path, path: Path, rows: int, reps: int, depth: int) -> list[str]:
+    """Stock's command for ``reps`` batches of ``rows`` tokens after ``depth`` of context (last row's logits)."""
+    return [str(binary), "-m", str(path), "-p", str(rows), "-n", "0", "-d", str(depth), "-r", str(reps),
+            "-fa", "1", "-t", "2", "-o", "json"]
+
+
+def batch_ms(printed: list[dict], rows: int) -> float:
+    """One batch's milliseconds from llama-bench's JSON."""
+    return rows / float(printed[0]["avg_ts"]) * 1000
 
 
 def main() -> None:
