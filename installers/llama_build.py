@@ -30,7 +30,8 @@ reads. The app then loads the fastest build whose canary passed on the machine i
   partial softmaxes; K-quant matrices take a tiled GEMM from 8 rows; llamafile's sgemm from 2 rows).
   Prefill batches keep every fast path, short ones too (the switch above). Repacked weight layouts are the third such place; the app decides those per weight
   type from the canary (``engine.backends.canary``), since a model load can turn them off.
-* ``SPEED_PATCHES`` change no number, only speed: the gated delta-net op's scratch starts on a cache line.
+* ``SPEED_PATCHES`` change no number, only speed: the gated delta-net op's scratch starts on a cache line,
+  and a short Q8_0 batch reads each weight row once for several columns (``llama_patches/``).
 """
 
 from __future__ import annotations
@@ -92,10 +93,25 @@ EXACTNESS_PATCHES = (
 # which ``new uint8_t[]`` aligns to 16 bytes only: every 64-byte vector access then spans two cache
 # lines. Starting the scratch on a cache line changes no number (the same arithmetic, aligned loads);
 # on the Qwen3.5-0.8B shape it cut the op's share of a prompt read by about a quarter (issue 35).
+#
+# A verify batch of Q8_0 weights (the built-in model's layout) runs ggml's single-row dot product once
+# per weight row and column, where stock llama.cpp takes sgemm; a kernel that loads each weight row
+# once for up to four columns, each column summed as the single-row kernel sums it, takes the
+# difference away and leaves every number as it was (measured: docs/drafting.md, "The verify batch per op").
+PATCH_SOURCES = Path(__file__).resolve().parent / "llama_patches"
+Q8_0_DOT = ("void ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
+            "size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);\n")
+Q8_0_COLUMNS_DOT = ("void hearth_vec_dot_q8_0_q8_0_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+                    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n")
 SPEED_PATCHES = (
     ("ggml/src/ggml-cpu/ops.cpp",
      "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
      "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"),
+    ("ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + Q8_0_COLUMNS_DOT),
+    ("ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_tq1_0_q8_K(",
+     (PATCH_SOURCES / "q8_0_columns.c").read_text() + "\nvoid ggml_vec_dot_tq1_0_q8_K("),
+    ("ggml/src/ggml-cpu/ggml-cpu.c", "    float tmp[32];\n\n",
+     "    float tmp[32];\n\n" + (PATCH_SOURCES / "q8_0_columns_call.c").read_text() + "\n"),
 )
 PATCHES = EXACTNESS_PATCHES + SPEED_PATCHES
 AMX_MNEMONICS = ("tilezero", "tileloadd", "tilestored", "tilerelease", "ldtilecfg", "sttilecfg", "tdpb", "tdpf")
@@ -204,7 +220,7 @@ def apply_patches(source: Path) -> None:
         path.write_text(content.replace(text, replacement))
     say(f"CPU backends patched for batch-exact kernels below {EXACT_ROWS} rows: "
         + "; ".join(f"{Path(r).name}: {t} -> {n}" for r, t, n in EXACTNESS_PATCHES)
-        + "; and the delta-net scratch aligned to a cache line")
+        + "; the delta-net scratch aligned to a cache line; Q8_0 short batches summed per column")
 
 
 def build_native_backend(pip: str, version: str, out: Path, jobs: int) -> Path:

@@ -15,8 +15,11 @@ Depth 0, not 256 as in ``bench_verify_stock.py``: llama-bench fills its depth ag
 which the difference would not take out; at 256 tokens attention is a small share of a batch.
 
 Prints one JSON object: per model and rows, CPU milliseconds per batch by op for each side, and the
-wall time per batch each side measured under the profiler. Needs ``perf`` (linux-perf).
-Usage: ``python tests/bench/bench_verify_ops.py [--models default,PATH...] [--rows 1,2,5,16] [--reps 400]``.
+wall time per batch each side measured under the profiler. ``--before LIBRARY`` also profiles Hearth's
+side on another CPU backend file (an earlier build's ``libggml-cpu-<variant>.so``, loaded through
+``HEARTH_CPU_LIBRARY``), for a change's before and after in one run. Needs ``perf`` (linux-perf).
+Usage: ``python tests/bench/bench_verify_ops.py [--models default,PATH...] [--rows 1,2,5,16] [--reps 400]
+[--before LIBRARY]``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 HZ = 2000  # perf samples per second of CPU
 
 OPS = (  # (op, library part, symbol prefixes); the first that matches wins
-    ("matrix products", "libggml-cpu", ("ggml_vec_dot_q", "ggml_vec_dot_iq", "ggml_gemv", "ggml_gemm", "quantize_row_q",
+    ("matrix products", "libggml-cpu", ("ggml_vec_dot_q", "ggml_vec_dot_iq", "hearth_", "ggml_gemv", "ggml_gemm", "quantize_row_q",
                                         "ggml_compute_forward_mul_mat", "tinyBLAS", "ggml::cpu::repack", "llamafile_sgemm")),
     ("attention", "libggml-cpu", ("ggml_compute_forward_flash_attn", "ggml_vec_dot_f16", "ggml_compute_forward_soft_max",
                                   "ggml_cpu_fp32_to_fp16", "ggml_cpu_fp16_to_fp32")),
@@ -93,8 +96,9 @@ def stock_command(binary: Path, path: Path, rows: int):
     return lambda reps: llama_bench(binary, path, rows, reps, 0)
 
 
-def hearth_command(path: Path, rows: int, shape: str):
-    return lambda reps: [sys.executable, __file__, "--hearth-loop", str(path), str(rows), str(reps), shape]
+def hearth_command(path: Path, rows: int, shape: str, library: str | None = None):
+    loader = ["env", f"HEARTH_CPU_LIBRARY={library}"] if library else []
+    return lambda reps: [*loader, sys.executable, __file__, "--hearth-loop", str(path), str(rows), str(reps), shape]
 
 
 def hearth_loop(path: str, rows: int, reps: int, shape: str) -> None:
@@ -119,6 +123,7 @@ def main() -> None:
     parser.add_argument("--models", default="default")
     parser.add_argument("--rows", default="1,2,5,16")
     parser.add_argument("--reps", type=int, default=400)
+    parser.add_argument("--before", metavar="LIBRARY", help="also profile Hearth's side on this CPU backend file")
     parser.add_argument("--hearth-loop", nargs=4, metavar=("PATH", "ROWS", "REPS", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hearth_loop:
@@ -144,10 +149,13 @@ def main() -> None:
             for shape in ("last_row", "all_rows"):
                 ops, printed = per_batch(hearth_command(path, rows, shape), args.reps)
                 row[f"hearth_{shape}"] = {"cpu_ms": ops, "wall_ms": round(printed["ms"], 2)}
+                if args.before:
+                    ops, printed = per_batch(hearth_command(path, rows, shape, args.before), args.reps)
+                    row[f"before_{shape}"] = {"cpu_ms": ops, "wall_ms": round(printed["ms"], 2)}
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    print(json.dumps({"bench": "verify_ops", "variant": variant, "hz": HZ, "reps": args.reps, "results": results},
-                     indent=2))
+    print(json.dumps({"bench": "verify_ops", "variant": variant, "hz": HZ, "reps": args.reps, "before": args.before,
+                      "results": results}, indent=2))
 
 
 if __name__ == "__main__":

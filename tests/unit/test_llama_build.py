@@ -118,6 +118,11 @@ LINUX_X86_VARIANTS = [
     ["haswell", ["avx2", "fma", "f16c", "bmi2"], False],
     ["sse42", ["sse4.2"], False],
 ]
+PATCH_SOURCES = Path(__file__).resolve().parents[2] / "installers" / "llama_patches"
+Q8_0_DOT = ("void ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
+            "size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);\n")
+Q8_0_COLUMNS_DOT = ("void hearth_vec_dot_q8_0_q8_0_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+                    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n")
 LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/ops.cpp", "const bool use_split_kv_path = !use_ref &&",
      "const bool use_split_kv_path = false && !use_ref &&"],
@@ -140,6 +145,11 @@ LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/ops.cpp",
      "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
      "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"],
+    ["ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + Q8_0_COLUMNS_DOT],
+    ["ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_tq1_0_q8_K(",
+     (PATCH_SOURCES / "q8_0_columns.c").read_text() + "\nvoid ggml_vec_dot_tq1_0_q8_K("],
+    ["ggml/src/ggml-cpu/ggml-cpu.c", "    float tmp[32];\n\n",
+     "    float tmp[32];\n\n" + (PATCH_SOURCES / "q8_0_columns_call.c").read_text() + "\n"],
 ]
 
 
