@@ -24,7 +24,7 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 
 from app.services.sampling_defaults import ResolvedSampling, model_sampling
-from app.services.settings import Settings, app_data_dir, sampling_spec
+from app.services.settings import Settings, sampling_spec
 from app.services.transcript_rows import MessageRow, load_transcript
 from app.services.turn import PendingTurn, TurnOptions, Writer
 from app.services.turn_flow import TurnFlow
@@ -233,8 +233,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
     def _answering(self) -> Answering:
         """Who answers a turn sent now (app.services.turn_flow.Answering)."""
         local = self.loaded is not None and remote_name(self.model_ref) is None
-        return Answering(answering_model(self.model_ref, self.loaded), self.loaded.facts if local else None,
-                         app_data_dir() if local else None)
+        return Answering(answering_model(self.model_ref, self.loaded), self.loaded.facts if local else None)
 
     # -- the turn's steps, on screen (app.services.turn_flow.TurnScreen) -----------------------------
 

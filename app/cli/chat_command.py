@@ -28,6 +28,7 @@ from app.services.turn import PendingTurn, TurnOptions, run_answer, start_turn
 from engine.protocol import ModelFacts
 from app.engine_clients.client import EngineClient
 from model_store.conversations import Conversation, ConversationStore
+from model_store.installed import ModelLibrary
 
 CHAT_WHO = "a `hearth chat` command"
 
@@ -51,7 +52,7 @@ class ChatSession:
             command_writer(CHAT_WHO), title=self.args.new or title_from(line), model=conversation_model(self.args))
         turn.model = self.model_name
         if self.args.engine is None and self.facts is not None:  # auto drafts with an installed EAGLE-3 head
-            turn.command = with_installed_head(turn.command, self.facts, app_data_dir())
+            turn.command = with_installed_head(turn.command, self.facts, ModelLibrary(self.store.db))
         echo, codes = ThinkingEcho(self.args.thinking), []
         result = run_answer(self.store, self.client, turn, on_event=taker(codes, echo=echo))
         if "context_full" in codes and self.options.when_full == "summary":  # go on in a new conversation

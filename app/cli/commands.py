@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from app.services.context_info import context_details, context_json, grown_line
-from app.services.draft_heads import resolve_draft_files, with_installed_head
+from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from engine.answer_record import CUT_OFF
@@ -308,7 +308,7 @@ def run_generate(args: argparse.Namespace) -> int:
         warn_about_devices(args, loaded.devices)
         command = msgspec.structs.replace(command, sampling=sampling_from_args(args, args.model, loaded.facts.thinks))
         if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model
-            command = with_installed_head(command, loaded.facts, app_data_dir())
+            command = with_head_from(command, loaded.facts, app_data_dir())
         reply = run_request(client, command, echo=None if args.json else ThinkingEcho(args.thinking))
         n_ctx = client.context.n_ctx
     if reply.errors:

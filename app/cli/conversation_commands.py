@@ -23,6 +23,7 @@ from app.services.turn import PendingTurn, TurnOptions, pinned_messages, run_ans
 from engine import protocol as p
 from model_store.conversation_titles import title_of
 from model_store.conversations import Conversation
+from model_store.installed import ModelLibrary
 from model_store.db import read_only_problem
 
 SEND_WHO = "a `hearth send` command"
@@ -109,7 +110,7 @@ def run_send(args: argparse.Namespace) -> int:
                 title=args.new or title_from(args.message), model=conversation_model(args), reply_to=reply_to)
             turn.model = answer_model_name(args, model, loaded)
             if args.engine is None:  # auto drafts with an installed EAGLE-3 head that fits the model
-                turn.command = with_installed_head(turn.command, loaded.facts, app_data_dir())
+                turn.command = with_installed_head(turn.command, loaded.facts, ModelLibrary(store.db))
             echo = None if args.json else ThinkingEcho(args.thinking)
             result = run_answer(store, client, turn, on_event=taker(codes, echo=echo))
             if "context_full" in codes and options.when_full == "summary":

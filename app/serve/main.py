@@ -31,7 +31,7 @@ from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.serve.models import ModelRefused, model_table
-from app.services.draft_heads import resolve_draft_files, with_installed_head
+from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_file
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
 from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
@@ -218,7 +218,7 @@ class Server:
         """``auto`` drafts with an installed EAGLE-3 head that fits the model now served (asked on the
         runner's thread, after any switch of model)."""
         loaded = self.runner.loaded
-        return with_installed_head(command, loaded.facts, app_data_dir()) if loaded is not None else command
+        return with_head_from(command, loaded.facts, app_data_dir()) if loaded is not None else command
 
     def run(self) -> int:
         listening = bind(self.args.host, self.args.port)

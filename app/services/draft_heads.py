@@ -23,33 +23,48 @@ from engine.protocol import ModelFacts
 from engine.speculative.draft_choice import draft_text, parse_draft_spec
 from model_store.db import StoreError
 from model_store.eagle3_heads import ModelShape
+from model_store.installed import ModelLibrary
 
 
-def installed_head(facts: ModelFacts, data_dir: Path) -> Path | None:
+def installed_head(facts: ModelFacts, library: ModelLibrary) -> Path | None:
     """The installed EAGLE-3 head ``auto`` drafts with for a model of these facts (None: no head fits, or
     the registry cannot be read, which leaves ``auto`` as it was)."""
-    try:
-        library = open_library(data_dir)
-    except StoreError:
-        return None
     try:
         heads = library.heads_for(ModelShape(facts.n_embd, facts.n_layer))
     except StoreError:
         return None
-    finally:
-        library.db.close()
     return heads[0].path if heads else None
 
 
-def with_installed_head(command: p.Answer, facts: ModelFacts, data_dir: Path) -> p.Answer:
+def with_installed_head(command: p.Answer, facts: ModelFacts, library: ModelLibrary) -> p.Answer:
     """``command`` with the installed head for the loaded model in its ``auto`` drafting choice; any other
-    choice (or ``auto`` where no head fits) is sent as it is."""
-    if command.draft.kind != "auto" or command.draft.path:
+    choice (or ``auto`` where no head fits) is sent as it is. ``library`` is over the caller's own
+    database connection: a turn opens no second one."""
+    if not _wants_head(command):
         return command
-    head = installed_head(facts, data_dir)
+    head = installed_head(facts, library)
     if head is None:
         return command
     return msgspec.structs.replace(command, draft=p.DraftSpec("auto", str(head)))
+
+
+def with_head_from(command: p.Answer, facts: ModelFacts, data_dir: Path) -> p.Answer:
+    """:func:`with_installed_head` for a caller that holds no database (``generate``, ``hearth serve``):
+    the registry of ``data_dir`` is opened for the look-up, and only when ``auto`` may take a head."""
+    if not _wants_head(command):
+        return command
+    try:
+        library = open_library(data_dir)
+    except StoreError:
+        return command
+    try:
+        return with_installed_head(command, facts, library)
+    finally:
+        library.db.close()
+
+
+def _wants_head(command: p.Answer) -> bool:
+    return command.draft.kind == "auto" and not command.draft.path
 
 
 def resolve_draft_files(text: str, data_dir: Path) -> str:

@@ -10,9 +10,9 @@ over events (the GUI: store calls on its store thread, events from its engine br
    answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
 2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
 3. the worker stores the answer when its request ends (``AnswerTurn.keep``, :mod:`engine.answer_keeper`)
-   and lets the next writer in; :func:`end_answer` then reads it back. Where the worker did not (a
-   remote engine, a worker that died, a store it could not write), :func:`end_answer` stores it from
-   the same events: marked ``stopped`` if the user stopped it, ``interrupted`` if the engine died
+   and lets the next writer in; :func:`end_answer` keeps what this side made of the same events.
+   Where the worker did not (a remote engine, a worker that died, a store it could not write),
+   :func:`end_answer` stores it from those events: marked ``stopped`` if the user stopped it, ``interrupted`` if the engine died
    (``interrupted_by`` in its stats says how) or the app closed first.
 
 The prompt is the branch without the empty answers a stopped turn left (:func:`prompt_turns`), after
@@ -25,7 +25,7 @@ conversation once (``engine.snapshot_cursor``), and the turns after that stand o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from app.services.context_cut import cut_branch
@@ -93,12 +93,14 @@ def template_clock(conversation: Conversation) -> float:
 
 
 def answer_turn_command(history: list[Message], conversation: Conversation, answer_id: str,
-                        options: TurnOptions, pinned: list[str] | None = None) -> p.AnswerTurn:
+                        options: TurnOptions, pinned: list[str] | None = None,
+                        request_id: str | None = None) -> p.AnswerTurn:
     """The engine's request for this turn: the branch as far as the model still reads it, ``pinned``
-    (documents) always. Raises :class:`DraftRefused` for a drafting choice that is not one."""
+    (documents) always, under ``request_id`` (None: a new one). Raises :class:`DraftRefused` for a
+    drafting choice that is not one."""
     pinned = pinned or []
     return p.AnswerTurn(
-        request_id=new_request_id("turn"), conversation_id=conversation.id, answer_id=answer_id,
+        request_id=request_id or new_request_id("turn"), conversation_id=conversation.id, answer_id=answer_id,
         messages=cut_branch(conversation_turns(history, conversation), history, pinned),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
         draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
@@ -127,12 +129,13 @@ def add_user_message(store: ConversationStore, conversation_id: str, text: str, 
 
 
 def begin_answer(store: ConversationStore, conversation_id: str, history: list[Message],
-                 options: TurnOptions, writer: WriterLock | None = None) -> PendingTurn:
-    """Store an empty answer to the last message of ``history`` and build the engine's command."""
+                 options: TurnOptions, writer: WriterLock | None = None, request_id: str | None = None) -> PendingTurn:
+    """Store an empty answer to the last message of ``history`` and build the engine's command
+    (under ``request_id``, when the caller made it already)."""
     user = history[-1]
     answer = store.add_message(conversation_id, "assistant", "", parent_id=user.id, status="generating")
     command = answer_turn_command(history, store.get(conversation_id), answer.id, options,
-                                  pinned_messages(store, conversation_id))
+                                  pinned_messages(store, conversation_id), request_id)
     return PendingTurn(conversation_id, user, answer, command, writer=writer)
 
 
@@ -181,16 +184,17 @@ def hold_conversation(store: ConversationStore, conversation_id: str | None, wri
 
 def start_turn(store: ConversationStore, conversation_id: str | None, text: str, options: TurnOptions,
                writer: Writer, *, title: str = "", model: str = "default", reply_to: str | None = None,
-               from_start: bool = False) -> tuple[Conversation, PendingTurn]:
+               from_start: bool = False, request_id: str | None = None) -> tuple[Conversation, PendingTurn]:
     """Take the conversation (a new one titled ``title`` when ``conversation_id`` is None), then store
     the user's message and an empty answer in one transaction: a crash leaves all of it or none.
+    ``request_id``: the engine request's id, when the caller made it already (the window).
 
     Raises:
         ConversationBusy: If another writer holds the conversation after ``writer.wait_s``.
     """
     def fill(held_id: str) -> PendingTurn:
         history = add_user_message(store, held_id, text, reply_to=reply_to, from_start=from_start)
-        return begin_answer(store, held_id, history, options)
+        return begin_answer(store, held_id, history, options, request_id=request_id)
 
     conversation, turn, lock = hold_conversation(store, conversation_id, writer, fill, title=title, model=model,
                                                  system_prompt=options.system_prompt)
@@ -199,18 +203,20 @@ def start_turn(store: ConversationStore, conversation_id: str | None, text: str,
 
 
 def start_regeneration(store: ConversationStore, conversation_id: str, user_message_id: str, options: TurnOptions,
-                       writer: Writer) -> PendingTurn:
+                       writer: Writer, request_id: str | None = None) -> PendingTurn:
     """Take the conversation, then store an empty new answer to an existing user message."""
     _, turn, lock = hold_conversation(
-        store, conversation_id, writer, lambda held_id: begin_answer(store, held_id, store.branch(user_message_id), options))
+        store, conversation_id, writer,
+        lambda held_id: begin_answer(store, held_id, store.branch(user_message_id), options, request_id=request_id))
     turn.writer = lock
     return turn
 
 
 def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
     """Store what the engine wrote, with its status and statistics; then let the next writer in. A
-    worker that stored the answer itself (:attr:`PendingTurn.stored_by_engine`) did both: the stored
-    answer is read back.
+    worker that stored the answer itself (:attr:`PendingTurn.stored_by_engine`) did both: the answer
+    is then what this side made of the same events (:class:`engine.answer_record.AnswerRecord`), not
+    read back.
 
     Raises:
         WriterLockLost: If the turn's writer no longer holds the conversation (it was taken over
@@ -220,7 +226,7 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
         if turn.writer is not None:
             turn.writer.let_go()
             turn.writer = None
-        turn.answer = store.message(turn.answer.id)
+        turn.answer = replace(turn.answer, **turn.stored_fields())
         return turn
     try:
         with write_transaction(store.db):

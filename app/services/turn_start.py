@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import msgspec
 
 from app.services.draft_heads import with_installed_head
 from app.services.turn import THINKING_SETTING, PendingTurn, TurnOptions, Writer, start_regeneration, start_turn
 from engine import protocol as p
 from model_store.conversation_titles import title_of
 from model_store.conversations import Conversation, ConversationStore
+from model_store.installed import ModelLibrary
 from model_store.writer_lock import ConversationBusy
 
 # What store_and_send returns: the conversation, the stored turn, and what the screen shows of it.
@@ -54,11 +52,10 @@ class NewAnswer:
 @dataclass(frozen=True)
 class Answering:
     """Who answers a turn sent now: the model's name for its statistics, and, for a model of this
-    computer, its facts, so an installed EAGLE-3 head can draft (drafting auto) from ``data_dir``."""
+    computer, its facts, so an installed EAGLE-3 head can draft (drafting auto)."""
 
     model: str
     local_facts: p.ModelFacts | None = None
-    data_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -78,26 +75,26 @@ def store_and_send(job: TurnJob, store: ConversationStore) -> tuple[StoredTurn, 
     """On the store's thread: the stored turn, and whether its command went to the engine (or, when
     another writer holds the conversation, why nothing was stored)."""
     try:
-        conversation, turn = _store_turn(store, job.request, job.writer)
+        conversation, turn = _store_turn(store, job.request, job.writer, job.request_id)
     except ConversationBusy as busy:
         return busy
     turn.model = job.answering.model
-    turn.command = msgspec.structs.replace(turn.command, request_id=job.request_id)
-    if job.answering.local_facts is not None and job.answering.data_dir is not None:
-        turn.command = with_installed_head(turn.command, job.answering.local_facts, job.answering.data_dir)
+    if job.answering.local_facts is not None:  # the registry is read over the job's own connection
+        turn.command = with_installed_head(turn.command, job.answering.local_facts, ModelLibrary(store.db))
     sent = job.send(turn.outgoing())
     return (conversation, turn, job.read_shown(store, conversation.id)), sent
 
 
-def _store_turn(store: ConversationStore, request: NewMessage | NewAnswer,
-                writer: Writer) -> tuple[Conversation, PendingTurn]:
+def _store_turn(store: ConversationStore, request: NewMessage | NewAnswer, writer: Writer,
+                request_id: str) -> tuple[Conversation, PendingTurn]:
     if isinstance(request, NewAnswer):
-        turn = start_regeneration(store, request.conversation.id, request.user_message_id, request.options, writer)
+        turn = start_regeneration(store, request.conversation.id, request.user_message_id, request.options, writer,
+                                  request_id)
         return request.conversation, turn
     options = request.options
     conversation, turn = start_turn(store, request.conversation_id, request.text, options, writer,
-                                    title=title_of(request.text), model=request.model,
-                                    reply_to=request.reply_to, from_start=request.from_start)
+                                    title=title_of(request.text), model=request.model, reply_to=request.reply_to,
+                                    from_start=request.from_start, request_id=request_id)
     if request.conversation_id is None and options.enable_thinking is not None:  # the new conversation keeps it
         conversation = store.update_settings(conversation.id, {THINKING_SETTING: options.enable_thinking})
     return conversation, turn

@@ -167,16 +167,19 @@ def test_an_answer_that_could_not_be_stored_still_ends_the_turn(parts):
     assert not flow.busy, "a failed store does not leave the window busy for ever"
 
 
-def test_an_answer_the_worker_stored_is_read_back(parts):
+def test_an_answer_the_worker_stored_is_shown_from_its_events_and_not_stored_again(parts):
+    """The worker stored the answer from the same events the window took: the window shows what it
+    made of them, and neither writes the row again nor reads it back (a turn's last step is free)."""
     store, screen, engine, flow = parts
     _begin(flow, "Hello")
     store.run()
     command: p.AnswerTurn = engine.sent[0]
-    store.store.update_message(command.answer_id, content="Stored by the worker", status="done")
+    store.store.update_message(command.answer_id, content="Streamed", status="done", stats={"by": "the worker"})
     flow.take(p.TokenDelta(request_id=command.request_id, text="Streamed", n_tokens=1))
     flow.take(_finished(command.request_id, stored=True))
     store.run()
-    assert screen.steps[-1] == ("stored", ("done", "Stored by the worker", ""))
+    assert screen.steps[-1] == ("stored", ("done", "Streamed", ""))
+    assert store.store.message(command.answer_id).stats == {"by": "the worker"}, "the worker's row is left as it is"
 
 
 def test_events_that_arrive_before_the_turn_is_shown_wait_for_it(parts):
