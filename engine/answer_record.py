@@ -29,6 +29,7 @@ class AnswerRecord:
     n_deltas: int = 0  # TokenDelta events taken
     draft_spans: list[list] = field(default_factory=list)  # [characters, from a draft], merged
     finished: p.Finished | None = None
+    ended: bool = False  # its request's last event came (engine.protocol.ends_request)
     errors: list[str] = field(default_factory=list)
     reasoning: str = ""  # what the model thought before answering (engine.reasoning), apart from the text
     thinking_s: float | None = None  # how long it thought: from the turn's start to the answer's first text
@@ -45,7 +46,7 @@ class AnswerRecord:
         return self._text
 
     def feed(self, event: object) -> bool:
-        """Take one event of the request; True once it has ended (its ``Finished``)."""
+        """Take one event of the request; True once it has ended (the protocol's one rule, ``ends_request``)."""
         if isinstance(event, p.TokenDelta):
             self.n_deltas += 1
             self._take_reasoning(event)
@@ -56,7 +57,8 @@ class AnswerRecord:
             self.errors.append(event.message)
         elif isinstance(event, p.Finished):
             self.finished = event
-        return self.finished is not None
+        self.ended = self.ended or p.ends_request(event)
+        return self.ended
 
     def _take_reasoning(self, event: p.TokenDelta) -> None:
         if event.reasoning:

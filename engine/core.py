@@ -37,14 +37,14 @@ from engine.load_progress import LoadProgress
 from engine.model_files import DEFAULT_MODEL, embedded_model_path
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
 from engine.progress import PrefillProgress
-from engine.prompts import answer_reasoning, chat_prompt_tokens, raw_prompt_tokens
+from engine.prompts import chat_prompt, raw_prompt_tokens
 from engine.reasoning import ReasoningStart
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
 from engine.records import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
-from engine.request_events import PendingDelta, ReadingRequest, closing_event
+from engine.request_events import PendingDelta, ReadingRequest, run_report
 from engine.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError
@@ -228,12 +228,12 @@ class EngineCore:
         rid = command.request_id
         self._cut = None
         if self.is_cancelled(rid):
-            self.emit(closing_event(command, "cancelled", Timings()))
+            self.emit(run_report(command, "cancelled", Timings()))
             return
         try:
             run, turn, draft_stats, progress, prefill = self._make_generation(command)
         except DocumentDoesNotFit as too_long:
-            self.emit(closing_event(command, "too_long", Timings(), room=too_long.room))
+            self.emit(run_report(command, "too_long", Timings(), room=too_long.room))
             return
         except (ChatTemplateError, SamplingError, ValueError, StoreError, SnapshotCorrupt, ModelLoadError) as exc:
             code = "no_model" if self.session is None else "context_full" if isinstance(exc, ContextLimit) else \
@@ -253,7 +253,7 @@ class EngineCore:
         if run.source is not None and run.source.stats is not None:
             draft_stats = run.source.stats
         devices = p.DevicePlan(prefill=prefill.ran, decode=self.plan.decode, draft=self.plan.draft)
-        self.emit(closing_event(command, run.finish_reason or "stop", run.timings, run=run, snapshot=report,
+        self.emit(run_report(command, run.finish_reason or "stop", run.timings, run=run, snapshot=report,
                                 draft=draft_stats, devices=devices, context_cut=self._cut))
 
     def open_conversation(self, command: p.OpenConversation) -> None:
@@ -279,7 +279,7 @@ class EngineCore:
 
     def _fail(self, command: ReadingRequest, code: p.ErrorCode, message: str, timings: Timings | None = None) -> None:
         self.emit(p.Error(code=code, message=message, request_id=command.request_id))
-        self.emit(closing_event(command, "error", timings or Timings()))
+        self.emit(run_report(command, "error", timings or Timings()))
 
     def _make_generation(
         self, command: ReadingRequest, may_grow: bool = True
@@ -341,9 +341,8 @@ class EngineCore:
                 return None, raw_prompt_tokens(model, command.prompt), "off"
             case p.Chat():
                 self._forget_live()
-                chat = chat_messages(command.messages)
                 options = RenderOptions(command.template.now, command.template.enable_thinking)
-                return None, chat_prompt_tokens(model, chat, options), answer_reasoning(model, chat, options)
+                return None, *chat_prompt(model, chat_messages(command.messages), options)
             case _:
                 assert_never(command)
 

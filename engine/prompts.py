@@ -43,7 +43,20 @@ def answer_cue(model: ModelBackend, messages: list[ChatMessage], options: Render
     with the cue does not start with the one without: the cue cannot be told apart)."""
     closed = render_for(model, messages, answer=False, options=options).text
     cued = render_for(model, messages, answer=True, options=options).text
+    return _cue(cued, closed)
+
+
+def _cue(cued: str, closed: str) -> str:
     return cued[len(closed):] if cued.startswith(closed) else ""
+
+
+def chat_prompt(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions = RenderOptions()
+                ) -> tuple[list[int], ReasoningStart]:
+    """The tokens an answer to ``messages`` reads, and whether that answer starts inside a reasoning
+    block: the conversation rendered once with the answer's cue and once without."""
+    cued = render_for(model, messages, options=options)
+    closed = render_for(model, messages, answer=False, options=options).text
+    return rendered_tokens(model, cued, bos=True), reasoning_start(_cue(cued.text, closed))
 
 
 def answer_reasoning(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions) -> ReasoningStart:

@@ -16,21 +16,20 @@ COALESCE_S = 0.025
 ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)
 
 
-def closing_event(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,
-                  snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
-                  devices: p.DevicePlan | None = None, room: p.DocumentRoom | None = None,
-                  context_cut: p.ContextCut | None = None) -> p.Finished | p.DocumentRead:
-    """The one event that ends ``command``'s request: ``DocumentRead`` for a document (``room``: why
-    one ``too_long`` was not read), else ``Finished``."""
-    rid = command.request_id
+def run_report(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,
+               snapshot: p.SnapshotReport | None = None, draft: DraftStats | None = None,
+               devices: p.DevicePlan | None = None, room: p.DocumentRoom | None = None,
+               context_cut: p.ContextCut | None = None) -> p.Finished | p.DocumentRead:
+    """The one event that ends ``command``'s request (:func:`engine.protocol.closing_event`), with what
+    the run has to report: ``DocumentRead`` for a document (``room``: why one ``too_long`` was not
+    read), else ``Finished``."""
+    kind, rid = command.__struct_config__.tag, command.request_id
     if isinstance(command, p.ReadDocument):
         read = timings.prompt_n if reason == "stop" else 0
-        return p.DocumentRead(request_id=rid, finish_reason=reason, tokens=read, timings=timings, snapshot=snapshot,
-                              room=room)
-    return p.Finished(request_id=rid, finish_reason=reason, timings=timings,
-                      token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
-                      devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "",
-                      context_cut=context_cut)
+        return p.closing_event(kind, rid, reason, tokens=read, timings=timings, snapshot=snapshot, room=room)
+    return p.closing_event(kind, rid, reason, timings=timings, token_ids=run.token_ids if run is not None else [],
+                           snapshot=snapshot, draft=draft, devices=devices,
+                           cut_by=run.cut_by if run is not None and reason == "length" else "", context_cut=context_cut)
 
 
 class PendingDelta:

@@ -34,7 +34,7 @@ class PendingTurn(AnswerRecord):
 
     @property
     def done(self) -> bool:
-        return self.finished is not None or self.dead is not None
+        return self.ended or self.dead is not None
 
     def feed(self, event: ClientEvent) -> bool:
         """Take one event of this request (or the engine's death); True once the turn has ended."""

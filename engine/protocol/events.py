@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -280,11 +280,15 @@ def failure_events(kind: str, request_id: str, code: ErrorCode, message: str,
             closing_event(kind, request_id, reason)]
 
 
-def closing_event(kind: str, request_id: str, reason: Literal["error", "cancelled"]) -> Event:
-    """The closing event of an answer or a document read that ended with ``reason`` and nothing to report."""
+def closing_event(kind: str, request_id: str, reason: str, **report: Any) -> Event:
+    """The closing event of an answer or a document read (``kind``, its tag) that ended with ``reason``;
+    ``report`` holds its other fields (timings, tokens read, ...), none when it has nothing to report.
+    The worker and the remote client end a request with it alike."""
+    timings = report.pop("timings", None) or Timings()
     if kind == ReadDocument.__struct_config__.tag:
-        return DocumentRead(request_id=request_id, finish_reason=reason, tokens=0, timings=Timings())
-    return Finished(request_id=request_id, finish_reason=reason, timings=Timings())
+        return DocumentRead(request_id=request_id, finish_reason=reason, tokens=report.pop("tokens", 0),
+                            timings=timings, **report)
+    return Finished(request_id=request_id, finish_reason=reason, timings=timings, **report)
 
 
 _OWN_CLOSING = frozenset(cls.__struct_config__.tag for cls in (*ANSWERS, ReadDocument))

@@ -116,7 +116,7 @@ class AnswerStream:
             if self.stopped.is_set():
                 reason = "cancelled"
             else:
-                self.emit(p.Error(code=error.code, message=str(error), request_id=rid, final=False))  # Finished follows
+                self.emit(p.Error(code=error.code, message=str(error), request_id=rid))  # Finished follows
                 reason = "error"
         if self.stopped.is_set() and reason != "error":
             reason = "cancelled"

@@ -26,6 +26,7 @@ from app.engine_clients.remote.measure import TokenCounter, document_room, text_
 from app.engine_clients.remote.retry import RetryPolicy, default_policy
 from app.engine_clients.remote.spec import RemoteEngine
 from app.engine_clients.remote.telemetry import remote_telemetry
+from engine.request_lifecycle import Requests
 
 NO_SNAPSHOTS = "a remote engine keeps no state on this computer: the conversation is sent with each message"
 
@@ -42,6 +43,8 @@ class RemoteClient(EngineClient):
         self._lock = threading.Lock()
         self._answering: tuple[str, AnswerStream] | None = None
         self._cancelled: set[str] = set()
+        # the end-of-request rule, as the worker applies it (engine.request_lifecycle)
+        self._requests = Requests(lambda event: self._events.put(event))
         self.model = ""  # the server's model id, once loaded
         self.n_ctx = 0
         self.telemetry_interval_ms = 0
@@ -89,34 +92,43 @@ class RemoteClient(EngineClient):
     # -- the command thread -----------------------------------------------------------------------
 
     def _serve(self) -> None:
+        """Each command's request is opened, run, and closed by the rule the worker follows: whatever
+        ended it without its closing event (a failure, a bug) gets one (``Requests.end``)."""
         while (command := self._commands.get()) is not None:
+            if command.request_id in self._cancelled:
+                self._cancelled.discard(command.request_id)
+                self._requests.drop(command)
+                continue
+            self._requests.begin(command)
             try:
                 self._handle(command)
             except RemoteError as error:
-                self._fail(command, error.code, str(error))
+                self._emit(p.Error(code=error.code, message=str(error), request_id=command.request_id))
             except Exception as exc:  # noqa: BLE001 - one request fails, the client goes on
-                self._fail(command, "internal", f"the remote engine client failed: {exc}")
+                self._emit(p.Error(code="internal", message=f"the remote engine client failed: {exc}",
+                                   request_id=command.request_id))
+            finally:
+                self._requests.end(command)
+
+    def _emit(self, event: p.Event) -> None:
+        self._requests.emit(event)
 
     def _handle(self, command: p.Command) -> None:
-        if getattr(command, "request_id", None) in self._cancelled:
-            self._cancelled.discard(command.request_id)
-            self._answer_cancelled(command)
-            return
         match command:
             case p.LoadModel():
                 self._load(command)
             case p.UnloadModel():
                 self.model = ""
-                self._events.put(p.ModelUnloaded(request_id=command.request_id))
+                self._emit(p.ModelUnloaded(request_id=command.request_id))
             case p.Complete() | p.Chat() | p.AnswerTurn():
                 self._answer(command)
             case p.MeasureText():
-                self._events.put(text_measured(self._loaded_counter(), command, self.n_ctx))
+                self._emit(text_measured(self._loaded_counter(), command, self.n_ctx))
             case p.ReadDocument():
-                self._events.put(self._document_read(command))
+                self._emit(self._document_read(command))
             case p.OpenConversation():
-                self._events.put(p.ConversationOpened(request_id=command.request_id,
-                                                      snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
+                self._emit(p.ConversationOpened(request_id=command.request_id,
+                                                snapshot=p.SnapshotReport(notes=[NO_SNAPSHOTS])))
             case p.Calibrate():
                 raise RemoteError("remote_refused", "calibration measures this computer's devices; switch to this "
                                                     "computer's engine to calibrate")
@@ -136,11 +148,11 @@ class RemoteClient(EngineClient):
                        pid=os.getpid())
 
     def _load(self, command: p.LoadModel) -> None:
-        self._events.put(p.ModelLoading(request_id=command.request_id, phase="check", fraction=0.0))
+        self._emit(p.ModelLoading(request_id=command.request_id, phase="check", fraction=0.0))
         model, context = pick_model(self.engine, self._api.models(), command.model)
         self.model, self.n_ctx = model, context
         self._counter = TokenCounter(self._api, model)
-        self._events.put(model_loaded(self.engine, command.request_id, model, context))
+        self._emit(model_loaded(self.engine, command.request_id, model, context))
 
     def _loaded_counter(self) -> TokenCounter:
         if self._counter is None:
@@ -149,9 +161,8 @@ class RemoteClient(EngineClient):
 
     def _answer(self, command: p.Answer) -> None:
         if not self.model:
-            self._fail(command, "no_model", f"no model is chosen on the engine {self.engine.name}; load one first")
-            return
-        stream = AnswerStream(self._api, self.model, self.policy, self._events.put, on_progress=self._progress)
+            raise RemoteError("no_model", f"no model is chosen on the engine {self.engine.name}; load one first")
+        stream = AnswerStream(self._api, self.model, self.policy, self._emit, on_progress=self._progress)
         with self._lock:
             self._answering = (command.request_id, stream)
         try:
@@ -169,21 +180,6 @@ class RemoteClient(EngineClient):
             else:
                 self._cancelled.add(request_id)
 
-    def _answer_cancelled(self, command: p.Command) -> None:
-        kind, rid = command.__struct_config__.tag, command.request_id
-        if p.closes_with_its_own_event(kind):
-            self._events.put(p.closing_event(kind, rid, "cancelled"))
-        else:
-            self._events.put(p.Error(code="cancelled", message="cancelled", request_id=rid))
-
-    def _fail(self, command: p.Command, code: str, message: str) -> None:
-        rid = getattr(command, "request_id", None)
-        if rid is None:
-            self._events.put(p.Error(code=code, message=message))
-            return
-        for event in p.failure_events(command.__struct_config__.tag, rid, code, message):
-            self._events.put(event)
-
     def _progress(self, stream: AnswerStream) -> None:
         self._telemetry(stream)
 
@@ -193,4 +189,4 @@ class RemoteClient(EngineClient):
         if interval <= 0 or (not force and now - self._last_telemetry < interval):
             return
         self._last_telemetry = now
-        self._events.put(remote_telemetry(self.engine.name, stream, idle=force))
+        self._emit(remote_telemetry(self.engine.name, stream, idle=force))
