@@ -21,13 +21,14 @@ class Chat:
         self.store = ConversationStore(open_database(database_path(data_dir)))
         self.conversation = self.store.create("test", model=model)
         self.client = None
+        self.loaded = None  # the model's ModelLoaded, once a worker has loaded it
 
     def start_worker(self, snapshot_budget_bytes=None):
         self.client = ProcessClient(data_dir=self.data_dir)
         if snapshot_budget_bytes is not None:
             self.client.snapshot_budget_bytes = snapshot_budget_bytes
         self.client.start()
-        self.client.load_model(self.model)
+        self.loaded = self.client.load_model(self.model)
 
     def stop_worker(self):
         self.client.close()
