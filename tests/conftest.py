@@ -23,6 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.fixtures.make_models import make_models  # noqa: E402
+from tests.tiers import in_fast_tier  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The fast tier (``-m fast``): see tests/tiers.py."""
+    for item in items:
+        if in_fast_tier(item.nodeid):
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(autouse=True)
