@@ -1,7 +1,7 @@
 """The worker stores the answers it writes, so a turn's answer is kept where its snapshot is.
 
 An ``AnswerTurn`` with ``keep`` asks for it. The keeper builds the answer's record from the very events
-that go out for the request (:class:`engine.answer_record.AnswerRecord`, the same record the app
+that go out for the request (:class:`engine.protocol.answer_record.AnswerRecord`, the same record the app
 builds from them), and when the request's ``Finished`` passes, stores the answer in one transaction:
 it confirms that the app's writer lock is still the conversation's (``KeepAnswer.writer_token``),
 writes the message and removes the lock's row, so the next writer may come in. The ``Finished`` then
@@ -18,7 +18,7 @@ import sqlite3
 import msgspec
 
 from engine import protocol as p
-from engine.answer_record import AnswerRecord
+from engine.protocol.answer_record import AnswerRecord
 from engine.worker_store import WorkerStore
 from model_store.db import StoreError, write_transaction
 from model_store.message_rows import read_message, update_message

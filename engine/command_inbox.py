@@ -22,9 +22,9 @@ from engine.backends import cpu_check
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_cpp import BACKEND_VERSION, build_info, init_backend
 from engine.core import EngineCore
-from engine.devices.info import device_infos
+from engine.protocol.devices import device_infos
 from engine.devices.probe import DeviceProbe, start_probe
-from engine.request_lifecycle import Requests
+from engine.protocol.request_lifecycle import Requests
 from engine.telemetry.sampler import TelemetryThread
 
 
@@ -88,7 +88,7 @@ class CommandInbox:
 
     def refuse(self, rid: str | None, kind: str, problem: str) -> None:
         """Answer a command that cannot be served (a value out of range, a branch built on messages
-        never sent) as its request's failure, ended as its kind ends (engine.request_lifecycle); the
+        never sent) as its request's failure, ended as its kind ends (engine.protocol.request_lifecycle); the
         worker goes on serving."""
         if rid is None:
             self._requests.emit(p.Error(code="bad_request", message=problem))

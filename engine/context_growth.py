@@ -20,9 +20,9 @@ import msgspec
 
 from engine import protocol as p
 from engine.chat_template import ChatMessage, RenderOptions
-from engine.context_cut import choose_cut, cut_budget, cut_report, kept_messages
+from engine.protocol.context_cut import choose_cut, cut_budget, cut_report, kept_messages
 from engine.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
-from engine.document_room import ANSWER_ROOM
+from engine.protocol.document_room import ANSWER_ROOM
 from engine.prompts import render_for, rendered_tokens
 from engine.session import ModelSession
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, available_memory, longest_context, memory_budget
@@ -88,7 +88,7 @@ def cut_to_fit(session: ModelSession, command: p.AnswerTurn | p.Chat,
                prompt_end: int) -> tuple[p.AnswerTurn | p.Chat, p.ContextCut | None]:
     """``command`` as the model reads it when its prompt (ending at ``prompt_end``) and its answer's
     room would not fit the longest context possible: with its oldest exchanges left out for
-    ``when_full="drop-oldest"`` (engine.context_cut), and where they were cut.
+    ``when_full="drop-oldest"`` (engine.protocol.context_cut), and where they were cut.
 
     Raises:
         ContextLimit: For ``when_full="summary"``, so the app continues in a new conversation.

@@ -28,7 +28,7 @@ from engine.chat_template import ChatTemplateError, RenderOptions
 from engine.context_growth import ContextLimit, answer_room, context_report, cut_to_fit, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
-from engine.devices.info import ProbedDevices, device_infos
+from engine.protocol.devices import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
 from engine.documents import DocumentDoesNotFit, check_room, measure_text
 from engine.embedded_convert import embedded_for_loading
@@ -41,7 +41,7 @@ from engine.prompts import chat_prompt, raw_prompt_tokens
 from engine.reasoning import ReasoningStart
 from engine.sampling import SamplingError, SamplingParams
 from engine.session import ModelSession, open_session
-from engine.records import DraftStats, Timings
+from engine.protocol.reports import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
 from engine.request_events import PendingDelta, ReadingRequest, run_report
@@ -88,7 +88,7 @@ class EngineCore:
         self.snapshot_budget = 4 * 1024**3
         self._cursor: SnapshotCursor | None = None
         self.loaded_with: p.LoadModel | None = None  # the command the model was loaded by (to grow its context)
-        self._cut: p.ContextCut | None = None  # the current request's branch was cut to fit (engine.context_cut)
+        self._cut: p.ContextCut | None = None  # the current request's branch was cut to fit (engine.protocol.context_cut)
 
     def configure(self, hello: p.Hello) -> None:
         self.store.move_to(Path(hello.user_dir) if hello.user_dir else None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from engine import protocol as p
 from engine.session import ModelSession
 from engine.context_growth import longest_possible
-from engine.document_room import ANSWER_ROOM, TEMPLATE_ROOM
+from engine.protocol.document_room import ANSWER_ROOM, TEMPLATE_ROOM
 
 
 class DocumentDoesNotFit(Exception):

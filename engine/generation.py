@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine import protocol as p
-from engine.draft_spans import add_span
+from engine.protocol.draft_spans import add_span
 from engine.protocol.limits import EXACT_ROWS
 from engine.backends import row_kernels
 from engine.backends.llama_context import DecodeAborted
-from engine.records import Timings
+from engine.protocol.reports import Timings
 from engine.sampling import SamplingParams, make_rng
 from engine.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.token_sources import PlainSource

@@ -21,7 +21,7 @@ OPEN, CLOSE = "<think>", "</think>"
 # one itself; "off": no reasoning (plain completions).
 ReasoningStart = Literal["open", "detect", "off"]
 
-Spans = list[list]  # [characters, from an accepted draft], as engine.draft_spans.add_span builds them
+Spans = list[list]  # [characters, from an accepted draft], as engine.protocol.draft_spans.add_span builds them
 
 
 def reasoning_start(cue: str) -> ReasoningStart:

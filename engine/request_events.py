@@ -8,9 +8,9 @@ fast model sends a few events per frame interval, not one per token; the first g
 from __future__ import annotations
 
 from engine import protocol as p
-from engine.draft_spans import add_span
+from engine.protocol.draft_spans import add_span
 from engine.generation import Generation, TextDelta
-from engine.records import DraftStats, Timings
+from engine.protocol.reports import DraftStats, Timings
 
 COALESCE_S = 0.025
 ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)

@@ -19,10 +19,10 @@ import msgspec
 
 from engine import protocol as p
 from engine.allocator import keep_freed_state_memory
-from engine.framing import FrameError, frame, read_frames
+from engine.protocol.framing import FrameError, frame, read_frames
 from engine.command_inbox import CommandInbox
 from engine.worker_loop import WorkerLoop
-from engine.transcripts import ReceivedTranscripts, UnknownTranscript
+from engine.protocol.transcripts import ReceivedTranscripts, UnknownTranscript
 
 PR_SET_PDEATHSIG = 1
 

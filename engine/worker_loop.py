@@ -3,7 +3,7 @@
 Commands arrive at the loop's :class:`~engine.command_inbox.CommandInbox` (:attr:`WorkerLoop.inbox`)
 on the thread that reads them; those it queues run here, one at a time, on the thread that calls
 :meth:`WorkerLoop.run`: the engine's only thread. Whatever happens in a request, it ends with one
-closing event (engine.request_lifecycle).
+closing event (engine.protocol.request_lifecycle).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from engine.answer_keeper import AnswerKeeper
 from engine.backends.faults import raise_if_injected
 from engine.command_inbox import CommandInbox
 from engine.core import EngineCore, Emit
-from engine.request_lifecycle import Requests, request_kind
+from engine.protocol.request_lifecycle import Requests, request_kind
 from engine.telemetry.sampler import TelemetryThread
 
 
@@ -44,7 +44,7 @@ class WorkerLoop:
             self.core.close()
 
     def _handle(self, command: p.Command) -> None:
-        """Run one request; whatever happens in it, it ends with one closing event (engine.request_lifecycle)."""
+        """Run one request; whatever happens in it, it ends with one closing event (engine.protocol.request_lifecycle)."""
         rid = command.request_id
         self.requests.begin(command)
         try:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import protocol as p
-from engine.speculative.draft_choice import parse_draft_spec
+from engine.protocol.draft_choice import parse_draft_spec
 from engine.backends.base import ContextSettings, default_threads
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_context import LlamaContext

@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 
 from app.services.serve_contract import CANNOT_LISTEN, KEY_ENV, LISTENING, PARENT_ENV, REQUEST_PREFIX
 from app.services.settings import Settings
-from engine.child_command import CLI, module_command
+from engine.protocol.child_command import CLI, module_command
 
 ERROR_PREFIX = "hearth: error: "
 LOCAL_HOST, ANY_HOST = "127.0.0.1", "0.0.0.0"

@@ -14,7 +14,7 @@ import sys
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 
-from engine.child_command import CLI, module_command
+from engine.protocol.child_command import CLI, module_command
 
 STOP_GRACE_MS = 5_000
 

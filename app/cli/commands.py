@@ -18,18 +18,18 @@ from app.services.context_info import context_details, context_json, grown_line
 from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
-from engine.answer_record import CUT_OFF
+from engine.protocol.answer_record import CUT_OFF
 from app.cli.sampling_flags import sampling_for
 from app.cli.terminal_text import json_text, visible
 from app.cli.thinking import ThinkingEcho, enable_thinking
 from app.cli.user_error import UserError
 from engine import protocol as p
 from app.engine_clients.client import EngineClient, EngineDead, EngineError, InvalidRequest, checked, new_request_id
-from engine.command_check import shown
-from engine.deaths import engine_dead
+from engine.protocol.command_check import shown
+from engine.protocol.deaths import engine_dead
 from app.engine_clients.process_client import ProcessClient
 from app.engine_clients.remote.limits import OVERRUN_WORDS
-from engine.speculative.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
+from engine.protocol.draft_choice import SPEC_HELP, DraftRefused, parse_draft_spec
 from model_store.installed import EMBEDDED_ID, EMBEDDED_NAME
 
 

@@ -21,7 +21,7 @@ from app.services.paths import user_paths
 from engine import protocol as p
 from app.engine_clients.client import new_request_id
 from engine.devices.calibration import crossover, stored_calibration
-from engine.devices.info import device_infos
+from engine.protocol.devices import device_infos
 from engine.devices.probe import start_probe
 
 PROBE_WAIT_S = 40.0

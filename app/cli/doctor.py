@@ -28,7 +28,7 @@ from app.services.model_refs import ModelRefError, resolve_model_ref
 from engine import protocol as p
 from app.engine_clients.client import EngineDead, EngineError, new_request_id
 from engine.devices.cpu import probe_cpu
-from engine.devices.info import device_infos
+from engine.protocol.devices import device_infos
 from engine.devices.probe import start_probe
 from app.engine_clients.process_client import ProcessClient
 from model_store.db import StoreError, database_path, open_database

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from engine import protocol as p
 from app.engine_clients.outlet import EventOutlet
-from engine.deaths import CRASH_WORDS, EngineDead  # noqa: F401 (the worker's death is one of a client's events)
+from engine.protocol.deaths import CRASH_WORDS, EngineDead  # noqa: F401 (the worker's death is one of a client's events)
 from model_store.db import StoreError, database_path, open_database
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 

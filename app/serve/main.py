@@ -42,7 +42,7 @@ from app.services.turn import TurnOptions
 from engine import protocol as p
 from app.engine_clients.client import EngineClient, EngineError, new_request_id
 from app.engine_clients.process_client import ProcessClient
-from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from model_store.after_crash import open_conversation_store
 from model_store.db import database_path
 from model_store.private_files import make_private_folder

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine import protocol as p
 from app.engine_clients.client import ClientEvent, EngineClient, EngineDead, EngineError, InvalidRequest
-from engine.deaths import engine_dead
+from engine.protocol.deaths import engine_dead
 
 POLL_S = 0.05  # how often a running job's cancellation is looked at
 WAIT_LIMIT_S = 300.0  # in the queue; then the request is answered 503

@@ -14,7 +14,7 @@ may be sent as to llama.cpp's server.
 No value reaches the engine unchecked: a number outside its field's range, of the wrong type or too
 large to read is refused here (400 ``invalid_request_error``, ``param`` naming the field, the message
 its range). The sampling ranges are the protocol's own (:func:`engine.protocol.sampling_problem`, which
-the worker applies too); the others are annotations below, explained by :mod:`engine.command_check`,
+the worker applies too); the others are annotations below, explained by :mod:`engine.protocol.command_check`,
 the worker's explainer.
 """
 
@@ -26,7 +26,7 @@ import msgspec
 
 from app.serve.json_depth import NestedTooDeep, check_depth
 from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
-from engine import command_check
+from engine.protocol import command_check
 from engine import protocol as p
 
 ROLES = ("system", "developer", "user", "assistant")

@@ -1,9 +1,9 @@
 """The app's side of a conversation longer than the model can read (issue 51, point 8).
 
-The worker decides where a branch is cut (:mod:`engine.context_cut`) and says so in the answer's
+The worker decides where a branch is cut (:mod:`engine.protocol.context_cut`) and says so in the answer's
 ``Finished.context_cut``; the answer keeps it in its stats (``stats["context_cut"]``), so the cut
 lives with the branch it was made on. Each later turn of that branch sends the same cut branch
-(:func:`cut_branch`: the one rule, :func:`engine.context_cut.kept_messages`), so it stands on the
+(:func:`cut_branch`: the one rule, :func:`engine.protocol.context_cut.kept_messages`), so it stands on the
 cut turn's snapshot and reads only what is new. Nothing stored is removed; an edit on an earlier
 branch has no cut until it needs one.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine import protocol as p
-from engine.context_cut import kept_messages
+from engine.protocol.context_cut import kept_messages
 from model_store.conversations import Message
 
 CUT_STAT = "context_cut"  # the answer's stats key: {"first_kept_id": ..., "left_out": ...}

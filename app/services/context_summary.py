@@ -4,7 +4,7 @@
 The turn that does not fit is refused by the worker (``context_full``: its question stays in the old
 conversation, marked with the reason, and is left out of what that conversation sends later). Then
 the model writes a summary of the old conversation (as much of it as it can read: the request
-leaves the oldest exchanges out itself, :mod:`engine.context_cut`), a new conversation is made with
+leaves the oldest exchanges out itself, :mod:`engine.protocol.context_cut`), a new conversation is made with
 the old one's system prompt whose first message is that summary, and the message is sent there.
 The summary is a user message, as a loaded document is: every template takes it before a question;
 its stats say which conversation it continues (:data:`CONTINUES_STAT`), so the window shows

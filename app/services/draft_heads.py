@@ -20,7 +20,7 @@ import msgspec
 from app.services.model_refs import open_library, resolve_head_ref, resolve_model_ref
 from engine import protocol as p
 from engine.protocol import ModelFacts
-from engine.speculative.draft_choice import draft_text, parse_draft_spec
+from engine.protocol.draft_choice import draft_text, parse_draft_spec
 from model_store.db import StoreError
 from model_store.eagle3_heads import ModelShape
 from model_store.installed import ModelLibrary

@@ -3,7 +3,7 @@ model would read it whole on this machine. The one place for this choice: ``hear
 (:mod:`app.cli.document_commands`) and the window's dialog (:mod:`ui.document_controller`) both ask here.
 
 What limits it. A document needs its own tokens, the conversation's before it, and room for a
-question and its answer (:func:`needed_tokens`, the room the worker keeps: engine.document_room).
+question and its answer (:func:`needed_tokens`, the room the worker keeps: engine.protocol.document_room).
 Where that is more than the model was trained on, no memory helps: the limit is the model's trained
 length (:data:`TRAINED`), and only another model reads it whole. Otherwise the memory available holds
 the context short (:data:`MEMORY`), and freeing some (or the 8-bit KV cache) is the advice.
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.document_room import ANSWER_ROOM, TEMPLATE_ROOM
-from engine.reports import ContextReport
+from engine.protocol.document_room import ANSWER_ROOM, TEMPLATE_ROOM
+from engine.protocol.reports import ContextReport
 from model_store.catalogue import Catalogue, CatalogueEntry, CatalogueFile
 from model_store.download_errors import format_bytes
 from model_store.fit import DEFAULT_BUDGET_PERCENT, context_here

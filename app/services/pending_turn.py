@@ -2,7 +2,7 @@
 
 :class:`PendingTurn` is the one record of a turn between :func:`app.services.turn.start_turn` and
 :func:`app.services.turn.end_answer`, for the CLI, the GUI and ``hearth serve`` alike. It is an
-:class:`engine.answer_record.AnswerRecord` (the answer as the request's events build it, the same
+:class:`engine.protocol.answer_record.AnswerRecord` (the answer as the request's events build it, the same
 record the worker stores from) with what only the app knows: the stored messages, the command, the
 conversation's writer lock, and why an answer was cut short without its ``Finished``.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import msgspec
 
 from engine import protocol as p
-from engine.answer_record import AnswerRecord
+from engine.protocol.answer_record import AnswerRecord
 from app.engine_clients.client import ClientEvent, EngineDead
 from model_store.conversations import Message
 from model_store.writer_lock import WriterLock

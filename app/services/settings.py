@@ -39,7 +39,7 @@ from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
 from app.services.settings_migration import MODEL_SAMPLING, migrate
 from engine.devices.calibration import Calibration, CalibrationError
 from engine.protocol import DEFAULTS, WHEN_FULL_CHOICES, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_TOKENS, SamplingSpec, sampling_problem
-from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from model_store.fit import BUDGET_PERCENT_RANGE, CONTEXT_STEP, DEFAULT_BUDGET_PERCENT
 from model_store.own_files import NotOwnFile, check_own_file, read_own_bytes
 from model_store.private_files import make_private_folder

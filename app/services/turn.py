@@ -32,7 +32,7 @@ from app.services.context_cut import cut_branch
 from app.services.pending_turn import PendingTurn
 from engine import protocol as p
 from app.engine_clients.client import ClientEvent, EngineClient, EngineDead, new_request_id
-from engine.speculative.draft_choice import parse_draft_spec
+from engine.protocol.draft_choice import parse_draft_spec
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import write_transaction
 from model_store.documents import DocumentStore
@@ -215,7 +215,7 @@ def start_regeneration(store: ConversationStore, conversation_id: str, user_mess
 def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
     """Store what the engine wrote, with its status and statistics; then let the next writer in. A
     worker that stored the answer itself (:attr:`PendingTurn.stored_by_engine`) did both: the answer
-    is then what this side made of the same events (:class:`engine.answer_record.AnswerRecord`), not
+    is then what this side made of the same events (:class:`engine.protocol.answer_record.AnswerRecord`), not
     read back.
 
     Raises:

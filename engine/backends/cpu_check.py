@@ -28,16 +28,15 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from engine.child_command import CPU_CANARY, module_command
+from engine.protocol.child_command import CPU_CANARY, VARIANT_ENV, module_command
 from engine.backends.faults import FAULT_ENV, only_stage
-from engine.deaths import CRASH_WORDS, death_signal
+from engine.protocol.deaths import CRASH_WORDS, death_signal
 from engine.backends.cpu_variants import CpuBackendError, CpuVariant, VariantSet, load_variant, read_variant_set
 from model_store.private_files import make_private_folder, repair, write_private
 
 CHECK_FILE = "cpu-check.json"
 RESULT_MARKER = "HEARTH-CANARY "  # the canary child's result line (engine.backends.canary)
 CHECK_FILE_ENV = "HEARTH_CPU_CHECK_FILE"
-VARIANT_ENV = "HEARTH_CPU_VARIANT"
 CACHE_FORMAT = 3  # also what the canary checks: 3 from its 15-row verify batch
 CACHE_ENTRIES = 8  # machines sharing one home folder
 CANARY_TIMEOUT_S = 120.0

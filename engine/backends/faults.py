@@ -13,7 +13,7 @@ while an answer is still being written however fast this machine decodes its tin
 
 ``HEARTH_TEST_INTERNAL_ERROR="KIND[,...]"`` makes the worker's loop raise when it takes a request of
 one of these kinds (``read_document``, ``chat``, ...): the bug no input can cause on purpose, so a test
-can see each request still end (engine.request_lifecycle).
+can see each request still end (engine.protocol.request_lifecycle).
 """
 
 from __future__ import annotations

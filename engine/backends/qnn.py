@@ -35,7 +35,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from engine.devices.info import EMULATED_LABEL, QnnInfo
+from engine.protocol.devices import EMULATED_LABEL, QnnInfo
 
 EP_NAME = "QNNExecutionProvider"
 QUALCOMM_VENDOR_ID = 0x5143  # ort.OrtDeviceVendorId.QUALCOMM

@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 
 from engine.backends.base import default_threads
-from engine.devices.info import CpuInfo
+from engine.protocol.devices import CpuInfo
 
 CPUINFO = Path("/proc/cpuinfo")
 # x86 flags worth showing for llama.cpp's kernels, in display order.

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from engine.devices.calibration import DEFAULT_LENGTHS, Calibration, calibrate
-from engine.devices.info import ProbedDevices
+from engine.protocol.devices import ProbedDevices
 from engine.generation import prefill as cpu_prefill
 from engine.npu.service import prepare_npu
 from engine.session import ModelSession

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import engine
 from engine.backends.qnn import RESULT_MARKER
-from engine.child_command import NPU_CHECK, is_bundled, module_command
+from engine.protocol.child_command import NPU_CHECK, is_bundled, module_command
 from engine.devices.cpu import probe_cpu
-from engine.devices.info import CpuInfo, ProbedDevices, QnnInfo
+from engine.protocol.devices import CpuInfo, ProbedDevices, QnnInfo
 from model_store.private_files import make_private_folder, repair, write_private
 
 PROBE_TIMEOUT_S = 30.0

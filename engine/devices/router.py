@@ -1,7 +1,7 @@
 """The device router: which device runs each phase (prefill, decode, draft), and why.
 
 A pure function of its inputs — what the model can do (:class:`ModelCaps`), what the probe found
-(:class:`~engine.devices.info.ProbedDevices`), the user's policy, the new input's length and the
+(:class:`~engine.protocol.devices.ProbedDevices`), the user's policy, the new input's length and the
 calibration numbers — so it is tested with tables and never touches a device. Every choice comes
 with a reason a user understands (shown in the GUI and the CLI's JSON).
 
@@ -25,7 +25,7 @@ from typing import Literal
 
 from engine import protocol as p
 from engine.devices.calibration import Calibration, compared_lengths, crossover
-from engine.devices.info import EMULATED_LABEL, ProbedDevices, QnnInfo
+from engine.protocol.devices import EMULATED_LABEL, ProbedDevices, QnnInfo
 
 Policy = Literal["auto", "cpu", "npu"]
 POLICIES: tuple[str, ...] = ("auto", "cpu", "npu")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from engine import protocol as p
 from engine.devices.calibration import Calibration
-from engine.devices.info import ProbedDevices, QnnInfo
+from engine.protocol.devices import ProbedDevices, QnnInfo
 from engine.devices.router import NPU_EXPORTABLE, ModelCaps, model_caps, plan_devices, route_prefill
 from engine.generation import prefill as cpu_prefill
 from engine.npu import compiled

@@ -1,7 +1,7 @@
 """The wire protocol between the app and the worker process that owns the model.
 
 Every message is a ``msgspec.Struct`` tagged by its ``kind`` field and encoded as msgpack in a
-frame (see :mod:`engine.framing`). There are no pickles, no
+frame (see :mod:`engine.protocol.framing`). There are no pickles, no
 exceptions and no method names on the wire: a frame that does not decode to a known message is
 answered with an :class:`Error` and the worker keeps serving. The first exchange is
 :class:`Hello` then :class:`Ready`; a different :data:`PROTOCOL_VERSION` ends the worker with a
@@ -33,7 +33,7 @@ from engine.protocol.limits import (  # noqa: F401
     CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
     SamplingSpec, TokenCount, WHEN_FULL_CHOICES, WhenFull, sampling_problem,
 )
-from engine.command_check import InvalidCommand  # noqa: F401
-from engine.records import DraftStats, Timings  # noqa: F401
-from engine.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
+from engine.protocol.command_check import InvalidCommand  # noqa: F401
+from engine.protocol.reports import DraftStats, Timings  # noqa: F401
+from engine.protocol.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from engine.command_check import InvalidCommand, out_of_range
+from engine.protocol.command_check import InvalidCommand, out_of_range
 from engine.protocol.commands import ANSWERS, Answer, Command
 from engine.protocol.events import Event
 from engine.protocol.limits import sampling_problem

@@ -10,7 +10,7 @@ import msgspec
 from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_STORED_BYTES,
                                     MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, CalibrationLength,
                                     DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, TokenCount, WhenFull)
-from engine.reports import KvType
+from engine.protocol.reports import KvType
 
 
 class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omit_defaults=False):
@@ -73,7 +73,7 @@ class DraftSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Which drafter may propose tokens (it never changes the output): ``auto``, ``off``,
     ``lookup`` (prompt lookup), ``mtp`` (the model's own MTP head), ``model`` (a small draft
     model at ``path``) or ``eagle3`` (an EAGLE-3 head made for the target, at ``path``). Users
-    write it as text; :func:`engine.speculative.draft_choice.parse_draft_spec` reads that. For
+    write it as text; :func:`engine.protocol.draft_choice.parse_draft_spec` reads that. For
     ``auto``, ``path`` is the installed EAGLE-3 head the app found for the loaded model
     (app.services.draft_heads), tried first and passed over in silence if it does not fit."""
 
@@ -106,7 +106,7 @@ class Chat(_Answering, tag="chat", kw_only=True):
     messages: list[WireMessage]
     known: KnownPrefix = ""
     template: TemplateSpec = TemplateSpec()
-    when_full: WhenFull = "stop"  # "drop-oldest": leave the oldest exchanges out when they do not fit (engine.context_cut)
+    when_full: WhenFull = "stop"  # "drop-oldest": leave the oldest exchanges out when they do not fit (engine.protocol.context_cut)
 
 
 class KeepAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -132,7 +132,7 @@ class AnswerTurn(_Answering, tag="answer_turn", kw_only=True):
     # When the branch would not fit the longest context the model can have: "drop-oldest" leaves its
     # oldest exchanges out (never a leading system message nor the ``pinned`` ones: documents) and
     # ``Finished.context_cut`` says where; "stop" and "summary" refuse it ("context_full"), and the
-    # app starts a new conversation from a summary for "summary" (engine.context_cut).
+    # app starts a new conversation from a summary for "summary" (engine.protocol.context_cut).
     when_full: WhenFull = DEFAULTS.when_full
     pinned: list[str] = []  # ids of messages that always stay in what the model reads (loaded documents)
 

@@ -8,8 +8,8 @@ from typing import Any, Literal, Union
 import msgspec
 
 from engine.protocol.commands import ANSWERS, ReadDocument, _Message
-from engine.records import DraftStats, Timings
-from engine.reports import (ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, NpuGraphReport, RemoteReport,
+from engine.protocol.reports import DraftStats, Timings
+from engine.protocol.reports import (ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, NpuGraphReport, RemoteReport,
                             SnapshotReport)
 
 Unavailable = Literal["unavailable"]
@@ -253,7 +253,7 @@ Event = Union[
 # Every request ends with exactly one event for which ends_request() is true, as llama.cpp's server
 # results say is_stop(). A failed answer or document read ends with its own closing event after the
 # Error (so its caller always gets the stats and the finish reason); any other failed request ends
-# with its Error. The worker keeps this (engine.request_lifecycle); every client follows the flag.
+# with its Error. The worker keeps this (engine.protocol.request_lifecycle); every client follows the flag.
 
 CLOSING_EVENTS = (Finished, ModelLoaded, ModelUnloaded, Pong, ConversationOpened, TextMeasured, DocumentRead,
                   Calibrated)

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from engine.command_check import shown
+from engine.protocol.command_check import shown
 
 PROTOCOL_VERSION = 15  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier
 
@@ -45,7 +45,7 @@ MAX_PERCENT = 100
 MemoryPercent = Annotated[int, msgspec.Meta(ge=0, le=MAX_PERCENT)]
 
 # The digest of the leading messages of a branch that the worker was sent in an earlier request;
-# the request's ``messages`` are then only the ones after them (see engine.transcripts). "": none.
+# the request's ``messages`` are then only the ones after them (see engine.protocol.transcripts). "": none.
 KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
 
@@ -111,7 +111,7 @@ def sampling_problem(name: str, value: object) -> str | None:
 
 # What a conversation's turn does when it would not fit the longest context the model can have:
 # leave the oldest exchanges out of what the model reads, continue in a new conversation that starts
-# with a summary, or stop with the reason (engine.context_cut; app.services.context_summary).
+# with a summary, or stop with the reason (engine.protocol.context_cut; app.services.context_summary).
 WhenFull = Literal["drop-oldest", "summary", "stop"]
 WHEN_FULL_CHOICES: tuple[str, ...] = WhenFull.__args__
 
@@ -125,7 +125,7 @@ class RequestDefaults(msgspec.Struct, frozen=True):
     draft: Literal["auto", "off", "lookup", "mtp"] = "auto"  # drafting never changes the output
     draft_max: int = 4
     draft_paths: int = 1  # one chain of drafts a round; 2 and more: a tree (see engine.speculative.tree_source)
-    when_full: WhenFull = "drop-oldest"  # a conversation longer than the model can read keeps going (engine.context_cut)
+    when_full: WhenFull = "drop-oldest"  # a conversation longer than the model can read keeps going (engine.protocol.context_cut)
 
 
 DEFAULTS = RequestDefaults()

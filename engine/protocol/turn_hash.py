@@ -1,7 +1,7 @@
 """A message's identity: a hash chained from its parent's, so one hash names the whole branch up to it.
 
 The one definition, as simonw/llm and llama.cpp's server key their caches: the pipe's record of
-what the worker was already sent (:mod:`engine.transcripts`: role, text, reasoning and the stored
+what the worker was already sent (:mod:`engine.protocol.transcripts`: role, text, reasoning and the stored
 id) and ``hearth serve``'s mapping of API requests onto its stored conversations
 (:mod:`app.serve.conversations`: role and text, as clients send them back) chain the same way.
 Each field is length-prefixed, so no text can pass for two fields or for another's end.

@@ -30,7 +30,7 @@ from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.proposer import Proposer
 from engine.backends.llama_eagle3 import Eagle3Incompatible
 from engine.protocol import MAX_DRAFT, DraftSpec
-from engine.speculative.draft_choice import DraftRefused
+from engine.protocol.draft_choice import DraftRefused
 
 SourceFactory = Callable[[ModelSession, SamplingParams, np.random.Generator], SpeculativeSource]
 

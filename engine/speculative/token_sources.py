@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.records import DraftStats
+from engine.protocol.reports import DraftStats
 from engine.sampling import SamplingParams, distribution
 from engine.session import ModelSession
 from engine.speculative.policy import DraftPolicy

@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from engine import child_command
+from engine.protocol import child_command
 from tests.helpers.cli import ROOT, hearth, installed_hearth
 
 

@@ -33,7 +33,7 @@ from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
 from engine.speculative import token_sources  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
-from engine.speculative.draft_choice import parse_draft_spec  # noqa: E402
+from engine.protocol.draft_choice import parse_draft_spec  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 TOKENS = 160

@@ -39,7 +39,7 @@ from engine.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
 from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
-from engine.speculative.draft_choice import DraftRefused, parse_draft_spec  # noqa: E402
+from engine.protocol.draft_choice import DraftRefused, parse_draft_spec  # noqa: E402
 from tests.bench.bench_tree_verify import pass_times  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 

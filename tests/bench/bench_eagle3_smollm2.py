@@ -31,7 +31,7 @@ from engine.generation import Generation, GenerationSettings  # noqa: E402
 from engine.model_files import resolve_model_ref  # noqa: E402
 from engine.sampling import GREEDY  # noqa: E402
 from engine.session import open_session  # noqa: E402
-from engine.speculative.draft_choice import parse_draft_spec  # noqa: E402
+from engine.protocol.draft_choice import parse_draft_spec  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from prompts import held_out_prompts  # noqa: E402
 from tests.helpers.eagle3_acceptance import acceptance, prompt_tokens  # noqa: E402

@@ -3,7 +3,7 @@ cancelling, snapshots in a real SQLite database, documents, measuring and unload
 core's real code, in milliseconds and without llama.cpp.
 
 The core is driven as the worker drives it (engine.worker_loop): each command begun, handled and
-ended through engine.request_lifecycle.Requests, so the events checked are the ones a client gets.
+ended through engine.protocol.request_lifecycle.Requests, so the events checked are the ones a client gets.
 The fake parrot answers a chat with ``You said: <last message> (message <N>)``; see its module.
 """
 
@@ -21,9 +21,9 @@ from engine.backends.backend import ContextBackend, ModelBackend
 from engine.backends.llama_context import LlamaContext
 from engine.backends.llama_cpp import LlamaModel
 from engine.core import EngineCore
-from engine.devices.info import CpuInfo, ProbedDevices
+from engine.protocol.devices import CpuInfo, ProbedDevices
 from engine.request_events import ReadingRequest
-from engine.request_lifecycle import Requests
+from engine.protocol.request_lifecycle import Requests
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.fakes.fake_backend import STORY, FakeContext, FakeModel, FakeOpener, fake_model_file, reply

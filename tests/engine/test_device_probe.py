@@ -13,7 +13,7 @@ from engine import protocol as p
 from engine.backends.qnn import EpDeviceFacts, QnnUnavailable, choose_device
 from app.engine_clients.client import new_request_id
 from engine.devices.cpu import probe_cpu
-from engine.devices.info import QnnInfo
+from engine.protocol.devices import QnnInfo
 from engine.devices.probe import (
     CACHE_FILE, DeviceProbe, cache_key, parse_child_output, probe_qnn_in_child, read_cached, write_cached,
 )

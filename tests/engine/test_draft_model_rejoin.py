@@ -11,7 +11,7 @@ from engine.sampling import GREEDY
 from engine.session import open_session
 from engine.speculative.draft_model import REJOIN_TOKENS, DraftModel
 from engine.speculative.drafting import Drafting
-from engine.speculative.draft_choice import parse_draft_spec
+from engine.protocol.draft_choice import parse_draft_spec
 
 TEXT = ("the keeper climbed the tower at dusk and lit the lamp, then wrote the weather in the log: "
         "wind from the west, rain by midnight, two ships passed the channel before the tide turned. ") * 3

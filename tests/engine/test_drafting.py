@@ -10,7 +10,7 @@ from engine.sampling import GREEDY, SamplingParams
 from engine.session import open_session
 from engine.speculative.draft_model import DraftIncompatible
 from engine.speculative.drafting import Drafting
-from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from tests.stats import chi2_critical, two_sample_chi2
 
 WORDS = "the cat sat on a mat and the dog ran to the park while birds sang over the river".split()

@@ -106,7 +106,7 @@ def test_greedy_eagle3_drafting_is_identical_in_each_weight_type(test_models, ea
                                                                  weight_type):
     """The same head on hybrid-tiny in other weight types (same hidden size and vocabulary, so it
     fits each): token-identical to plain decoding of that file, or refused where drafting is not exact."""
-    from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+    from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
     from engine.speculative.drafting import Drafting
 
     path = (test_models["hybrid-tiny-q8"] if weight_type == "Q8_0"

@@ -11,7 +11,7 @@ from engine.generation import Generation, GenerationSettings
 from engine.prompts import raw_prompt_tokens
 from engine.sampling import GREEDY
 from engine.session import open_session
-from engine.speculative.draft_choice import DraftRefused, parse_draft_spec
+from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from engine.speculative.drafting import Drafting
 from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.token_sources import SpeculativeSource

@@ -28,7 +28,7 @@ with the numbers (a ``DocumentRoom``); one longer than the context grows it firs
 As with the real worker, a request that needs a model gets ``Error(no_model)`` before a model is
 loaded; an ``Error`` for a request that writes an answer (``p.ANSWERS``) or a ``ReadDocument`` is
 followed by its own ending (``Finished`` / ``DocumentRead`` with ``error``); and a death is one
-:class:`~app.engine_clients.client.EngineDead` (worded by :func:`engine.deaths.engine_dead`), after which
+:class:`~app.engine_clients.client.EngineDead` (worded by :func:`engine.protocol.deaths.engine_dead`), after which
 :meth:`~EngineClient.restart` brings up a fresh one.
 
 What it does NOT do (tests/process and tests/ui/test_app_*.py cover these with a real worker):
@@ -61,8 +61,8 @@ from engine import protocol as p
 from engine.protocol import ModelFacts
 from app.engine_clients.client import EngineClient, EngineDead, EngineError, checked
 from app.engine_clients.outlet import EventOutlet
-from engine.deaths import engine_dead
-from engine.records import Timings
+from engine.protocol.deaths import engine_dead
+from engine.protocol.reports import Timings
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 DEFAULT_ANSWER = ("Hello", " from", " the", " scripted", " engine.")

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import protocol as p
-from engine.framing import HEADER, MAGIC, MAX_FRAME_BYTES, frame
+from engine.protocol.framing import HEADER, MAGIC, MAX_FRAME_BYTES, frame
 from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import wait_for
 

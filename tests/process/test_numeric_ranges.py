@@ -29,7 +29,7 @@ from msgspec import inspect as mi
 from app.cli.main import main
 from engine import protocol as p
 from app.engine_clients.client import EngineDead, EngineError, InvalidRequest, new_request_id
-from engine.framing import frame
+from engine.protocol.framing import frame
 from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import wait_for
 

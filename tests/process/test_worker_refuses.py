@@ -21,7 +21,7 @@ import pytest
 from app.serve.runner import EngineRunner, Job
 from engine import protocol as p
 from app.engine_clients.client import new_request_id
-from engine.framing import frame
+from engine.protocol.framing import frame
 from app.engine_clients.process_client import ProcessClient
 from tests.process.conftest import finished, text_of
 

@@ -12,7 +12,7 @@ import pytest
 from app.serve import schema
 from app.services.settings import DRAFT_MAX_RANGE
 from engine import protocol as p
-from engine.command_check import error_field, explain, field_range
+from engine.protocol.command_check import error_field, explain, field_range
 from tests.conftest import ROOT
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.services.pending_turn import PendingTurn
 from engine import protocol as p
-from engine.draft_spans import add_span
+from engine.protocol.draft_spans import add_span
 from model_store.conversations import Message
 
 N_DELTAS = 4000  # one token each: a long answer

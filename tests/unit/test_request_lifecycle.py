@@ -1,4 +1,4 @@
-"""engine.request_lifecycle: whatever the engine core sends, or fails to send, each request ends with
+"""engine.protocol.request_lifecycle: whatever the engine core sends, or fails to send, each request ends with
 exactly one event for which ``protocol.ends_request`` is true, and nothing of it follows."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
-from engine.request_lifecycle import SILENT_END, Requests
+from engine.protocol.request_lifecycle import SILENT_END, Requests
 
 DOC = [p.WireMessage("user", "Document: x", "m1")]
 COMMANDS = {

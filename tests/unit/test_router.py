@@ -7,7 +7,7 @@ import pytest
 
 from engine import protocol as p
 from engine.devices.calibration import Calibration, CalibrationError, RatePoint, calibrate, crossover
-from engine.devices.info import CpuInfo, ProbedDevices, QnnInfo
+from engine.protocol.devices import CpuInfo, ProbedDevices, QnnInfo
 from engine.devices.router import NPU_EXPORTABLE, ModelCaps, model_caps, plan_devices
 
 CPU = CpuInfo(name="Test CPU", machine="x86_64", cores=8, features=("avx2",))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import protocol as p
-from engine.transcripts import KEPT, ReceivedTranscripts, SentTranscripts, UnknownTranscript, prefix_digests
+from engine.protocol.transcripts import KEPT, ReceivedTranscripts, SentTranscripts, UnknownTranscript, prefix_digests
 
 
 def turn(role: str, content: str, id_: str | None = None) -> p.WireMessage:

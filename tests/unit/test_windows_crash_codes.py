@@ -3,7 +3,7 @@ signal: the canary and the worker's death read it as the crash it is. Windows is
 on, so the statuses are given as Windows reports them."""
 
 from engine.backends.cpu_check import parse_canary_output
-from engine.deaths import engine_dead
+from engine.protocol.deaths import engine_dead
 
 ILLEGAL_INSTRUCTION = 0xC000001D  # 3221225501
 ACCESS_VIOLATION = 0xC0000005

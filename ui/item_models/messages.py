@@ -24,7 +24,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from app.services.context_cut import cut_totals
 from app.services.transcript_rows import MessageRow
-from engine.answer_record import CUT_OFF
+from engine.protocol.answer_record import CUT_OFF
 from model_store.conversations import Message
 
 Index = QModelIndex | QPersistentModelIndex

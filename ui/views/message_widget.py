@@ -39,7 +39,7 @@ from app.services.context_cut import cut_notice
 from app.services.context_summary import CONTINUES_STAT, continued_notice
 from app.services.documents import document_message
 from app.services.transcript_rows import MessageRow
-from engine.answer_record import CUT_OFF
+from engine.protocol.answer_record import CUT_OFF
 from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html
 from ui.remote_text import answered_by_line

@@ -12,7 +12,7 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.services.doctor_report import report_lines
-from engine.backends.cpu_check import VARIANT_ENV
+from engine.protocol.child_command import VARIANT_ENV
 from ui.cli_job import CliJob
 
 

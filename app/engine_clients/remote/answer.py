@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from engine import protocol as p
-from engine.records import Timings
+from engine.protocol.reports import Timings
 from app.engine_clients.remote.api import Interrupt, OpenAIApi, OpenStream
 from app.engine_clients.remote.errors import RemoteError
 from app.engine_clients.remote.limits import AnswerBudget

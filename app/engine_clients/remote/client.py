@@ -26,7 +26,7 @@ from app.engine_clients.remote.measure import TokenCounter, document_room, text_
 from app.engine_clients.remote.retry import RetryPolicy, default_policy
 from app.engine_clients.remote.spec import RemoteEngine
 from app.engine_clients.remote.telemetry import remote_telemetry
-from engine.request_lifecycle import Requests
+from engine.protocol.request_lifecycle import Requests
 
 NO_SNAPSHOTS = "a remote engine keeps no state on this computer: the conversation is sent with each message"
 
@@ -43,7 +43,7 @@ class RemoteClient(EngineClient):
         self._lock = threading.Lock()
         self._answering: tuple[str, AnswerStream] | None = None
         self._cancelled: set[str] = set()
-        # the end-of-request rule, as the worker applies it (engine.request_lifecycle)
+        # the end-of-request rule, as the worker applies it (engine.protocol.request_lifecycle)
         self._requests = Requests(lambda event: self._events.put(event))
         self.model = ""  # the server's model id, once loaded
         self.n_ctx = 0

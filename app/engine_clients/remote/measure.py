@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from engine import protocol as p
-from engine.document_room import ANSWER_ROOM, TEMPLATE_ROOM
+from engine.protocol.document_room import ANSWER_ROOM, TEMPLATE_ROOM
 from app.engine_clients.remote.api import OpenAIApi
 from app.engine_clients.remote.errors import RemoteError
 

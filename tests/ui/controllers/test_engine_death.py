@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 
 from engine import protocol as p
-from engine.deaths import engine_dead
+from engine.protocol.deaths import engine_dead
 from tests.fakes.engine_client import hold
 from tests.helpers.gui import stored, watch_notices
 

@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QLabel, QLineEdit, QWidget
 
 from app.services.settings import DRAFT_MAX_RANGE, DRAFT_PATHS_RANGE, Settings
-from engine.speculative.draft_choice import PATH_KINDS
+from engine.protocol.draft_choice import PATH_KINDS
 from ui.views.settings.form import FieldRows, SettingsTab, browse_button, combo, note, select, spin
 
 DRAFT_CHOICES = (("auto", "Auto"), ("off", "Off"), ("lookup", "Prompt lookup"), ("mtp", "MTP heads"), ("model", "Draft model"),

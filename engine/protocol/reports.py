@@ -1,6 +1,7 @@
 """The plain records that events carry (not messages themselves): devices and the CPU build, the
-context a model got, and what a turn did with snapshots or a remote engine. Part of the wire
-protocol (:mod:`engine.protocol` names them all); kept apart so that module stays about messages."""
+context a model got, what a turn did with snapshots or a remote engine, and a request's timings and
+drafting counters. Part of the wire protocol (:mod:`engine.protocol` names them all); kept apart so
+that module stays about messages."""
 
 from __future__ import annotations
 
@@ -102,3 +103,31 @@ class RemoteReport(msgspec.Struct):
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     closed_by_hearth: Literal["", "max_tokens", "max_bytes"] = ""
+
+
+# -- per-request records (timings, drafting counters) --------------------------------------------
+
+
+class Timings(msgspec.Struct):
+    """Raw timings of one request, in tokens and milliseconds."""
+
+    prompt_n: int = 0
+    prompt_ms: float = 0.0
+    gen_n: int = 0
+    gen_ms: float = 0.0
+    ttft_ms: float = 0.0
+
+
+class DraftStats(msgspec.Struct):
+    """Per-request drafting counters (sent in ``Finished``)."""
+
+    kind: str = "off"
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    mean_accepted_len: float = 0.0  # accepted draft tokens per round
+    rollbacks: int = 0  # rounds whose rejected tokens were rolled back out of the state
+    tree_rounds: int = 0  # rounds that verified several draft paths at once
+    side_wins: int = 0  # tree rounds whose accepted tokens came from a path other than the first
+    auto_off: bool = False
+    reason: str = ""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from engine import protocol as p
-from engine.draft_spans import add_span
+from engine.protocol.draft_spans import add_span
 
 CUT_OFF = "cut off: the context is full"  # the mark of an answer the context ended, wherever it is shown
 

@@ -19,12 +19,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
 from engine import protocol as p
-from engine.answer_keeper import AnswerKeeper
+
+class Outgoing(Protocol):
+    """What takes each request as it opens and each event on its way out (the worker's answer keeper,
+    :class:`engine.answer_keeper.AnswerKeeper`); the remote client has none."""
+
+    def begin(self, command: p.Command) -> None: ...
+
+    def passing(self, event: p.Event) -> p.Event: ...
+
 
 SILENT_END = "the worker ended this request without an answer (a bug); try again"
 
@@ -36,7 +44,7 @@ def request_kind(command: p.Command) -> str:
 class Requests:
     """The worker's open requests (by id, with their kind); every event goes out through :meth:`emit`."""
 
-    def __init__(self, send: Callable[[p.Event], None], keeper: AnswerKeeper | None = None) -> None:
+    def __init__(self, send: Callable[[p.Event], None], keeper: Outgoing | None = None) -> None:
         self._sink = send
         self._keeper = keeper
         self._lock = threading.RLock()  # one event at a time: they come from the engine's and the telemetry thread

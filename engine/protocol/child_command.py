@@ -18,6 +18,7 @@ CPU_CANARY = "engine.backends.canary"
 NPU_CHECK = "engine.backends.qnn"
 CLI = "app"
 CHILD_MODULES = frozenset({WORKER, CPU_CANARY, NPU_CHECK, CLI})
+VARIANT_ENV = "HEARTH_CPU_VARIANT"  # the CPU build a child asks for by name (engine.backends.cpu_check)
 
 
 def is_bundled() -> bool:
