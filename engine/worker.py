@@ -18,9 +18,9 @@ from typing import BinaryIO
 import msgspec
 
 from engine import protocol as p
-from engine.allocator import keep_freed_state_memory
+from engine.state.allocator import keep_freed_state_memory
 from engine.protocol.framing import FrameError, frame, read_frames
-from engine.command_inbox import CommandInbox
+from engine.requests.command_inbox import CommandInbox
 from engine.worker_loop import WorkerLoop
 from engine.protocol.transcripts import ReceivedTranscripts, UnknownTranscript
 

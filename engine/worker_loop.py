@@ -1,6 +1,6 @@
 """The worker's engine thread, shared by the real worker process and the in-process client.
 
-Commands arrive at the loop's :class:`~engine.command_inbox.CommandInbox` (:attr:`WorkerLoop.inbox`)
+Commands arrive at the loop's :class:`~engine.requests.command_inbox.CommandInbox` (:attr:`WorkerLoop.inbox`)
 on the thread that reads them; those it queues run here, one at a time, on the thread that calls
 :meth:`WorkerLoop.run`: the engine's only thread. Whatever happens in a request, it ends with one
 closing event (engine.protocol.request_lifecycle).
@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 
 from engine import protocol as p
-from engine.answer_keeper import AnswerKeeper
+from engine.requests.answer_keeper import AnswerKeeper
 from engine.backends.faults import raise_if_injected
-from engine.command_inbox import CommandInbox
-from engine.core import EngineCore, Emit
+from engine.requests.command_inbox import CommandInbox
+from engine.requests.core import EngineCore, Emit
 from engine.protocol.request_lifecycle import Requests, request_kind
 from engine.telemetry.sampler import TelemetryThread
 

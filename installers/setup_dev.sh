@@ -19,8 +19,8 @@ wheel=$(.venv/bin/python installers/llama_build.py --version "$version" --pip .v
   --cache "${HEARTH_WHEEL_CACHE:-$HOME/.cache/hearth/wheels}")
 .venv/bin/pip install --force-reinstall --no-deps "$wheel"
 .venv/bin/pip install -e '.[dev]'
-# The built-in model in the layout it reads prompts fastest in (engine/embedded_layout.py), made once
+# The built-in model in the layout it reads prompts fastest in (engine/models/embedded_layout.py), made once
 # here so the app and the tests find it; an installed app makes it at its first start instead.
-.venv/bin/python -m engine.embedded_convert
+.venv/bin/python -m engine.models.embedded_convert
 
 bash installers/setup_xvfb.sh || true  # best effort: only installers/screenshots.py needs a virtual X screen

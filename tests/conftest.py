@@ -70,7 +70,7 @@ def eagle3_smollm2(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2() -> Path:
-    """The built-in model's file as Hearth loads it (the set-up's fast-reading copy: engine.embedded_layout)."""
-    from engine.model_files import DEFAULT_MODEL, resolve_model_ref
+    """The built-in model's file as Hearth loads it (the set-up's fast-reading copy: engine.models.embedded_layout)."""
+    from engine.models.model_files import DEFAULT_MODEL, resolve_model_ref
 
     return resolve_model_ref(DEFAULT_MODEL)

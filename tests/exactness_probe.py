@@ -34,7 +34,7 @@ from engine.backends.llama_context import LlamaContext
 from engine.backends.llama_cpp import LlamaModel, init_backend
 from app.engine_clients.client import new_request_id
 from app.engine_clients.inproc_client import InprocClient
-from engine.prompts import raw_prompt_tokens
+from engine.templates.prompts import raw_prompt_tokens
 
 LONG_TEXT = " ".join(f"entry {i}: the keeper logged the light, the wind and the tide." for i in range(60))
 EXTRA = [101, 202, 303, 404, 505]
@@ -82,7 +82,7 @@ def greedy(client: InprocClient, text: str, draft: str) -> p.Finished:
 def one_chunk_text(model: LlamaModel, limit: int = ONE_CHUNK_TOKENS) -> str:
     """The longest run of LONG_TEXT's words that is at most ``limit`` tokens: a prompt read in one
     prefill chunk. Longer prompts are read in chunks whose lengths adapt to timing
-    (engine.generation.prefill), so two runs could sum the recurrent state in a different order and
+    (engine.decoding.generation.prefill), so two runs could sum the recurrent state in a different order and
     differ before drafting even starts."""
     words = LONG_TEXT.split()
     low, high = 1, len(words)

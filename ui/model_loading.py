@@ -22,7 +22,7 @@ from ui.notices import ENGINE, MODEL
 from ui.remote_text import remote_name
 
 RESTARTED = "The engine restarted and is ready."
-LOAD_STEPS = {  # engine.load_progress's steps, as the loading bar says them
+LOAD_STEPS = {  # engine.models.load_progress's steps, as the loading bar says them
     "prepare": "Preparing {name} to read faster (only the first time)…",
     "load": "Loading {name}…",
     "context": "Loading {name}: making room for your conversation…",

@@ -6,7 +6,7 @@ conversation list) as a branch: a message is found again by the chained digest o
 and every message before it, so the next request of the same conversation (the same messages, the
 answer the server gave, and a new question) walks the stored branch as far as it matches and adds
 only the rest. The answer is then an ``AnswerTurn`` on that branch: the worker stands on the
-deepest snapshot of the branch, exactly as for the app's own conversations (``engine.snapshot_cursor``), and
+deepest snapshot of the branch, exactly as for the app's own conversations (``engine.state.snapshot_cursor``), and
 saves the answer's end under the answer. Several clients each follow their own branch.
 
 A request's last message is always stored anew, never matched: only the messages before it are

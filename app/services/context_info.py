@@ -1,6 +1,6 @@
 """What Hearth says about a model's context, the same in the window and on the command line.
 
-The engine chooses and grows contexts (engine.context_memory, engine.context_growth); this module
+The engine chooses and grows contexts (engine.context.context_memory, engine.context.context_growth); this module
 only words its reports: the model picker's state line, the line a grown context prints, and the
 ``context`` object of ``hearth info --json``.
 """

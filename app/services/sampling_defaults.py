@@ -31,7 +31,7 @@ from pathlib import Path
 
 import msgspec
 
-from engine.model_files import embedded_model_path
+from engine.models.model_files import embedded_model_path
 from engine.protocol import DEFAULTS, SamplingSpec, sampling_problem
 from model_store.catalogue import Catalogue, CatalogueEntry, load_catalogue
 from model_store.gguf_meta import GgufUnreadable, read_metadata

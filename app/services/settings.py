@@ -86,7 +86,7 @@ class Settings(msgspec.Struct, kw_only=True):
     highlight_drafts: bool = False  # colour text that came from accepted drafts
     device_calibration: dict | None = None  # measured prefill speeds (`hearth devices calibrate`); None: never
     # Context per model (key: context_key(path)): tokens, or 0 for auto (the longest the memory
-    # budget holds, capped at the trained length; engine.context_memory). Absent: auto.
+    # budget holds, capped at the trained length; engine.context.context_memory). Absent: auto.
     contexts: dict[str, int] = {}
     kv_cache_8bit: bool = False  # q8_0 K/V: about half the attention cache's memory (off: f16)
     memory_budget_percent: int = DEFAULT_BUDGET_PERCENT  # of the available memory an automatic context may fill
@@ -99,9 +99,9 @@ class Settings(msgspec.Struct, kw_only=True):
     telemetry_open: bool = False  # the window's telemetry dock: closed for a new user, then as it was left
     # The system prompt a new conversation starts with (each keeps its own; "": none, the model's default).
     system_prompt: str = ""
-    repeat_penalty: float | None = None  # 1 = off (engine.sampling); None: the model's default
+    repeat_penalty: float | None = None  # 1 = off (engine.decoding.sampling); None: the model's default
     repeat_last_n: int | None = None  # the penalty's window: -1 the whole answer, 0 off; None: the model's default
-    dry_multiplier: float | None = None  # the sequence penalty (engine.sequence_penalty): 0 off; None: the model's default
+    dry_multiplier: float | None = None  # the sequence penalty (engine.decoding.sequence_penalty): 0 off; None: the model's default
     text_size: int = 100  # percent of the platform's default font (ui.theme)
     theme: str = "system"  # one of THEMES
     when_full: str = DEFAULTS.when_full  # a conversation longer than the model can read: one of p.WHEN_FULL_CHOICES

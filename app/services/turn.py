@@ -9,7 +9,7 @@ over events (the GUI: store calls on its store thread, events from its engine br
    transaction (:func:`begin_answer`) and builds the ``AnswerTurn`` command that asks the engine to
    answer from the conversation's snapshots and to snapshot the turn end under the answer's id;
 2. :meth:`PendingTurn.feed` takes the request's events, collecting the text;
-3. the worker stores the answer when its request ends (``AnswerTurn.keep``, :mod:`engine.answer_keeper`)
+3. the worker stores the answer when its request ends (``AnswerTurn.keep``, :mod:`engine.requests.answer_keeper`)
    and lets the next writer in; :func:`end_answer` keeps what this side made of the same events.
    Where the worker did not (a remote engine, a worker that died, a store it could not write),
    :func:`end_answer` stores it from those events: marked ``stopped`` if the user stopped it, ``interrupted`` if the engine died
@@ -19,7 +19,7 @@ The prompt is the branch without the empty answers a stopped turn left (:func:`p
 the conversation's system prompt (:func:`conversation_turns`). A new conversation is made with the
 user's default (:attr:`TurnOptions.system_prompt`); a change applies from the next message: the
 rendering then starts differently, so the engine finds no saved state it can stand on and reads the
-conversation once (``engine.snapshot_cursor``), and the turns after that stand on saved state again.
+conversation once (``engine.state.snapshot_cursor``), and the turns after that stand on saved state again.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
         WriterLockLost: If the turn's writer no longer holds the conversation (it was taken over
             while this process was stopped): nothing is stored, so two writers never interleave.
     """
-    if turn.stored_by_engine:  # the worker stored it and let the next writer in (engine.answer_keeper)
+    if turn.stored_by_engine:  # the worker stored it and let the next writer in (engine.requests.answer_keeper)
         if turn.writer is not None:
             turn.writer.let_go()
             turn.writer = None

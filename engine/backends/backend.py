@@ -1,19 +1,19 @@
 """What the engine asks of an inference backend: a loaded model (:class:`ModelBackend`) and one
 inference context over it (:class:`ContextBackend`).
 
-These protocols name exactly what :class:`engine.session.ModelSession` and the code above it use on
+These protocols name exactly what :class:`engine.models.session.ModelSession` and the code above it use on
 the paths of loading a model, answering (``Complete``, ``Chat``, ``AnswerTurn``, with prompt-lookup
 drafting), reading a document, cancelling, saving and restoring snapshots, measuring text and
-unloading: the prompt code (:mod:`engine.prompts`), generation (:mod:`engine.generation`), token
+unloading: the prompt code (:mod:`engine.templates.prompts`), generation (:mod:`engine.decoding.generation`), token
 sources (:mod:`engine.speculative.token_sources`), drafting's choice (:mod:`engine.speculative.drafting`)
-and snapshots (:mod:`engine.snapshot_cursor`, :mod:`engine.state.snapshot_keeper`). llama.cpp's
+and snapshots (:mod:`engine.state.snapshot_cursor`, :mod:`engine.state.snapshot_keeper`). llama.cpp's
 adapter (:class:`engine.backends.llama_cpp.LlamaModel`, :class:`engine.backends.llama_context.LlamaContext`)
 satisfies them structurally, without inheriting; so does the deterministic fake the engine core's
 fast tests load (``tests/fakes/fake_backend.py``, through ``EngineCore(open_model=...)``).
 
 What they leave out needs llama.cpp itself: the drafting heads and the draft model (MTP, EAGLE-3,
 a tree of drafts: hidden rows, multi-sequence batches, ``after_decode``), the NPU hand-off and
-calibration's random tokens (``n_vocab``), and the thread budget :func:`engine.session.open_session`
+calibration's random tokens (``n_vocab``), and the thread budget :func:`engine.models.session.open_session`
 gives a real context.
 
 Contracts a backend keeps, which the types cannot say:

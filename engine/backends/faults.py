@@ -23,7 +23,7 @@ import signal
 
 FAULT_ENV = "HEARTH_TEST_CPU_FAULT"
 STAGES = ("canary", "load", "decode")
-PACE_ENV = "HEARTH_TEST_DECODE_PACE_MS"  # read once per request (engine.core)
+PACE_ENV = "HEARTH_TEST_DECODE_PACE_MS"  # read once per request (engine.requests.core)
 INTERNAL_ERROR_ENV = "HEARTH_TEST_INTERNAL_ERROR"
 
 

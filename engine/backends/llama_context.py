@@ -33,7 +33,7 @@ class DecodeAborted(Exception):
     What the context's memory holds afterwards is the caller's to put right: llama.cpp drops the
     attention KV of the unfinished micro-batch, but micro-batches finished before it stay, and a
     recurrent state may be half-updated (some layers written, others not). See
-    :meth:`engine.session.ModelSession.feed`.
+    :meth:`engine.models.session.ModelSession.feed`.
     """
 
     def __init__(self) -> None:
@@ -108,7 +108,7 @@ class LlamaContext:
         self.pruned = False  # the last decode computed past the last layer's attention only its output rows
         self.has_logits = False  # the last decode kept an output row (see decode's ``logits``)
         self._outputs = (False, False)  # (hidden_rows, pruned) as llama.cpp was last told
-        # Asked before every decode for the threads to use (engine.thread_budget.ThreadBudget); None: the settings'.
+        # Asked before every decode for the threads to use (engine.decoding.thread_budget.ThreadBudget); None: the settings'.
         self.thread_budget: Callable[[], int] | None = None
 
     def close(self) -> None:
@@ -223,7 +223,7 @@ class LlamaContext:
         (every layer's KV and recurrent state) as an unpruned one does; only the output rows'
         numbers may take other kernels (the same ones below EXACT_ROWS rows only where short reads stay
         exact: engine.backends.row_kernels), so a read prunes only
-        chunks whose outputs nobody reads or would read the same (engine.generation._prunable).
+        chunks whose outputs nobody reads or would read the same (engine.decoding.generation._prunable).
         Other architectures always drop them."""
         wanted = (self.hidden_rows, prune)
         if wanted != self._outputs:

@@ -27,7 +27,7 @@ from engine.backends.base import ModelLoadError
 from engine.protocol import ModelFacts
 from engine.backends.cpu_variants import CpuBackendError, load_library
 from engine.backends.faults import crash_if_injected, injected_signal
-from engine.model_files import weight_type
+from engine.models.model_files import weight_type
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ single-row kernels (``installers/llama_build.py``). A prompt read has no such ne
 drafted answers read a prompt the same way. A short prompt read by the single-row kernels took
 59 ms for 13 rows against 36 ms for 16 rows on the built-in model, so the bound is a variable the
 build exports from each CPU backend library (``hearth_exact_rows``), and the engine lowers it to 0
-around a prompt read (:meth:`engine.session.ModelSession.feed`) and nowhere else.
+around a prompt read (:meth:`engine.models.session.ModelSession.feed`) and nowhere else.
 
 A library without the variable (an older build, or a CPU backend given by ``HEARTH_CPU_LIBRARY``)
 keeps every short batch exact, as before: :func:`short_reads_exact` says which holds, and the
-pruning rule of :func:`engine.generation.prefill` follows it.
+pruning rule of :func:`engine.decoding.generation.prefill` follows it.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import numpy as np
 
 from engine.devices.calibration import DEFAULT_LENGTHS, Calibration, calibrate
 from engine.protocol.devices import ProbedDevices
-from engine.generation import prefill as cpu_prefill
+from engine.decoding.generation import prefill as cpu_prefill
 from engine.npu.service import prepare_npu
-from engine.session import ModelSession
-from engine.worker_store import WorkerStore
+from engine.models.session import ModelSession
+from engine.requests.worker_store import WorkerStore
 
 EMULATOR_MAX_LENGTH = 256
 WARM_UP_TOKENS = 32

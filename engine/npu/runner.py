@@ -1,6 +1,6 @@
 """The NPU prefill of a live llama.cpp sequence: read the new tokens on the HTP, hand the state over.
 
-:meth:`NpuPrefiller.prefill` has the shape of :func:`engine.generation.prefill`, so a generation
+:meth:`NpuPrefiller.prefill` has the shape of :func:`engine.decoding.generation.prefill`, so a generation
 does not know which device read its input. The steps:
 
 1. **Start state.** An empty sequence starts from zeros; otherwise llama.cpp's sequence blob is
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from engine.npu.handoff import kv_layout, state_from_blob, state_to_blob
 from engine.npu.prefill import PrefillState, Runner, prefill_steps
 from engine.npu.graph_shape import PrefillSpec
-from engine.session import ModelSession
+from engine.models.session import ModelSession
 from engine.state.seq_state import StateFormatError
 
 ProgressCallback = Callable[[int, int], None]

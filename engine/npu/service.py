@@ -30,12 +30,12 @@ from engine import protocol as p
 from engine.devices.calibration import Calibration
 from engine.protocol.devices import ProbedDevices, QnnInfo
 from engine.devices.router import NPU_EXPORTABLE, ModelCaps, model_caps, plan_devices, route_prefill
-from engine.generation import prefill as cpu_prefill
+from engine.decoding.generation import prefill as cpu_prefill
 from engine.npu import compiled
 from engine.npu.runner import NpuPrefiller, NpuPrefillFailed
 from engine.npu.graph_shape import PrefillSpec
-from engine.session import ModelSession
-from engine.worker_store import WorkerStore
+from engine.models.session import ModelSession
+from engine.requests.worker_store import WorkerStore
 
 # Tokens per graph run. On the emulator 16, 32 and 64 read at about the same speed (42–52 tok/s
 # at 512 positions, tests/bench/bench_npu.py) and 32 keeps progress and cancel within a fraction of
@@ -46,7 +46,7 @@ OnRan = Callable[[p.PhaseDevice], None]
 
 
 class RequestPrefill:
-    """One request's prefill, callable like :func:`engine.generation.prefill`; ``ran`` says where it ran."""
+    """One request's prefill, callable like :func:`engine.decoding.generation.prefill`; ``ran`` says where it ran."""
 
     def __init__(self, routed: p.PhaseDevice, prefiller: NpuPrefiller | None, on_ran: OnRan) -> None:
         self.ran = routed

@@ -1,7 +1,7 @@
 """What an answer stores, built from the events of the request that writes it, on either side of the pipe.
 
 The worker keeps one for each ``AnswerTurn`` that asks it to (``AnswerTurn.keep``) and stores it before
-the request's ``Finished`` goes out (:mod:`engine.answer_keeper`); the app keeps one in each
+the request's ``Finished`` goes out (:mod:`engine.requests.answer_keeper`); the app keeps one in each
 :class:`app.services.pending_turn.PendingTurn`, to show the answer as it streams and to store it itself
 where the worker did not (a remote engine, a worker that died). Both read the same events, so the
 status, finish, error and statistics of a stored answer are decided here only.
@@ -31,7 +31,7 @@ class AnswerRecord:
     finished: p.Finished | None = None
     ended: bool = False  # its request's last event came (engine.protocol.ends_request)
     errors: list[str] = field(default_factory=list)
-    reasoning: str = ""  # what the model thought before answering (engine.reasoning), apart from the text
+    reasoning: str = ""  # what the model thought before answering (engine.decoding.reasoning), apart from the text
     thinking_s: float | None = None  # how long it thought: from the turn's start to the answer's first text
     _text: str = field(default="", init=False, repr=False, compare=False)  # the text as last read
     _unread: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # deltas since

@@ -26,7 +26,7 @@ class Hello(_Message, tag="hello"):
 
 class WireMessage(msgspec.Struct, forbid_unknown_fields=True):
     """One message of a conversation as it crosses the pipe (what a template reads is
-    engine.chat_template.ChatMessage)."""
+    engine.templates.chat_template.ChatMessage)."""
 
     role: str
     content: str
@@ -35,7 +35,7 @@ class WireMessage(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class TemplateSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What a chat template may read besides the messages (engine.chat_template.RenderOptions):
+    """What a chat template may read besides the messages (engine.templates.chat_template.RenderOptions):
     ``now``, the clock its ``strftime_now`` sees (a conversation's start, so a date it writes stays
     the same on every later day; None: the real clock), and ``enable_thinking`` (None: the model's
     own default)."""
@@ -49,7 +49,7 @@ class LoadModel(_Message, tag="load_model"):
     model: str  # "default" or a path (the app resolves installed models' ids to their paths)
     # 0 ("auto"): the longest context ``memory_percent`` % of the available memory holds, capped at
     # the trained length. Never under 256 tokens (llama.cpp's step); a fixed one is refused at once
-    # when it cannot fit in memory (engine.context_memory). Either grows on demand (ContextGrown).
+    # when it cannot fit in memory (engine.context.context_memory). Either grows on demand (ContextGrown).
     n_ctx: TokenCount = 0
     kv_type: KvType = "f16"
     memory_percent: MemoryPercent = 0  # of the available memory an automatic context may fill; 0: the default
@@ -110,7 +110,7 @@ class Chat(_Answering, tag="chat", kw_only=True):
 
 
 class KeepAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Have the worker store the answer when it ends, as the app would (engine.answer_keeper): under
+    """Have the worker store the answer when it ends, as the app would (engine.requests.answer_keeper): under
     the conversation's writer lock (``writer_token``; "": the app took none), then let the next writer in."""
 
     writer_token: Annotated[str, msgspec.Meta(max_length=64)] = ""

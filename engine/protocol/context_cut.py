@@ -1,7 +1,7 @@
 """When a conversation no longer fits what the model can read: leave its oldest exchanges out (issue 51, point 8).
 
 A turn whose prompt and room for its answer would not fit the longest context the model can have
-here (:func:`engine.context_growth.longest_possible`) is cut, when its request asks for it
+here (:func:`engine.context.context_growth.longest_possible`) is cut, when its request asks for it
 (``when_full="drop-oldest"``): the model reads the leading system message, the pinned messages
 (loaded documents) and the newest exchanges, and the oldest exchanges are left out. Nothing stored
 changes; only what the model reads.

@@ -36,7 +36,7 @@ class ModelFacts(msgspec.Struct, frozen=True):
     supports_rollback: bool
     has_chat_template: bool
     backend_version: str
-    # what its chat template does about reasoning (engine.prompts.thinking_facts): whether the answer
+    # what its chat template does about reasoning (engine.templates.prompts.thinking_facts): whether the answer
     # starts in a <think> block by default, and whether ``enable_thinking`` switches that
     thinks: bool = False
     thinking_switch: bool = False
@@ -118,7 +118,7 @@ class TokenDelta(_Message, tag="token_delta"):
     n_tokens: int
     n_from_draft: int = 0
     draft_spans: list[tuple[int, bool]] = []  # (characters, from an accepted draft) covering text
-    reasoning: str = ""  # new reasoning text, written before this delta's ``text`` (engine.reasoning)
+    reasoning: str = ""  # new reasoning text, written before this delta's ``text`` (engine.decoding.reasoning)
 
 
 class ConversationOpened(_Message, tag="conversation_opened"):
@@ -133,7 +133,7 @@ class TextMeasured(_Message, tag="text_measured"):
     fits: bool
     kept_text: str = ""  # the first or last part that fits (empty when ``keep`` was "all")
     kept_tokens: int = 0
-    # the budget if the context grew to the longest the memory holds now (engine.context_growth):
+    # the budget if the context grew to the longest the memory holds now (engine.context.context_growth):
     # a text within it can be read whole, the context growing as it is read
     grown_budget_tokens: int = 0
 

@@ -54,9 +54,9 @@ class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):
     ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a transform off; ``temperature=0`` is greedy.
     ``repeat_penalty`` (llama.cpp's rule; 1 = off) makes tokens of the answer's last
     ``repeat_last_n`` tokens less likely (llama.cpp's ``penalty_last_n``: -1 = the whole answer,
-    0 = no penalty; default :data:`REPEAT_WINDOW`; see :mod:`engine.sampling`). ``dry_multiplier``
+    0 = no penalty; default :data:`REPEAT_WINDOW`; see :mod:`engine.decoding.sampling`). ``dry_multiplier``
     (llama.cpp's DRY; 0 = off) makes continuing a run of tokens the answer already wrote less likely
-    (:mod:`engine.sequence_penalty`).
+    (:mod:`engine.decoding.sequence_penalty`).
 
     A model's own recommended sampling (its GGUF's ``general.sampling.*`` keys, else its family's in
     the catalogue) comes before these: :mod:`app.services.sampling_defaults`. The repeat penalty's

@@ -73,7 +73,7 @@ class ContextReport(msgspec.Struct):
     mode: Literal["auto", "fixed"]
     kv_type: KvType
     kv_bytes: int  # the attention cache, allocated in full when the context is created
-    estimated_bytes: int  # what the worker takes with this context (engine.context_memory)
+    estimated_bytes: int  # what the worker takes with this context (engine.context.context_memory)
     available_bytes: int  # the memory available when it was chosen
     budget_bytes: int  # the share of it an automatic context may take
     max_n_ctx: int  # the longest context that budget holds (capped at n_ctx_train): how far it can grow

@@ -11,7 +11,7 @@ the worker sends passes :meth:`Requests.emit`, which is the one place that appli
   by an abort, or refused before it was taken) ends the same way (:meth:`Requests.fail`).
 
 So a client never waits for an event that is not coming, whatever the engine core did. Every event
-also passes the answer keeper on its way out (:mod:`engine.answer_keeper`), which stores a kept
+also passes the answer keeper on its way out (:mod:`engine.requests.answer_keeper`), which stores a kept
 answer before its ``Finished`` leaves.
 """
 
@@ -27,7 +27,7 @@ from engine import protocol as p
 
 class Outgoing(Protocol):
     """What takes each request as it opens and each event on its way out (the worker's answer keeper,
-    :class:`engine.answer_keeper.AnswerKeeper`); the remote client has none."""
+    :class:`engine.requests.answer_keeper.AnswerKeeper`); the remote client has none."""
 
     def begin(self, command: p.Command) -> None: ...
 

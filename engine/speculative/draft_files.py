@@ -5,13 +5,13 @@ file the worker opens beside the model it holds, and llama.cpp reads every byte 
 into memory (it maps the file whole with ``MAP_POPULATE``). So before that, :func:`check_draft_file`
 puts it through the checks a model's file gets:
 
-* the one walk of the file (:func:`engine.model_files.check_model_file`, :mod:`model_store.gguf_meta`):
+* the one walk of the file (:func:`engine.models.model_files.check_model_file`, :mod:`model_store.gguf_meta`):
   its metadata and its list of tensors, every tensor's data inside the file, and the file ending where
   its data does (a valid head followed by a terabyte of holes is refused here, at once);
-* for a head, every tensor's type (:func:`engine.model_files.check_head_file`);
+* for a head, every tensor's type (:func:`engine.models.model_files.check_head_file`);
 * the memory check: its file and its own cache at the model's context must fit in the memory
   available beside the model already loaded (:func:`model_store.fit.available_memory` and
-  :func:`model_store.fit.verdict`, sized as a model is by :mod:`engine.context_memory`), or it is
+  :func:`model_store.fit.verdict`, sized as a model is by :mod:`engine.context.context_memory`), or it is
   refused with the numbers.
 
 Every refusal is a :class:`~engine.backends.base.ModelLoadError` for a "draft file": it names the file,
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.backends.base import ModelLoadError
-from engine.context_memory import model_memory
-from engine.model_files import DRAFT_ELSE, check_head_file, check_model_file
+from engine.context.context_memory import model_memory
+from engine.models.model_files import DRAFT_ELSE, check_head_file, check_model_file
 from model_store.download_errors import format_bytes
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, TOO_BIG, available_memory, verdict
 
@@ -66,6 +66,6 @@ def check_draft_file(path: Path, kind: str, *, n_ctx: int, held_bytes: int = 0, 
 
 
 def held_by(session) -> int:
-    """What a loaded :class:`~engine.session.ModelSession` holds, by its estimate (0 when it was not sized)."""
+    """What a loaded :class:`~engine.models.session.ModelSession` holds, by its estimate (0 when it was not sized)."""
     plan = getattr(session, "plan", None)
     return plan.estimated_bytes if plan is not None else 0

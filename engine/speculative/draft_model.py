@@ -24,7 +24,7 @@ from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_context import LlamaContext
 from engine.backends.llama_cpp import LlamaModel
 from engine.speculative.draft_files import check_draft_file
-from engine.sampling import SamplingParams
+from engine.decoding.sampling import SamplingParams
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 DRAFT_SEQ = 1

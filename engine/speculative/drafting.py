@@ -17,8 +17,8 @@ import numpy as np
 
 from engine.backends import cpu_check
 from engine.backends.base import ModelLoadError
-from engine.sampling import SamplingParams
-from engine.session import ModelSession
+from engine.decoding.sampling import SamplingParams
+from engine.models.session import ModelSession
 from engine.speculative.token_sources import DraftStats, SpeculativeSource
 from engine.speculative.tree_source import TreeSource
 from engine.speculative.draft_files import held_by

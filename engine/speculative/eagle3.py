@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends.llama_eagle3 import Eagle3Head
-from engine.sampling import SamplingParams
-from engine.session import ModelSession
+from engine.decoding.sampling import SamplingParams
+from engine.models.session import ModelSession
 from engine.speculative.draft_files import check_draft_file, held_by
 from engine.speculative.head_drafter import HeadDrafter
 

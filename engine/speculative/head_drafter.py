@@ -47,8 +47,8 @@ from abc import abstractmethod
 import numpy as np
 
 from engine.backends.head_context import HeadContext
-from engine.sampling import SamplingParams
-from engine.session import FULL_ROWS_TAIL, ModelSession
+from engine.decoding.sampling import SamplingParams
+from engine.models.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.proposer import Draft, Proposer, pick_draft_token, top_tokens
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.llama_mtp import MtpContext, hidden_states, output_hidden_states
-from engine.sampling import SamplingParams
-from engine.session import ModelSession
+from engine.decoding.sampling import SamplingParams
+from engine.models.session import ModelSession
 from engine.speculative.head_drafter import HeadDrafter
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.sampling import SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import SamplingParams, TokenDistribution, distribution
 
 
 @dataclass

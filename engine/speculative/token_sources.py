@@ -1,6 +1,6 @@
 """Where generated tokens come from: one plain decode step, or a speculative round.
 
-Both are *token sources* for :class:`engine.generation.Generation`. Between steps the session
+Both are *token sources* for :class:`engine.decoding.generation.Generation`. Between steps the session
 holds the history and one *pending* token (sampled, not yet decoded). ``step(pending)`` decodes it
 (with a draft, in one batch with logits at every row), and returns the tokens that follow it:
 accepted draft tokens, then one token the target sampled itself. The caller consumes them in order
@@ -10,7 +10,7 @@ the KV is truncated and, for hybrid models, the recurrent state rolls back throu
 planes (``n_rs_seq``), so the state is exactly what plain decoding would have built.
 
 A source keeps the answer's tokens so far (``answer``): the repeat penalty looks at them
-(:mod:`engine.sampling`). The verifier applies it at each drafted position with the answer up to
+(:mod:`engine.decoding.sampling`). The verifier applies it at each drafted position with the answer up to
 that position, so drafting stays exact with the penalty on. Drafters propose without it (they do
 not know the answer); a drafted token the penalty makes unlikely is simply rejected more often.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.protocol.reports import DraftStats
-from engine.sampling import SamplingParams, distribution
-from engine.session import ModelSession
+from engine.decoding.sampling import SamplingParams, distribution
+from engine.models.session import ModelSession
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.verifier import verify

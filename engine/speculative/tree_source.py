@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from engine.sampling import SamplingParams
-from engine.session import ModelSession
+from engine.decoding.sampling import SamplingParams
+from engine.models.session import ModelSession
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.proposer import Draft, Proposer
 from engine.speculative.token_sources import Round, SpeculativeSource

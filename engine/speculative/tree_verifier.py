@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.sampling import SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import SamplingParams, TokenDistribution, distribution
 
 RowLogits = Callable[[int, int], np.ndarray]  # (path, depth) -> the target's logits after path[:depth]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.sampling import SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import SamplingParams, TokenDistribution, distribution
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 from engine.backends.base import ContextSettings
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
 from engine.backends.llama_cpp import BACKEND_VERSION
-from engine.session import ModelSession
+from engine.models.session import ModelSession
 from engine.state.seq_state import (KvCells, KvLayout, Scatter, StateFormatError, parse_kv, plan_blob, split_header,
                                     with_header)
 from model_store.snapshots import SnapshotCorrupt, SnapshotRecord, SnapshotStore

@@ -1,6 +1,6 @@
 """A background thread that sends a ``Telemetry`` event at a fixed interval.
 
-It reads only plain numbers that the engine loop keeps up to date (:class:`engine.core.LiveState`)
+It reads only plain numbers that the engine loop keeps up to date (:class:`engine.requests.core.LiveState`)
 plus the machine's readings, so it keeps reporting during a long prefill without ever touching
 llama.cpp from a second thread.
 """

@@ -3,7 +3,7 @@ command line). Started as ``Hearth --hearth-run-module M`` it is one of the app'
 
 import sys
 
-from engine.child_command import run_module_if_asked
+from engine.protocol.child_command import run_module_if_asked
 
 if __name__ == "__main__":
     run_module_if_asked(sys.argv)

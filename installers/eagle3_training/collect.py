@@ -37,12 +37,12 @@ from app.services.sampling_defaults import resolve_sampling  # noqa: E402
 from engine.backends.base import ContextSettings  # noqa: E402
 from engine.backends.llama_context import LlamaContext  # noqa: E402
 from engine.backends.llama_eagle3 import TargetFeatures  # noqa: E402
-from engine.chat_template import ChatMessage  # noqa: E402
-from engine.generation import Generation, GenerationSettings  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
-from engine.sampling import SamplingParams  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.templates.chat_template import ChatMessage  # noqa: E402
+from engine.decoding.generation import Generation, GenerationSettings  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
+from engine.templates.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
+from engine.decoding.sampling import SamplingParams  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from prompts import plain_texts, training_prompts  # noqa: E402
 
 LAYERS = (2, 15, 27)  # EAGLE-3's trainers' default for a 30-layer target: 2, n_layer // 2, n_layer - 3

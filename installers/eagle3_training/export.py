@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.model_files import resolve_model_ref  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
 from tests.fixtures.eagle3_head import Eagle3ForTarget, eagle3_hparams, read_target  # noqa: E402
 from tests.fixtures.gguf_files import write_gguf  # noqa: E402
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import openai
 import pytest
 
-from engine.context_memory import model_memory
-from engine.model_files import check_model_file
+from engine.context.context_memory import model_memory
+from engine.models.model_files import check_model_file
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from tests.app.test_context_cut_cli import fact
 from tests.helpers.serve import start_server

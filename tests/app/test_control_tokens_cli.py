@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from engine.backends.llama_cpp import LlamaModel
-from engine.chat_template import ChatMessage
-from engine.prompts import render_for, rendered_tokens
+from engine.templates.chat_template import ChatMessage
+from engine.templates.prompts import render_for, rendered_tokens
 from model_store.db import database_path, open_database
 from model_store.snapshots import SnapshotStore
 from tests.helpers.control_tokens import hostile_text, model  # noqa: F401 (the model fixture)

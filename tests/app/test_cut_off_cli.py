@@ -8,8 +8,8 @@ import io
 import json
 
 from app.cli.main import main
-from engine.context_memory import model_memory
-from engine.model_files import check_model_file
+from engine.context.context_memory import model_memory
+from engine.models.model_files import check_model_file
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.fit import AVAILABLE_MEMORY_ENV

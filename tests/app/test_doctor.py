@@ -14,7 +14,7 @@ from pathlib import Path
 from engine.backends.cpu_check import CHECK_FILE_ENV
 from engine.backends.faults import FAULT_ENV
 from tests.cpu_builds import auto_build
-from engine.model_files import embedded_model_path
+from engine.models.model_files import embedded_model_path
 from model_store.db import database_path
 
 HEARTH = Path(sys.executable).with_name("hearth")

@@ -7,7 +7,7 @@ import pytest
 
 from app.cli.main import main
 from engine.backends.base import default_threads
-from engine.model_files import check_model_file
+from engine.models.model_files import check_model_file
 
 PROMPTS = [
     "The quick brown fox",

@@ -1,4 +1,4 @@
-"""The sequence penalty (llama.cpp's DRY, :mod:`engine.sequence_penalty`) is on by default and is a
+"""The sequence penalty (llama.cpp's DRY, :mod:`engine.decoding.sequence_penalty`) is on by default and is a
 sampling setting like the others: ``--dry-multiplier`` on generate/send, ``dry_multiplier`` in an API
 request (llama.cpp's server's name) and in Settings. Real CLI processes, a real ``hearth serve`` with
 the ``openai`` client, real workers, the embedded SmolLM2 as Hearth runs it, greedy."""

@@ -2,7 +2,7 @@
 is idle now but was busy a moment ago (issue 35's thread budget that "looks at now").
 
 For ``--rounds`` rounds, alternating which goes first, Hearth's session (loaded as the app loads it:
-no thread count asked, so :class:`~engine.thread_budget.ThreadBudget` picks one per decode) reads
+no thread count asked, so :class:`~engine.decoding.thread_budget.ThreadBudget` picks one per decode) reads
 the same prompt of about ``--prompt-tokens`` tokens:
 
 * ``idle``: after ``--busy-seconds`` of nothing;
@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.session import ModelSession, open_session  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.models.session import ModelSession, open_session  # noqa: E402
 from tests.bench.bench_documents import make_document  # noqa: E402
 
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"

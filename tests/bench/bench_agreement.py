@@ -31,10 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.generation import Generation, GenerationSettings  # noqa: E402
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.sampling import GREEDY  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.decoding.generation import Generation, GenerationSettings  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.decoding.sampling import GREEDY  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from engine.speculative.policy import DraftPolicy  # noqa: E402
 from engine.speculative.proposer import Draft, Proposer  # noqa: E402

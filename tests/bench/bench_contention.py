@@ -18,7 +18,7 @@ the longest the caller went without hearing from a read: progress comes every ha
 speed is generated tokens over ``Finished.timings.gen_ms``; the bare loop is timed the same way.
 ``--threads`` runs everything once per thread count, so one can be compared with another under
 the same load; ``auto`` (the default) loads Hearth as ``hearth doc load`` does, with no count, so
-its :class:`~engine.thread_budget.ThreadBudget` picks one per decode, and gives the bare loop one thread
+its :class:`~engine.decoding.thread_budget.ThreadBudget` picks one per decode, and gives the bare loop one thread
 per core (``default_threads()``).
 Goal: Hearth ≥ 0.9× the bare loop, reading and writing, at every N. A fixed count above the free
 cores is slow under load (two threads wrote about one token a second on two cores shared with one
@@ -53,10 +53,10 @@ from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import LlamaModel  # noqa: E402
-from engine.chat_template import ChatMessage  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
+from engine.templates.chat_template import ChatMessage  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
 from app.engine_clients.process_client import ProcessClient  # noqa: E402
-from engine.prompts import render_for, rendered_tokens  # noqa: E402
+from engine.templates.prompts import render_for, rendered_tokens  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
 from model_store.documents import DocumentStore  # noqa: E402
@@ -169,7 +169,7 @@ class BareLoop:
 
 
 def document_tokens(model: LlamaModel, command: p.ReadDocument) -> list[int]:
-    """The tokens Hearth reads for ``command`` (engine.snapshot_cursor: the branch rendered without an answer cue)."""
+    """The tokens Hearth reads for ``command`` (engine.state.snapshot_cursor: the branch rendered without an answer cue)."""
     rendered = render_for(model, [ChatMessage(m.role, m.content) for m in command.messages], answer=False)
     return rendered_tokens(model, rendered, bos=True)
 

@@ -5,7 +5,7 @@ For ``hybrid-bench`` (qwen35: 3 Gated DeltaNet layers to 1 attention layer) and 
 found by actually loading it: each candidate is loaded in a fresh worker process, which reads one
 512-token batch, and fits when the worker's resident memory is within the budget (a binary search
 in steps of ``--step`` tokens). Reported: both contexts, their ratio, the ratio the estimate
-predicts (engine.context_memory, the same budget) and the ratio of attention bytes per token (what
+predicts (engine.context.context_memory, the same budget) and the ratio of attention bytes per token (what
 the architecture predicts for the cache alone). Then, at the hybrid's largest context, prefill
 throughput over the first and the last ``--window`` tokens of the context and decode tok/s right
 after the start and at the end (``--fill`` caps how much is read, for a quick run).
@@ -34,10 +34,10 @@ import psutil  # noqa: E402
 
 from engine import protocol as p  # noqa: E402
 from app.engine_clients.client import new_request_id  # noqa: E402
-from engine.context_memory import model_memory  # noqa: E402
-from engine.model_files import check_model_file  # noqa: E402
+from engine.context.context_memory import model_memory  # noqa: E402
+from engine.models.model_files import check_model_file  # noqa: E402
 from app.engine_clients.process_client import ProcessClient  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from model_store.fit import longest_context  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 

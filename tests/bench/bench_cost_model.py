@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--fit", default="default=Q8_0,lfm2-350m-shape=Q4_K")
     parser.add_argument("--check", default="qwen35-0.8b-shape,llama-3.2-1b-shape,granite-4.0-h-1b-shape")
     args = parser.parse_args()
-    from engine.model_files import resolve_model_ref
+    from engine.models.model_files import resolve_model_ref
     from tests.helpers.real_models import real_model
 
     fit_names = dict(item.split("=") for item in args.fit.split(","))

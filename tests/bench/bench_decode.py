@@ -43,11 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import LIBRARY_ENV, init_backend  # noqa: E402
-from engine.generation import Generation, GenerationSettings  # noqa: E402
-from engine.model_files import embedded_model_path  # noqa: E402
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.sampling import GREEDY  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.decoding.generation import Generation, GenerationSettings  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.decoding.sampling import GREEDY  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from tests.fixtures.make_models import QUANT_TYPES, make_models  # noqa: E402
 
 N_CTX, N_BATCH = 2048, 512

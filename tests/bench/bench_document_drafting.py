@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.chat_template import ChatMessage  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.prompts import chat_prompt_tokens  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.templates.chat_template import ChatMessage  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
+from engine.templates.prompts import chat_prompt_tokens  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from engine.protocol.draft_choice import parse_draft_spec  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from tests.bench.bench_drafting import decode_rate  # noqa: E402

@@ -143,7 +143,7 @@ def bench_length(model: Path, target_tokens: int, tokens_per_word: float, work: 
 
 def bench_lookup(work: Path) -> dict:
     """Prompt lookup on a document question whose answer quotes it, on the real SmolLM2."""
-    from engine.model_files import embedded_model_path
+    from engine.models.model_files import embedded_model_path
 
     text = "\n".join(f"Entry {i}: the keeper lit the lamp at dusk and logged the wind from the {WORDS[i % 20]}."
                      for i in range(60))
@@ -162,7 +162,7 @@ def bench_lookup(work: Path) -> dict:
 
 
 def bench_tokens(model: Path, text: str) -> list[int]:
-    from engine.session import open_session
+    from engine.models.session import open_session
 
     session = open_session(str(model), n_ctx=256)
     try:

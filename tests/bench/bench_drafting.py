@@ -33,11 +33,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.chat_template import ChatMessage  # noqa: E402
-from engine.generation import Generation, GenerationSettings  # noqa: E402
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
-from engine.sampling import GREEDY  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.templates.chat_template import ChatMessage  # noqa: E402
+from engine.decoding.generation import Generation, GenerationSettings  # noqa: E402
+from engine.templates.prompts import chat_prompt_tokens, raw_prompt_tokens  # noqa: E402
+from engine.decoding.sampling import GREEDY  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from engine.protocol.draft_choice import DraftRefused, parse_draft_spec  # noqa: E402
 from tests.bench.bench_tree_verify import pass_times  # noqa: E402
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "bench-models")
     parser.add_argument("--cases", default="", help="only the cases whose name holds one of these (comma-separated)")
     args = parser.parse_args()
-    from engine.model_files import resolve_model_ref
+    from engine.models.model_files import resolve_model_ref
 
     paths = make_models(args.cache, ["hybrid-bench", "hybrid-bench-q8", "hybrid-bench-draft", "eagle3-bench-fitted",
                                      "eagle3-smollm2", "transformer-bench", "eagle3-transformer-bench"])

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "installers" / "eagle3_training"))
 
-from engine.generation import Generation, GenerationSettings  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.sampling import GREEDY  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.decoding.generation import Generation, GenerationSettings  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
+from engine.decoding.sampling import GREEDY  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from engine.protocol.draft_choice import parse_draft_spec  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
 from prompts import held_out_prompts  # noqa: E402

@@ -37,8 +37,8 @@ from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from app.services.sampling_defaults import resolve_sampling  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.llama_cpp import quantize  # noqa: E402
-from engine.model_files import embedded_model_path  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from tests.bench.bench_loops import PROMPTS  # noqa: E402
 
 WINDOW = 512

@@ -5,7 +5,7 @@ alternate, ``--reps`` times): prefill tok/s over a ``--prompt``-token input and 
 ``--tokens`` greedy tokens after it, at a context of ``--n-ctx``; then greedy agreement: on
 ``--prompts`` prompts, the share of answers identical token for token and the mean length of the
 common beginning (as a fraction of the answer). Also the attention cache's bytes per token of each
-type (engine.context_memory). Prints one JSON object.
+type (engine.context.context_memory). Prints one JSON object.
 
 Usage: ``python tests/bench/bench_kv_cache.py [--models smollm2,hybrid-bench,transformer-bench]``.
 """
@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from engine.context_memory import model_memory  # noqa: E402
-from engine.model_files import check_model_file, embedded_model_path  # noqa: E402
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.context.context_memory import model_memory  # noqa: E402
+from engine.models.model_files import check_model_file, embedded_model_path  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 TYPES = ("f16", "q8_0")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from app.engine_clients.client import new_request_id  # noqa: E402
 from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from engine import protocol as p  # noqa: E402
-from engine.model_files import embedded_model_path  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
 from tests.helpers.loops import RUN, loops  # noqa: E402
 
 SEED = 51  # the seed of the first prompt; prompt i samples with SEED + i

@@ -32,8 +32,8 @@ from engine.npu.handoff import state_from_blob  # noqa: E402
 from engine.npu.prefill import PrefillState, prefill  # noqa: E402
 from engine.npu.qwen35_graph import export_prefill  # noqa: E402
 from engine.npu.graph_shape import PrefillSpec  # noqa: E402
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from model_store.file_hashes import hash_file  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 

@@ -5,7 +5,7 @@ canary chose on this machine (``tests/helpers/cpp_server.py``). Each reads the s
 (nothing of them cached), one answer token each:
 
 * **Hearth**: the real worker process on ``default`` (the built-in model as the app loads it: the
-  fast-reading copy, ``engine/embedded_layout.py``), a ``Complete`` request; speed = the worker's
+  fast-reading copy, ``engine/models/embedded_layout.py``), a ``Complete`` request; speed = the worker's
   ``prompt_n / prompt_ms``; and ``hearth_shipped``, a second worker on the shipped file (Hearth
   before the copy);
 * **llama-server**: the same text to ``/completion`` with ``cache_prompt: false``; speed = its own
@@ -42,13 +42,13 @@ from app.engine_clients.process_client import ProcessClient  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402
 from engine.backends.llama_cpp import init_backend  # noqa: E402
-from engine.model_files import DEFAULT_MODEL, embedded_model_path, resolve_model_ref  # noqa: E402
+from engine.models.model_files import DEFAULT_MODEL, embedded_model_path, resolve_model_ref  # noqa: E402
 from tests.helpers.cpp_server import built_tool, start_cpp_server  # noqa: E402
 from tests.helpers.serve import stop_process  # noqa: E402
 
 SETTLE_S = 3.0
 # Before every measurement: the tool before has stopped for longer than Hearth's thread budget looks
-# back (engine/thread_budget.py, half a second), so none reads while the last one's CPU use is in view.
+# back (engine/decoding/thread_budget.py, half a second), so none reads while the last one's CPU use is in view.
 PAUSE_S = 1.0
 WORDS = ("river mill lamp grain harbour winter letter garden market window candle bridge orchard "
          "ledger meadow copper lantern valley thunder engine").split()

@@ -43,9 +43,9 @@ from engine import protocol as p  # noqa: E402
 from app.engine_clients.client import EngineClient  # noqa: E402
 from app.engine_clients.inproc_client import InprocClient  # noqa: E402
 from app.engine_clients.process_client import ProcessClient  # noqa: E402
-from engine.model_files import embedded_model_path  # noqa: E402
-from engine.prompts import raw_prompt_tokens  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
+from engine.templates.prompts import raw_prompt_tokens  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from model_store.conversations import ConversationStore  # noqa: E402
 from model_store.db import database_path, open_database  # noqa: E402
 from model_store.snapshots import SnapshotStore  # noqa: E402

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine.backends import row_kernels  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 
 
 def timed_decode(session, tokens: list[int], prompt: bool) -> tuple[float, list[np.ndarray]]:

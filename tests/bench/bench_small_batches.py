@@ -1,6 +1,6 @@
 """What a small batch costs after a long context: the part of an answer's cue read apart from a question.
 
-A question's snapshot is taken between two reads of one prompt (engine.snapshot_cursor), so the
+A question's snapshot is taken between two reads of one prompt (engine.state.snapshot_cursor), so the
 read after it is a batch of a few rows, which costs about what as many single tokens do. On a
 real-template fixture (default ``qwen35-0.8b-shape``) the context is filled with ``--context``
 random tokens, then batches of each size in ``--rows`` are decoded at its end in turn, ``--reps``

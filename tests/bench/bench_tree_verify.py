@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from engine.backends.base import ContextSettings  # noqa: E402
 from engine.backends.llama_context import LlamaContext  # noqa: E402
 from engine.backends.llama_cpp import LlamaModel  # noqa: E402
-from engine.model_files import embedded_model_path  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
 from engine.speculative.tree_state import TreeState  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 

@@ -24,8 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.model_files import embedded_model_path  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.model_files import embedded_model_path  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 SIZES = (1, 2, 3, 5)  # 5 = the last token plus Hearth's default draft of 4

@@ -105,7 +105,7 @@ def hearth_loop(path: str, rows: int, reps: int, shape: str) -> None:
     """Hearth's side, in its own process: ``reps`` batches of ``rows`` tokens at position 0."""
     import numpy as np
 
-    from engine.session import open_session
+    from engine.models.session import open_session
     session = open_session(path, n_ctx=512)
     tokens = np.random.default_rng(0).integers(100, 1000, rows).tolist()
     spent = 0.0
@@ -133,7 +133,7 @@ def main() -> None:
     if not shutil.which("perf"):
         raise SystemExit("this bench needs perf (apt-get install linux-perf)")
     from engine.backends.llama_cpp import init_backend
-    from engine.model_files import resolve_model_ref
+    from engine.models.model_files import resolve_model_ref
     from tests.bench.bench_verify_stock import batch_ms
     from tests.helpers.cpp_server import built_tool
 

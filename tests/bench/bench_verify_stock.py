@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine.backends.llama_cpp import init_backend  # noqa: E402
-from engine.model_files import resolve_model_ref  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.models.model_files import resolve_model_ref  # noqa: E402
+from engine.models.session import open_session  # noqa: E402
 from tests.helpers.cpp_server import built_tool  # noqa: E402
 
 DEPTH = 256

@@ -8,8 +8,8 @@ import pytest
 
 from engine.backends import row_kernels
 from engine.backends.llama_cpp import build_info
-from engine.prompts import raw_prompt_tokens
-from engine.session import open_session
+from engine.templates.prompts import raw_prompt_tokens
+from engine.models.session import open_session
 
 
 def test_llama_cpp_was_built_with_llamafile_sgemm_for_prompt_reading():

@@ -7,8 +7,8 @@ text must appear as its own plain-text tokens.
 """
 
 from engine.backends.llama_cpp import LlamaModel
-from engine.chat_template import ChatMessage
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens, render_for, rendered_tokens
+from engine.templates.chat_template import ChatMessage
+from engine.templates.prompts import chat_prompt_tokens, raw_prompt_tokens, render_for, rendered_tokens
 from tests.helpers.control_tokens import hostile_text, model  # noqa: F401 (the model fixture)
 
 

@@ -1,4 +1,4 @@
-"""engine.core.EngineCore on the fake backend (tests/fakes/fake_backend.py): loading, answering,
+"""engine.requests.core.EngineCore on the fake backend (tests/fakes/fake_backend.py): loading, answering,
 cancelling, snapshots in a real SQLite database, documents, measuring and unloading, through the
 core's real code, in milliseconds and without llama.cpp.
 
@@ -20,9 +20,9 @@ from engine import protocol as p
 from engine.backends.backend import ContextBackend, ModelBackend
 from engine.backends.llama_context import LlamaContext
 from engine.backends.llama_cpp import LlamaModel
-from engine.core import EngineCore
+from engine.requests.core import EngineCore
 from engine.protocol.devices import CpuInfo, ProbedDevices
-from engine.request_events import ReadingRequest
+from engine.decoding.request_events import ReadingRequest
 from engine.protocol.request_lifecycle import Requests
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database

@@ -18,7 +18,7 @@ from engine.devices.probe import (
     CACHE_FILE, DeviceProbe, cache_key, parse_child_output, probe_qnn_in_child, read_cached, write_cached,
 )
 from app.engine_clients.inproc_client import InprocClient
-from engine.command_inbox import make_ready
+from engine.requests.command_inbox import make_ready
 
 QNN_EP, CPU_EP = "QNNExecutionProvider", "CPUExecutionProvider"
 QUALCOMM_NPU = EpDeviceFacts(QNN_EP, "NPU", "Qualcomm", 0x5143)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
 from engine.protocol import DraftSpec
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.speculative.drafting import Drafting
 
 PROMPT = "the cat sat on a mat and the dog ran to the park. the cat sat on a mat and the"

@@ -5,10 +5,10 @@ model that read only those tokens, and the target's answer stays plain decoding'
 import numpy as np
 import pytest
 
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.speculative.draft_model import REJOIN_TOKENS, DraftModel
 from engine.speculative.drafting import Drafting
 from engine.protocol.draft_choice import parse_draft_spec

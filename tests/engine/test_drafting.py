@@ -4,10 +4,10 @@ target's distribution, and the state after rollbacks equal to plain decoding's."
 import numpy as np
 import pytest
 
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY, SamplingParams
-from engine.session import open_session
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY, SamplingParams
+from engine.models.session import open_session
 from engine.speculative.draft_model import DraftIncompatible
 from engine.speculative.drafting import Drafting
 from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
@@ -126,8 +126,8 @@ def test_greedy_with_a_repeat_window_on_smollm2_is_identical_with_lookup_draftin
 def lookup_quoting_is_identical(smollm2, sampling, n_prompts: int) -> tuple[int, int]:
     """SmolLM2 asked to repeat prompts, with and without lookup drafting: the same tokens each time
     (asserted); returns the drafts accepted and the rollbacks, over all prompts."""
-    from engine.chat_template import ChatMessage
-    from engine.prompts import chat_prompt_tokens
+    from engine.templates.chat_template import ChatMessage
+    from engine.templates.prompts import chat_prompt_tokens
 
     session = open_session(str(smollm2), n_ctx=2048)
     make = drafter(session, "lookup")
@@ -267,7 +267,7 @@ def test_unknown_spec_is_a_clear_error():
 def test_a_head_catches_up_on_a_long_reads_tail_only(hybrid_tiny):
     """The MTP head writes its rows when it next drafts, and of a long prompt only the last
     FOLLOW_TAIL (issue 35: every prompt row cost the head a decode); a short one it sees whole."""
-    from engine.sampling import make_rng
+    from engine.decoding.sampling import make_rng
     from engine.speculative.head_drafter import FOLLOW_TAIL
     from engine.speculative.mtp import MtpDrafter
 

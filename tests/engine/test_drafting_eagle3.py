@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from engine.backends.llama_cpp import quantize
-from engine.generation import GenerationSettings
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY, SamplingParams
-from engine.session import open_session
+from engine.decoding.generation import GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY, SamplingParams
+from engine.models.session import open_session
 from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.mtp import MtpDrafter
 from engine.speculative.policy import DraftPolicy

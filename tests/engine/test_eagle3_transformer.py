@@ -7,10 +7,10 @@ real command line is in ``tests/app/test_eagle3_cli.py``."""
 import numpy as np
 import pytest
 
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from engine.speculative.drafting import Drafting
 from engine.speculative.eagle3 import Eagle3Drafter

@@ -2,11 +2,11 @@
 
 import pytest
 
-from engine.chat_template import ChatMessage
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
-from engine.sampling import GREEDY, SamplingParams
-from engine.session import open_session
+from engine.templates.chat_template import ChatMessage
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import chat_prompt_tokens, raw_prompt_tokens
+from engine.decoding.sampling import GREEDY, SamplingParams
+from engine.models.session import open_session
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.chat_template import ChatMessage
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import chat_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.templates.chat_template import ChatMessage
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import chat_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.prompt_lookup import PromptLookup
 from engine.speculative.token_sources import SpeculativeSource

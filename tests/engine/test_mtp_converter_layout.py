@@ -21,11 +21,11 @@ import types
 import gguf
 import pytest
 
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import raw_prompt_tokens
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import raw_prompt_tokens
 from engine.protocol import DraftSpec
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.speculative.drafting import Drafting
 from tests.fixtures.llama_sdist import member_path
 from tests.helpers.real_models import REAL_SHAPES, real_model

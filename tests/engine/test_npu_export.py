@@ -34,8 +34,8 @@ from engine.npu.handoff import kv_layout, recurrent_size, state_from_blob, state
 from engine.npu.onnx_ops import HTP_SAFE_OPS
 from engine.npu.prefill import prefill
 from engine.npu.qwen35_graph import export_prefill
-from engine.prompts import raw_prompt_tokens
-from engine.session import ModelSession
+from engine.templates.prompts import raw_prompt_tokens
+from engine.models.session import ModelSession
 
 CHUNK, MAX_CTX = 16, 128
 TEXT = "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, " * 2

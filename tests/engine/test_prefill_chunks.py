@@ -17,12 +17,12 @@ import pytest
 from engine.backends.base import ContextSettings
 from engine.backends.llama_context import DecodeAborted
 from engine.backends.llama_cpp import LlamaModel
-from engine.generation import Generation, GenerationSettings, prefill
-from engine.progress import PrefillProgress
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import ModelSession, open_session
-from engine.thread_budget import ThreadBudget
+from engine.decoding.generation import Generation, GenerationSettings, prefill
+from engine.decoding.progress import PrefillProgress
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import ModelSession, open_session
+from engine.decoding.thread_budget import ThreadBudget
 
 TEXT = "The river ran past the mill, and the miller counted sacks of grain by lamplight. "
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from llama_cpp import llama_cpp_ext
 
-from engine.generation import prefill
-from engine.prompts import raw_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import FULL_ROWS_TAIL, open_session
+from engine.decoding.generation import prefill
+from engine.templates.prompts import raw_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import FULL_ROWS_TAIL, open_session
 
 TEXT = "The river ran past the mill, and the miller counted sacks of grain by lamplight. "
 
@@ -79,7 +79,7 @@ def test_a_pruned_chunk_outputs_only_its_last_row(hybrid_tiny):
 def test_a_head_follows_only_the_unpruned_tail(hybrid_tiny):
     """A 1,024-token read: its first chunk is pruned, so the second chunk's first token has no row
     before it to pair with, and the head's cache starts one past the tail's start."""
-    from engine.sampling import make_rng
+    from engine.decoding.sampling import make_rng
     from engine.speculative.mtp import MtpDrafter
 
     session = open_session(str(hybrid_tiny), n_ctx=4096, draft_max=4)

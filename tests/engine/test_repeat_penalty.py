@@ -6,11 +6,11 @@ measure is how many of the answer's 8-token runs already occurred earlier in it.
 
 import pytest
 
-from engine.chat_template import ChatMessage
-from engine.generation import Generation, GenerationSettings
-from engine.prompts import chat_prompt_tokens
-from engine.sampling import GREEDY, SamplingParams
-from engine.session import open_session
+from engine.templates.chat_template import ChatMessage
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.prompts import chat_prompt_tokens
+from engine.decoding.sampling import GREEDY, SamplingParams
+from engine.models.session import open_session
 
 QUESTION = "Write a poem about rain."
 TOKENS = 120

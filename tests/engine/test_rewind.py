@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
-from engine.prompts import raw_prompt_tokens
-from engine.session import open_session
+from engine.templates.prompts import raw_prompt_tokens
+from engine.models.session import open_session
 
 QUESTION = "The quick brown fox jumps over the lazy dog. Then what?"
 ANSWER = [40, 41, 42, 43, 44, 45, 46]

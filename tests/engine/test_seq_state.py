@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
-from engine.prompts import raw_prompt_tokens
-from engine.session import open_session
+from engine.templates.prompts import raw_prompt_tokens
+from engine.models.session import open_session
 from engine.state.seq_state import (
     KvCells, Scatter, StateFormatError, build_blob, parse_kv, plan_blob, split_header,
 )

@@ -1,5 +1,5 @@
 """A deterministic stand-in for llama.cpp: a model and a context that satisfy
-:mod:`engine.backends.backend`, so :class:`engine.core.EngineCore` runs its real paths in milliseconds.
+:mod:`engine.backends.backend`, so :class:`engine.requests.core.EngineCore` runs its real paths in milliseconds.
 
 Load it through the core's one injection point::
 
@@ -9,7 +9,7 @@ Load it through the core's one injection point::
 
 **The vocabulary** is byte-level: the control tokens ``<|im_end|>`` (the end of a turn and of an
 answer), ``<|im_start|>`` and ``<s>`` (BOS, which the model wants), then one token per byte. The
-chat template is ChatML, rendered by the engine's own :mod:`engine.chat_template`.
+chat template is ChatML, rendered by the engine's own :mod:`engine.templates.chat_template`.
 
 **The model** is a parrot, and its logits are a function of the tokens in the context alone, so its
 greedy answer is known in advance. After a chat it answers the last message it read (the text of the
@@ -47,10 +47,10 @@ import numpy as np
 
 from engine.backends.base import ContextSettings, ModelLoadError
 from engine.backends.llama_context import STATE_PARTIAL_ONLY, DecodeAborted
-from engine.chat_template import CHATML_TEMPLATE
-from engine.prompts import check_chat_template
+from engine.templates.chat_template import CHATML_TEMPLATE
+from engine.templates.prompts import check_chat_template
 from engine.protocol import ModelFacts
-from engine.session import ModelSession
+from engine.models.session import ModelSession
 from tests.fakes.fake_state import (
     N_LAYER, TORN, BlobRefused, decode_partial, decode_state, encode_partial, encode_state, recurrent_of,
     recurrent_step,
@@ -342,7 +342,7 @@ class FakeContext:
 
 
 class FakeOpener:
-    """Opens the parrot where :func:`engine.session.open_session` would open a GGUF (the same
+    """Opens the parrot where :func:`engine.models.session.open_session` would open a GGUF (the same
     arguments): ``EngineCore(open_model=FakeOpener())``. Batches are short (``n_batch``, ``n_ubatch``)
     so that a prompt of a few dozen tokens is read in several chunks and micro-batches."""
 

@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from engine.thread_budget import busy_cpu_seconds, own_cpu_seconds, usable_cores
+from engine.decoding.thread_budget import busy_cpu_seconds, own_cpu_seconds, usable_cores
 
 
 def tree_cpu_seconds(pids: list[int]) -> float:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.generation import Generation, GenerationSettings
-from engine.chat_template import ChatMessage
-from engine.prompts import chat_prompt_tokens, raw_prompt_tokens
-from engine.sampling import GREEDY
-from engine.session import open_session
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.templates.chat_template import ChatMessage
+from engine.templates.prompts import chat_prompt_tokens, raw_prompt_tokens
+from engine.decoding.sampling import GREEDY
+from engine.models.session import open_session
 from engine.speculative.eagle3 import Eagle3Drafter
 from engine.speculative.policy import DraftPolicy
 from engine.speculative.token_sources import SpeculativeSource

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from engine.backends import cpu_check
 from engine.backends.base import default_threads
-from engine.model_files import DEFAULT_MODEL, resolve_model_ref
+from engine.models.model_files import DEFAULT_MODEL, resolve_model_ref
 from tests.helpers.serve import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]

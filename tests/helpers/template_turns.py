@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from engine.backends.llama_cpp import LlamaModel, init_backend
-from engine.chat_template import ChatMessage, RenderOptions
-from engine.prompts import render_for, rendered_tokens
+from engine.templates.chat_template import ChatMessage, RenderOptions
+from engine.templates.prompts import render_for, rendered_tokens
 from model_store.conversations import ConversationStore, Message
 from model_store.snapshots import SnapshotRecord, SnapshotStore
 
@@ -55,7 +55,7 @@ class TemplateOracle:
 
     def differences(self, held: list[int], expected: list[int]) -> list[tuple[list[int], list[int]]]:
         """Where a state's tokens differ from the template's rendering other than by spelling: an
-        answer's own token ids are kept (engine.snapshot_cursor) and may spell its text with other
+        answer's own token ids are kept (engine.state.snapshot_cursor) and may spell its text with other
         pieces than the tokenizer would, but never other bytes, and never with a control token."""
         import difflib
 

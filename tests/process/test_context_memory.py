@@ -2,7 +2,7 @@
 
 llama.cpp clears the attention cache when it creates a context, so the whole cache is resident at
 once: the estimate the worker reports (``ModelLoaded.context.estimated_bytes``, from the file's
-metadata: engine.context_memory) must be what the worker really holds. Each size is loaded in a
+metadata: engine.context.context_memory) must be what the worker really holds. Each size is loaded in a
 fresh worker, which then reads one full batch (so llama.cpp's compute buffers are touched too), and
 its resident memory is compared with the estimate. A small machine is simulated with the one
 injectable source of "available memory" (model_store.fit.AVAILABLE_MEMORY_ENV).
@@ -15,8 +15,8 @@ import pytest
 
 from engine import protocol as p
 from app.engine_clients.client import EngineError, new_request_id
-from engine.context_memory import CONTEXT_STEP, model_memory
-from engine.model_files import check_model_file
+from engine.context.context_memory import CONTEXT_STEP, model_memory
+from engine.models.model_files import check_model_file
 from app.engine_clients.process_client import ProcessClient
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from tests.process.conftest import collect, finished, wait_for

@@ -17,8 +17,8 @@ import pytest
 from app.engine_clients.client import new_request_id
 from app.engine_clients.process_client import ProcessClient
 from engine import protocol as p
-from engine.embedded_layout import FOLDER, LAYOUT, SHARED_ENV, shared_folder
-from engine.model_files import DEFAULT_MODEL, embedded_model_path, resolve_model_ref
+from engine.models.embedded_layout import FOLDER, LAYOUT, SHARED_ENV, shared_folder
+from engine.models.model_files import DEFAULT_MODEL, embedded_model_path, resolve_model_ref
 from model_store.file_hashes import hash_file
 from model_store.gguf_meta import read_metadata
 

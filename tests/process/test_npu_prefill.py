@@ -28,8 +28,8 @@ from engine.npu.qwen35_graph import export_prefill
 from engine.npu.runner import NpuPrefiller
 from engine.npu.service import CHUNK, RequestPrefill
 from app.engine_clients.process_client import ProcessClient
-from engine.prompts import raw_prompt_tokens
-from engine.session import open_session
+from engine.templates.prompts import raw_prompt_tokens
+from engine.models.session import open_session
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.process.conftest import collect, finished, generate, wait_for

@@ -39,7 +39,7 @@ FAR = (-1, -(2**31), 2**31, 2**63 - 1, -(2**63), 2**64 - 1)  # beyond every rang
 SMALL_CONTEXT = 256  # the base model's context: a runaway answer ends quickly
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 3
 
-# Sampling fields are checked by engine.sampling (floats: no annotation can say "finite").
+# Sampling fields are checked by engine.decoding.sampling (floats: no annotation can say "finite").
 SAMPLING_VALUES = {
     "temperature": ([0.0, 1e30], [-1e-9, -1e308, math.inf, -math.inf, math.nan]),
     "top_k": ([0, 2**63 - 1, 2**64 - 1], [-1, -(2**63)]),

@@ -2,7 +2,7 @@
 message at the cost of one reading of the conversation, after which turns stand on saved state again.
 
 The conversation's rendering starts with the system prompt, so after a change no saved state is a
-prefix of the new rendering (engine.snapshot_cursor): the first turn after it must read the conversation again,
+prefix of the new rendering (engine.state.snapshot_cursor): the first turn after it must read the conversation again,
 and write exactly what a fresh worker writes for the same messages under the new prompt, token for
 token (greedy). Its end is saved, so the turn after that stands on it.
 """

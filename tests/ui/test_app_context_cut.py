@@ -16,8 +16,8 @@ from app.services.context_cut import standing_left_out
 from app.services.context_summary import continued_notice
 from app.services.settings import Settings
 from app.services.transcript_rows import load_transcript
-from engine.context_memory import model_memory
-from engine.model_files import check_model_file
+from engine.context.context_memory import model_memory
+from engine.models.model_files import check_model_file
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from tests.app.test_context_cut_cli import NOTICE, fact
 from tests.helpers.gui import RunningApp, stored, write_settings

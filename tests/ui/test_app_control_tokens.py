@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from engine.backends.llama_cpp import LlamaModel, init_backend
-from engine.chat_template import ChatMessage
-from engine.prompts import render_for, rendered_tokens
+from engine.templates.chat_template import ChatMessage
+from engine.templates.prompts import render_for, rendered_tokens
 from tests.helpers.control_tokens import hostile_text
 from tests.helpers.gui import write_settings
 

@@ -5,8 +5,8 @@ the catalogue does, not by its file's training label."""
 
 from __future__ import annotations
 
-from engine.context_memory import model_memory
-from engine.model_files import check_model_file
+from engine.context.context_memory import model_memory
+from engine.models.model_files import check_model_file
 from model_store.fit import AVAILABLE_MEMORY_ENV
 from model_store.installed import EMBEDDED_NAME
 from tests.helpers.documents import write_document

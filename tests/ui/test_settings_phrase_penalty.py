@@ -1,4 +1,4 @@
-"""Settings → Model has the phrase penalty (``dry_multiplier``, :mod:`engine.sequence_penalty`) as a row
+"""Settings → Model has the phrase penalty (``dry_multiplier``, :mod:`engine.decoding.sequence_penalty`) as a row
 like the other sampling values, with where its value comes from. Real offscreen dialog."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.sampling import GREEDY, SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import GREEDY, SamplingParams, TokenDistribution, distribution
 from engine.speculative.verifier import verify
 from tests.stats import regularized_lower_gamma
 

@@ -1,4 +1,4 @@
-"""The worker's allocator keeps freed state-sized blocks for the next turn (engine.allocator)."""
+"""The worker's allocator keeps freed state-sized blocks for the next turn (engine.state.allocator)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # free bytes the heap kept afterwards (glibc's mallinfo2).
 SCRIPT = """
 import ctypes, sys
-from engine.allocator import keep_freed_state_memory
+from engine.state.allocator import keep_freed_state_memory
 if sys.argv[1] == "tuned":
     assert keep_freed_state_memory()
 class Info(ctypes.Structure):

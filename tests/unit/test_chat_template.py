@@ -1,7 +1,7 @@
 import pytest
 from jinja2.exceptions import SecurityError
 
-from engine.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateError, render_chat
+from engine.templates.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateError, render_chat
 
 
 def test_chatml_renders_messages_and_generation_prompt():
@@ -45,7 +45,7 @@ def test_a_template_writes_the_date_of_its_conversations_clock_not_today():
     template = "{{ strftime_now('%d %b %Y') }}|{% for m in messages %}{{ m['content'] }}{% endfor %}"
     from datetime import datetime
 
-    from engine.chat_template import RenderOptions
+    from engine.templates.chat_template import RenderOptions
 
     started = datetime(2025, 7, 26, 12, 0).timestamp()
     text = render_chat(template, [ChatMessage("user", "Hi")], options=RenderOptions(now=started)).text

@@ -11,11 +11,11 @@ import pytest
 
 from engine.backends.base import ModelLoadError
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
-from engine.context_memory import (
+from engine.context.context_memory import (
     CONTEXT_STEP, AttentionCache, ModelMemory, attention_cache, model_memory, plan_context, recurrent_bytes,
 )
-from engine.model_files import check_model_file
-from engine.session import open_session
+from engine.models.model_files import check_model_file
+from engine.models.session import open_session
 
 GIB = 2**30
 

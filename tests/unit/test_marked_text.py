@@ -4,8 +4,8 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from engine.chat_template import CHATML_TEMPLATE, ChatMessage, render_chat
-from engine.marked_text import CLOSE, OPEN, REPLACEMENT, MarkedText, take_spans
+from engine.templates.chat_template import CHATML_TEMPLATE, ChatMessage, render_chat
+from engine.templates.marked_text import CLOSE, OPEN, REPLACEMENT, MarkedText, take_spans
 
 # Templates that transform the content the way real ones do (Qwen3 splits off reasoning and strips
 # it; tool templates test prefixes; others trim, slice, measure, escape or walk it).

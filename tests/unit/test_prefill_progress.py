@@ -2,7 +2,7 @@
 
 import time
 
-from engine.progress import PrefillProgress
+from engine.decoding.progress import PrefillProgress
 
 
 def test_a_long_chunk_sends_estimates_then_the_exact_count():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engine.backends.llama_cpp import LlamaModel, init_backend
-from engine.chat_template import ChatMessage, render_chat
+from engine.templates.chat_template import ChatMessage, render_chat
 from tests.conftest import ROOT
 from tests.fixtures import llama_sdist
 from tests.helpers.real_models import END_OF_TURN, REAL_SCRIPT, REAL_TINY, SCRIPT, TEMPLATES, real_model

@@ -7,7 +7,7 @@ import tarfile
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from engine.chat_template import ChatMessage, ChatTemplateError, RenderOptions, _strftime_at, _tojson, render_chat
+from engine.templates.chat_template import ChatMessage, ChatTemplateError, RenderOptions, _strftime_at, _tojson, render_chat
 from tests.fixtures import llama_sdist
 from tests.fixtures.real_families import FAMILIES
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.reasoning import ReasoningSplitter, reasoning_start
+from engine.decoding.reasoning import ReasoningSplitter, reasoning_start
 
 QWEN35_CUE = "<|im_start|>assistant\n<think>\n"
 

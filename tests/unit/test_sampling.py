@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.protocol import REPEAT_WINDOW
-from engine.sampling import GREEDY, SamplingError, SamplingParams, distribution, make_rng
+from engine.decoding.sampling import GREEDY, SamplingError, SamplingParams, distribution, make_rng
 
 PROBS = np.array([0.05, 0.5, 0.15, 0.3])  # token 1 most likely, then 3, 2, 0
 LOGITS = np.log(PROBS).astype(np.float32)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.sampling import SamplingParams, distribution
-from engine.sequence_penalty import DEFAULT_ALLOWED, DEFAULT_BASE, Breakers, penalize_sequences, run_lengths
+from engine.decoding.sampling import SamplingParams, distribution
+from engine.decoding.sequence_penalty import DEFAULT_ALLOWED, DEFAULT_BASE, Breakers, penalize_sequences, run_lengths
 
 NEWLINE = 9  # the breaker in these tests
 

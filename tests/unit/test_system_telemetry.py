@@ -239,7 +239,7 @@ def test_stopping_the_telemetry_thread_waits_for_a_sample_being_sent():
     import threading
     import time
 
-    from engine.core import LiveState
+    from engine.requests.core import LiveState
     from engine.telemetry.sampler import TelemetryThread
 
     sending, stopped = threading.Event(), threading.Event()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateTooCostly, render_chat
+from engine.templates.chat_template import CHATML_TEMPLATE, ChatMessage, ChatTemplateTooCostly, render_chat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +96,7 @@ def test_the_budget_holds_under_a_memory_limit_in_a_fresh_process():
     script = textwrap.dedent("""
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-        from engine.chat_template import ChatMessage, ChatTemplateTooCostly, render_chat
+        from engine.templates.chat_template import ChatMessage, ChatTemplateTooCostly, render_chat
         try:
             render_chat("{{ strftime_now('%Y' * 10000000) }}", [ChatMessage("user", "hi")])
         except ChatTemplateTooCostly as exc:
@@ -109,7 +109,7 @@ def test_the_budget_holds_under_a_memory_limit_in_a_fresh_process():
 
 RSS_SCRIPT = """
 import json, resource, sys, time
-from engine.chat_template import ChatMessage, ChatTemplateTooCostly, render_chat
+from engine.templates.chat_template import ChatMessage, ChatTemplateTooCostly, render_chat
 bombs = json.loads(sys.stdin.read())
 render_chat("{{ messages[0].content ~ 'x' * 1000 }}", [ChatMessage("user", "hi")])  # warm: imports, first compile
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

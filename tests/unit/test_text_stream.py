@@ -1,4 +1,4 @@
-from engine.text_stream import StopStringFilter, Utf8Stream
+from engine.decoding.text_stream import StopStringFilter, Utf8Stream
 
 
 def test_multibyte_character_split_across_pieces_is_never_emitted_half():

@@ -1,7 +1,7 @@
 """Issue 51, point 3: the loading bar moves from the first second and says what the load is doing.
 
 Before the worker has measured anything the bar is busy (moving), never a still "0%"; each step the
-worker reports (engine.load_progress: preparing the built-in model, reading the file, making room,
+worker reports (engine.models.load_progress: preparing the built-in model, reading the file, making room,
 warming up) is said in words, with the bar at the worker's fraction of the whole load."""
 
 from __future__ import annotations

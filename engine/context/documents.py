@@ -2,7 +2,7 @@
 
 A document is a message of the conversation. Reading it (``ReadDocument``) is one task: measure,
 read, report. It is a turn without an answer, run by the same path as every answer
-(:meth:`engine.core.EngineCore.run_turn`): the branch up to the document is rendered and tokenized
+(:meth:`engine.requests.core.EngineCore.run_turn`): the branch up to the document is rendered and tokenized
 from the deepest snapshot on it, and :func:`check_room` measures that real prompt against the
 context (grown as far as the memory allows, when the command lets it grow) with room for questions.
 One that does not fit ends ``too_long`` with the numbers (:class:`engine.protocol.DocumentRoom`)
@@ -17,8 +17,8 @@ after a ``too_long``), or counts a text.
 from __future__ import annotations
 
 from engine import protocol as p
-from engine.session import ModelSession
-from engine.context_growth import longest_possible
+from engine.models.session import ModelSession
+from engine.context.context_growth import longest_possible
 from engine.protocol.document_room import ANSWER_ROOM, TEMPLATE_ROOM
 
 

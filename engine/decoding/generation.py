@@ -1,6 +1,6 @@
 """One generation: chunked prefill of the prompt, then the decode loop, as a stream of text deltas.
 
-The loop owns nothing but the request: the :class:`~engine.session.ModelSession` holds the model,
+The loop owns nothing but the request: the :class:`~engine.models.session.ModelSession` holds the model,
 the context and the tokens already in it. Cancellation is checked between decode steps and while
 a prefill chunk is computed (llama.cpp's abort callback), so it takes effect within one step. Who
 reads the prompt is a parameter (``prefiller``, by default :func:`prefill` on the CPU): the NPU
@@ -22,11 +22,11 @@ from engine.protocol.limits import EXACT_ROWS
 from engine.backends import row_kernels
 from engine.backends.llama_context import DecodeAborted
 from engine.protocol.reports import Timings
-from engine.sampling import SamplingParams, make_rng
-from engine.session import FULL_ROWS_TAIL, ModelSession
+from engine.decoding.sampling import SamplingParams, make_rng
+from engine.models.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.token_sources import PlainSource
-from engine.reasoning import ReasoningSplitter, ReasoningStart
-from engine.text_stream import StopStringFilter, Utf8Stream
+from engine.decoding.reasoning import ReasoningSplitter, ReasoningStart
+from engine.decoding.text_stream import StopStringFilter, Utf8Stream
 
 ProgressCallback = Callable[[int, int], None]  # (processed, total) prompt tokens
 ChunkCallback = Callable[[int, int, int], None]  # (processed so far, chunk length, total) as a chunk starts
@@ -46,7 +46,7 @@ class GenerationSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = p.DEFAULTS.max_tokens
     stop: tuple[str, ...] = ()
-    reasoning: ReasoningStart = "off"  # how the answer's reasoning is told from it (engine.reasoning)
+    reasoning: ReasoningStart = "off"  # how the answer's reasoning is told from it (engine.decoding.reasoning)
 
     def validate(self) -> "GenerationSettings":
         self.sampling.validate()
@@ -107,7 +107,7 @@ class Generation:
         self.make_source = make_source  # (session, sampling, rng) -> token source; None: plain decoding
         self.prefiller: Prefiller = prefiller or prefill
         # 0 < checkpoint <= len(prompt): ``on_checkpoint`` is called once that many tokens are read (the
-        # state then ends where a question ends; engine.snapshot_cursor saves it), the prompt read in two
+        # state then ends where a question ends; engine.state.snapshot_cursor saves it), the prompt read in two
         # parts around it when it falls short of the end
         self.checkpoint = checkpoint if 0 < checkpoint <= len(prompt_tokens) else 0
         self.on_checkpoint = on_checkpoint or (lambda chunks: None)  # given the chunks read so far
@@ -325,8 +325,8 @@ def prefill(session: ModelSession, tokens: list[int], *, reset: bool, on_progres
     fixed overhead (and, with threads sharing busy cores, a wait at each of ggml's per-node
     barriers), so small chunks read far slower per token. Cancel needs no small chunks: it is
     polled inside each chunk too, through llama.cpp's abort callback, and an aborted chunk leaves
-    nothing counted (:meth:`~engine.session.ModelSession.feed`). Progress between chunks is
-    estimated by :mod:`engine.progress`. The chunking depends on the lengths alone, so reading
+    nothing counted (:meth:`~engine.models.session.ModelSession.feed`). Progress between chunks is
+    estimated by :mod:`engine.decoding.progress`. The chunking depends on the lengths alone, so reading
     the same tokens twice gives the same state; the lengths are recorded with a snapshot, whose
     replay feeds the same chunks.
     """

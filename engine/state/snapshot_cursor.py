@@ -49,15 +49,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import protocol as p
-from engine.chat_template import ChatMessage, ChatTemplateError, RenderedChat, RenderOptions
-from engine.generation import Generation
-from engine.prompts import render_for, rendered_tokens
-from engine.reasoning import ReasoningStart, reasoning_start
-from engine.session import ModelSession
+from engine.templates.chat_template import ChatMessage, ChatTemplateError, RenderedChat, RenderOptions
+from engine.decoding.generation import Generation
+from engine.templates.prompts import render_for, rendered_tokens
+from engine.decoding.reasoning import ReasoningStart, reasoning_start
+from engine.models.session import ModelSession
 from engine.state.seq_state import StateFormatError
 from engine.state.snapshot_keeper import (Captured, Checkpoint, HeldState, Segment, SnapshotKeeper, SnapshotUnusable,
                                           model_fingerprint)
-from engine.worker_store import WorkerStore
+from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.snapshots import SnapshotRecord
 

@@ -21,7 +21,7 @@ from engine import protocol as p
 from engine.backends import cpu_check
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_cpp import BACKEND_VERSION, build_info, init_backend
-from engine.core import EngineCore
+from engine.requests.core import EngineCore
 from engine.protocol.devices import device_infos
 from engine.devices.probe import DeviceProbe, start_probe
 from engine.protocol.request_lifecycle import Requests

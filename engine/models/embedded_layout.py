@@ -11,13 +11,13 @@ The copy is made once and kept, under a name derived from everything its bytes d
 key holds the source version, every flag and patch). Where it is looked for, in order:
 
 1. the set-up's folder, ``<python prefix>/share/hearth/prepared-models`` (``python -m
-   engine.embedded_convert`` fills it; the README's set-up runs it), so a developer's checkout and
+   engine.models.embedded_convert`` fills it; the README's set-up runs it), so a developer's checkout and
    the test suite never convert;
 2. the user's data folder, ``<data>/prepared-models``: the first start converts there, with the
    loading bar saying so (about two seconds on a 2-core machine).
 
 This module finds a copy (it loads nothing of llama.cpp, so the window may ask where the model is);
-:mod:`engine.embedded_convert` makes one. A copy is written under a temporary name and renamed into place (a crash leaves no half file), 0600
+:mod:`engine.models.embedded_convert` makes one. A copy is written under a temporary name and renamed into place (a crash leaves no half file), 0600
 in a 0700 folder; a folder or copy that is a symlink is never used, and a copy whose GGUF does not
 hold up (cut short, another file) is removed and made again. When no copy can be made (a read-only
 data folder), the shipped file is loaded as it is: slower to read, the same model.

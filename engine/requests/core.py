@@ -24,29 +24,29 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
-from engine.chat_template import ChatTemplateError, RenderOptions
-from engine.context_growth import ContextLimit, answer_room, context_report, cut_to_fit, grown_size
+from engine.templates.chat_template import ChatTemplateError, RenderOptions
+from engine.context.context_growth import ContextLimit, answer_room, context_report, cut_to_fit, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.protocol.devices import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
-from engine.documents import DocumentDoesNotFit, check_room, measure_text
-from engine.embedded_convert import embedded_for_loading
-from engine.generation import Generation, GenerationSettings
-from engine.load_progress import LoadProgress
-from engine.model_files import DEFAULT_MODEL, embedded_model_path
+from engine.context.documents import DocumentDoesNotFit, check_room, measure_text
+from engine.models.embedded_convert import embedded_for_loading
+from engine.decoding.generation import Generation, GenerationSettings
+from engine.models.load_progress import LoadProgress
+from engine.models.model_files import DEFAULT_MODEL, embedded_model_path
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
-from engine.progress import PrefillProgress
-from engine.prompts import chat_prompt, raw_prompt_tokens
-from engine.reasoning import ReasoningStart
-from engine.sampling import SamplingError, SamplingParams
-from engine.session import ModelSession, open_session
+from engine.decoding.progress import PrefillProgress
+from engine.templates.prompts import chat_prompt, raw_prompt_tokens
+from engine.decoding.reasoning import ReasoningStart
+from engine.decoding.sampling import SamplingError, SamplingParams
+from engine.models.session import ModelSession, open_session
 from engine.protocol.reports import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
-from engine.request_events import PendingDelta, ReadingRequest, run_report
-from engine.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
-from engine.worker_store import WorkerStore
+from engine.decoding.request_events import PendingDelta, ReadingRequest, run_report
+from engine.state.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
+from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.file_hashes import hash_file
 from model_store.fit import DEFAULT_BUDGET_PERCENT
@@ -118,7 +118,7 @@ class EngineCore:
             case p.Ping():
                 self.emit(p.Pong(request_id=command.request_id))
             case p.Hello() | p.Cancel() | p.SetTelemetry() | p.Shutdown():
-                pass  # the inbox acts on these itself (engine.command_inbox); they never reach the core
+                pass  # the inbox acts on these itself (engine.requests.command_inbox); they never reach the core
             case _:
                 assert_never(command)
 
@@ -167,7 +167,7 @@ class EngineCore:
 
     def _model_file(self, ref: str, progress: LoadProgress) -> str:
         """What to load for ``ref``: the built-in model in its fast-reading copy (made now, the first
-        time: engine.embedded_layout), anything else as it is."""
+        time: engine.models.embedded_layout), anything else as it is."""
         if ref != DEFAULT_MODEL:
             return ref
         return str(embedded_for_loading(embedded_model_path(), self._digest, self.store.data_dir, progress.preparing))
@@ -179,7 +179,7 @@ class EngineCore:
             return hash_file(path)
 
     def _grow(self, rid: str, n_ctx: int) -> None:
-        """Load the model again with an ``n_ctx``-token context (see engine.context_growth); on a
+        """Load the model again with an ``n_ctx``-token context (see engine.context.context_growth); on a
         failure, with the context it had, and raise."""
         command, previous = self.loaded_with, self.session.n_ctx
         mode = "fixed" if command.n_ctx else "auto"

@@ -1,10 +1,10 @@
 """The sequence penalty: a token that would continue a run the answer already wrote becomes less likely.
 
-The repeat penalty (:func:`engine.sampling.penalize_repeats`) lowers each *token* seen recently; a
+The repeat penalty (:func:`engine.decoding.sampling.penalize_repeats`) lowers each *token* seen recently; a
 small model's loops repeat *runs* of common tokens ("1 teaspoon ground …" down a recipe, "Don't
 forget …" down a list), which a per-token penalty cannot tell from ordinary prose. This is the rule of
 the DRY sampler (p-e-w, text-generation-webui; llama.cpp's ``dry_*`` settings), written here on the
-host like the rest of :mod:`engine.sampling`:
+host like the rest of :mod:`engine.decoding.sampling`:
 
 * Take the answer so far. For each earlier place where its last token also stood, count how many
   tokens before it match the tokens before the end (the run so far); the token that followed there

@@ -38,9 +38,9 @@ def embedded_model_path() -> Path:
 
 def resolve_model_ref(ref: str) -> Path:
     """``default`` (the built-in model, in the set-up's fast-reading copy when there is one:
-    :mod:`engine.embedded_layout`) or a path."""
+    :mod:`engine.models.embedded_layout`) or a path."""
     if ref == DEFAULT_MODEL:
-        from engine.embedded_layout import find_prepared
+        from engine.models.embedded_layout import find_prepared
         from model_store.file_hashes import hash_file
         source = embedded_model_path()
         return find_prepared(source, hash_file, None)[1] or source

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from engine import protocol as p
 from engine.protocol.draft_spans import add_span
-from engine.generation import Generation, TextDelta
+from engine.decoding.generation import Generation, TextDelta
 from engine.protocol.reports import DraftStats, Timings
 
 COALESCE_S = 0.025
-ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.core.EngineCore.run_turn)
+ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.requests.core.EngineCore.run_turn)
 
 
 def run_report(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,

@@ -17,7 +17,7 @@ penalty independent of what the context held before (a restored snapshot or a fr
 same answer). The caller passes the answer's tokens so far; a speculative verifier passes, for each
 drafted position, the answer up to that position (:mod:`engine.speculative.verifier`).
 
-After the repeat penalty comes the sequence penalty (:mod:`engine.sequence_penalty`, llama.cpp's DRY),
+After the repeat penalty comes the sequence penalty (:mod:`engine.decoding.sequence_penalty`, llama.cpp's DRY),
 which makes continuing a run the answer already wrote less likely; it looks at the whole answer.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import protocol as p
-from engine.sequence_penalty import NO_BREAKERS, penalize_sequences
+from engine.decoding.sequence_penalty import NO_BREAKERS, penalize_sequences
 
 
 class SamplingError(ValueError):

@@ -1,7 +1,7 @@
 """How much an operation in a chat template would build, worked out before it runs.
 
-Each estimate is an upper bound in the units of :mod:`engine.template_budget` (characters; list
-items at :data:`~engine.template_budget.ITEM_UNITS`) computed from the operands alone, cheaply: a
+Each estimate is an upper bound in the units of :mod:`engine.templates.template_budget` (characters; list
+items at :data:`~engine.templates.template_budget.ITEM_UNITS`) computed from the operands alone, cheaply: a
 ``count`` of the pattern, the lengths involved, a walk of a container that stops once it passes
 the budget. :data:`ESTIMATES` maps a filter or ``str`` method name to its estimate; an operation
 not named there is counted by what it returns.
@@ -16,7 +16,7 @@ from typing import Any
 from jinja2.runtime import Undefined
 from jinja2.utils import Namespace
 
-from engine.template_budget import ITEM_UNITS, TemplateBudgetError, allowance_left
+from engine.templates.template_budget import ITEM_UNITS, TemplateBudgetError, allowance_left
 
 _NUMBERS = re.compile(r"\d+")
 WORDS = ITEM_UNITS // 2  # a filter that splits text into words holds up to an item per two characters

@@ -2,8 +2,8 @@
 
 Templates come from downloaded files, so they run in Jinja2's immutable sandbox (they can format
 messages but cannot touch Python objects or the file system) and within a time and size budget
-(:mod:`engine.template_budget`, :mod:`engine.template_sandbox`). The messages' text enters the template marked
-(:mod:`engine.marked_text`), so the result knows which characters came from the messages: those
+(:mod:`engine.templates.template_budget`, :mod:`engine.templates.template_sandbox`). The messages' text enters the template marked
+(:mod:`engine.templates.marked_text`), so the result knows which characters came from the messages: those
 are tokenized as plain text and can never become control tokens. A template that fails or goes
 over budget raises :class:`ChatTemplateError` with the reason instead of crashing the worker.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SecurityError
 
-from engine.marked_text import MarkedText, Span, take_spans
-from engine.template_budget import Budget, TemplateBudgetError, budget_in_force, collect_output
-from engine.template_sandbox import BudgetedSandbox
+from engine.templates.marked_text import MarkedText, Span, take_spans
+from engine.templates.template_budget import Budget, TemplateBudgetError, budget_in_force, collect_output
+from engine.templates.template_sandbox import BudgetedSandbox
 
 # Used when a model ships no template; ChatML is what llama.cpp falls back to as well.
 CHATML_TEMPLATE = (

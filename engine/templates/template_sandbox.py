@@ -1,7 +1,7 @@
 """Jinja2's immutable sandbox with every operation a chat template can build with held to the budget.
 
 What a template can build with, and where each is caught (all against the ledger of
-:mod:`engine.template_budget`, with estimates from :mod:`engine.template_sizes`):
+:mod:`engine.templates.template_budget`, with estimates from :mod:`engine.templates.template_sizes`):
 
 * operators ``+ - * / // % **`` (:meth:`BudgetedSandbox.call_binop`: the sandbox routes every
   operator named in ``intercepted_binops`` here), and ``~``, which Jinja compiles to a plain string
@@ -29,10 +29,10 @@ from jinja2.filters import make_attrgetter
 from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from engine.marked_text import MarkedText, remark
-from engine.template_budget import (MAX_POWER_BITS, TemplateBudgetError, afford, check_comparison, check_deadline,
+from engine.templates.marked_text import MarkedText, remark
+from engine.templates.template_budget import (MAX_POWER_BITS, TemplateBudgetError, afford, check_comparison, check_deadline,
                                     check_int_arguments, max_chars, spend)
-from engine.template_sizes import (ESTIMATES, METHOD_ESTIMATES, NOT_COUNTED, compared_chars, format_size, items_size,
+from engine.templates.template_sizes import (ESTIMATES, METHOD_ESTIMATES, NOT_COUNTED, compared_chars, format_size, items_size,
                                    rendered_size, sorted_chars, units)
 
 

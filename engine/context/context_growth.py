@@ -3,7 +3,7 @@
 A conversation or document that reaches the end of the context is not cut. Before a request reads,
 the tokens it needs (those already in the state, its new ones, and room for the answer: up to
 :data:`ANSWER_ROOM`) are compared with the context. When they do not fit, the worker loads the model
-again with a longer context (engine.core) and the request begins again there: a conversation's turn
+again with a longer context (engine.requests.core) and the request begins again there: a conversation's turn
 stands on its deepest snapshot, whose recurrent part does not depend on the context's size and whose
 KV cells are placed into the new, longer cache; a request without snapshots reads its prompt again.
 
@@ -19,12 +19,12 @@ from __future__ import annotations
 import msgspec
 
 from engine import protocol as p
-from engine.chat_template import ChatMessage, RenderOptions
+from engine.templates.chat_template import ChatMessage, RenderOptions
 from engine.protocol.context_cut import choose_cut, cut_budget, cut_report, kept_messages
-from engine.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
+from engine.context.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
 from engine.protocol.document_room import ANSWER_ROOM
-from engine.prompts import render_for, rendered_tokens
-from engine.session import ModelSession
+from engine.templates.prompts import render_for, rendered_tokens
+from engine.models.session import ModelSession
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, available_memory, longest_context, memory_budget
 
 

@@ -1,7 +1,7 @@
 """Turning what the user wrote into prompt tokens: raw text, or chat messages through the template.
 
 Only the chat template's own text may produce control tokens. Raw prompts, and the messages'
-text inside a rendered chat (its content spans, see :class:`engine.chat_template.RenderedChat`),
+text inside a rendered chat (its content spans, see :class:`engine.templates.chat_template.RenderedChat`),
 are read as plain text: ``<|im_start|>`` typed by a user or found in a document stays those
 twelve characters. A rendered prompt whose messages contain no control-token text is tokenized in
 one call exactly as before; otherwise the control tokens the template wrote are cut out and
@@ -16,9 +16,9 @@ import re
 
 from engine.backends.backend import ModelBackend
 from engine.backends.base import ModelLoadError
-from engine.chat_template import (ChatMessage, ChatTemplateError, ChatTemplateTooCostly, RenderedChat, RenderOptions,
+from engine.templates.chat_template import (ChatMessage, ChatTemplateError, ChatTemplateTooCostly, RenderedChat, RenderOptions,
                                   render_chat)
-from engine.reasoning import ReasoningStart, reasoning_start
+from engine.decoding.reasoning import ReasoningStart, reasoning_start
 
 # A small conversation every chat template must render within budget, checked when a model loads.
 SAMPLE_CONVERSATION = [ChatMessage("system", "You are helpful."), ChatMessage("user", "Hello"),
@@ -60,7 +60,7 @@ def chat_prompt(model: ModelBackend, messages: list[ChatMessage], options: Rende
 
 
 def answer_reasoning(model: ModelBackend, messages: list[ChatMessage], options: RenderOptions) -> ReasoningStart:
-    """Whether an answer to ``messages`` starts inside a reasoning block (see engine.reasoning)."""
+    """Whether an answer to ``messages`` starts inside a reasoning block (see engine.decoding.reasoning)."""
     return reasoning_start(answer_cue(model, messages, options))
 
 

@@ -19,7 +19,7 @@ import msgspec
 
 from engine import protocol as p
 from engine.protocol.answer_record import AnswerRecord
-from engine.worker_store import WorkerStore
+from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError, write_transaction
 from model_store.message_rows import read_message, update_message
 from model_store.writer_lock import confirm_hold, remove_hold

@@ -13,18 +13,18 @@ from engine.backends.base import ContextSettings, ModelLoadError, default_thread
 from engine.protocol import ModelFacts
 from engine.backends.llama_context import DecodeAborted, LlamaContext
 from engine.backends.llama_cpp import LlamaModel
-from engine.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
-from engine.model_files import check_model_file, resolve_model_ref
-from engine.prompts import check_chat_template
-from engine.sequence_penalty import Breakers
-from engine.thread_budget import ThreadBudget
+from engine.context.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
+from engine.models.model_files import check_model_file, resolve_model_ref
+from engine.templates.prompts import check_chat_template
+from engine.decoding.sequence_penalty import Breakers
+from engine.decoding.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
 
 
 # The last rows of a prompt read computed to the end while a drafting head follows the decodes
 # (every row's hidden state, the last row's logits): what the head catches up on
 # (engine.speculative.head_drafter). Chunks wholly before them are pruned (ModelSession.feed), and
-# with no head following, all but a read's last chunk (engine.generation.prefill).
+# with no head following, all but a read's last chunk (engine.decoding.generation.prefill).
 FULL_ROWS_TAIL = 512
 
 
@@ -124,7 +124,7 @@ class ModelSession:
         micro-batch). A recurrent state cannot be trimmed: the abort may have come after some layers
         wrote their new state and before others did, so the whole sequence is cleared and the
         session holds nothing. Either way nothing reads on from the live state after a cancelled
-        read (engine.snapshot_cursor forgets it); this keeps ``n_past`` true to what the context holds.
+        read (engine.state.snapshot_cursor forgets it); this keeps ``n_past`` true to what the context holds.
         """
         if self.has_recurrent_state:
             self.reset()
@@ -160,7 +160,7 @@ def open_session(
 ) -> ModelSession:
     """Resolve ``ref`` (``default`` or a path), check the file, choose the context (``n_ctx``
     tokens, or None for the longest ``memory_percent`` % of the ``available`` memory holds: see
-    engine.context_memory), load it and create the context. A context that cannot fit is refused
+    engine.context.context_memory), load it and create the context. A context that cannot fit is refused
     here, from the file's metadata, not after llama.cpp has tried for a minute."""
     path = resolve_model_ref(ref)
     metadata = check_model_file(path)

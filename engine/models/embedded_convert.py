@@ -1,6 +1,6 @@
-"""Making the built-in model's fast-reading copy with llama.cpp's quantizer (see :mod:`engine.embedded_layout`).
+"""Making the built-in model's fast-reading copy with llama.cpp's quantizer (see :mod:`engine.models.embedded_layout`).
 
-``python -m engine.embedded_convert`` is the set-up's step: it puts the copy in the set-up's folder.
+``python -m engine.models.embedded_convert`` is the set-up's step: it puts the copy in the set-up's folder.
 The worker calls :func:`embedded_for_loading` at a load of the built-in model, which finds the copy
 or makes it in the user's data folder, reporting the share of tensors converted.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.backends.llama_cpp import init_backend, quantize
-from engine.embedded_layout import LAYOUT, LayoutKey, build_identity, find_copy, find_prepared, shared_folder, user_folder
-from engine.model_files import check_model_file
+from engine.models.embedded_layout import LAYOUT, LayoutKey, build_identity, find_copy, find_prepared, shared_folder, user_folder
+from engine.models.model_files import check_model_file
 from model_store.file_hashes import hash_file
 from model_store.installed import embedded_model_file
 from model_store.private_files import make_private_folder, repair

@@ -4,7 +4,7 @@ A load is a few steps of very different lengths, and a bar that sits at 0 % whil
 looks stuck. So each step (:data:`STEPS`) owns a span of the bar and reports inside it:
 
 * ``prepare``: only the built-in model's first start, converting it for faster reading
-  (:mod:`engine.embedded_layout`), by tensors converted;
+  (:mod:`engine.models.embedded_layout`), by tensors converted;
 * ``load``: llama.cpp reading the file, by its own progress callback;
 * ``context``: making the context (the memory the conversation is read into);
 * ``warm``: one small batch through the model, so the weights are in memory and the first

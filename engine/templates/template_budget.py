@@ -8,14 +8,14 @@ memory. A render gets a :class:`Budget` and, while it runs (:func:`budget_in_for
   ``replace``, ``sum``, ``list``, ``indent``, ``center``, ``format`` …) is counted against one
   allowance, :attr:`Budget.build_units`: a string's characters, a list's items at
   :data:`ITEM_UNITS` each. The cost is estimated *before* the value is built
-  (:mod:`engine.template_sizes`), so no single operation can allocate a gigabyte and be refused
+  (:mod:`engine.templates.template_sizes`), so no single operation can allocate a gigabyte and be refused
   afterwards, and many budget-sized values kept in a list add up and are refused too;
 * **time**: a deadline, checked by every budgeted operation and, through a line tracer, by every
   loop (a loop that prints nothing);
 * **output**: collected piece by piece and stopped when it outgrows :attr:`Budget.max_chars`.
 
 Over budget raises :class:`TemplateBudgetError`, which the caller turns into the one-line refusal.
-The sandbox that calls into this ledger is :mod:`engine.template_sandbox`.
+The sandbox that calls into this ledger is :mod:`engine.templates.template_sandbox`.
 """
 
 from __future__ import annotations
