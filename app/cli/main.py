@@ -314,7 +314,8 @@ def _window_is_opened_by_the_entry_point(_args: argparse.Namespace) -> int:
 
 
 def _command(where: str) -> Callable[[argparse.Namespace], int]:
-    """The function a sub-command runs, named ``module:function``; imported only once it is chosen."""
+    """The function a sub-command runs, named ``module:function``; imported only once it is chosen, so
+    ``hearth --help`` loads no engine. Every name is resolved by tests/unit/test_cli_command_table.py."""
     module, _, function = where.partition(":")
     return getattr(importlib.import_module(module), function)
 
