@@ -11,7 +11,7 @@ reads. The app then loads the fastest build whose canary passed on the machine i
 (``engine.backends.cpu_check``).
 
 * ``GGML_LLAMAFILE=ON``, patched: llamafile's sgemm multiplies a batch with other kernels than a
-  single token (1.8-2x faster prompt reading on F16, Q8_0, Q4_0), so it would make a speculative
+  single token (much faster prompt reading on F16, Q8_0, Q4_0), so it would make a speculative
   verify batch differ from plain decoding; ``PATCHES`` let it take a batch of fewer than
   ``EXACT_ROWS`` rows only when the engine says the batch is a prompt read (the exported
   ``hearth_exact_rows``, lowered around a read by ``engine.backends.row_kernels``), never a verify batch.
@@ -92,7 +92,7 @@ EXACTNESS_PATCHES = (
 # delta-net op runs each head's 64 KiB state in a per-thread scratch at the start of the work buffer,
 # which ``new uint8_t[]`` aligns to 16 bytes only: every 64-byte vector access then spans two cache
 # lines. Starting the scratch on a cache line changes no number (the same arithmetic, aligned loads);
-# on the Qwen3.5-0.8B shape it cut the op's share of a prompt read by about a quarter (issue 35).
+# on the Qwen3.5-0.8B shape it cut the op's share of a prompt read (docs/performance.md).
 #
 # A verify batch of Q8_0 weights (the built-in model's layout) runs ggml's single-row dot product once
 # per weight row and column, where stock llama.cpp takes sgemm; a kernel that loads each weight row

@@ -11,7 +11,7 @@ Files: ``empty-chat.png``, ``main-window.png``, ``settings.png``, ``models.png``
 ``telemetry-panel.png`` and, for dark, ``empty-chat-dark.png``, ``main-window-dark.png``,
 ``settings-dark.png``, ``models-dark.png``.
 
-Then, at 150 % text size on a 1280×720 window (issue 51, point 6), light and dark: the same
+Then, at 150 % text size on a 1280×720 window, light and dark: the same
 conversation (``main-window-150.png``), Settings → Model (``settings-150.png``), the Models page
 (``models-150.png``) and the dialog for a document too long for the model
 (``document-too-long-150.png``); the dark ones end in ``-150-dark.png``.

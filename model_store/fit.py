@@ -22,12 +22,12 @@ largest file that fits (more bits, better answers); when nothing fits, none is r
 This is advice, not a guarantee: the estimate leaves out drafting (a draft model, or the extra
 recurrent-state copies a rollback-capable context keeps) and assumes nothing else starts.
 
-The same arithmetic sizes contexts (issue 19): :func:`longest_context` is the one rule for "the
+The same arithmetic sizes contexts: :func:`longest_context` is the one rule for "the
 longest context a memory budget holds", used for the catalogue's figures and by the worker's
-automatic context (``engine.context_memory``), with the budget :func:`memory_budget` takes from what
+automatic context (``engine.context.context_memory``), with the budget :func:`memory_budget` takes from what
 is available.
 
-A model never uses more context than it was trained on (issue 30): :func:`usable_context` is the one
+A model never uses more context than it was trained on: :func:`usable_context` is the one
 rule for the context a file can use here, what memory holds capped at the trained length, which is
 what the worker's automatic context gets. Where memory would hold more, that is headroom, not
 context: :class:`ContextHere` keeps both figures, and :func:`context_here` gives them for a catalogue

@@ -11,7 +11,7 @@ against the bytes the file really has, and says in words what is wrong:
   a value type GGUF does not have, a string longer than the whole file).
 
 The list of tensors is walked too, and what it declares is checked against the file (the one check of
-a file's extent, issue 50): each tensor's data (the data section starts after the list, at the file's
+a file's extent): each tensor's data (the data section starts after the list, at the file's
 ``general.alignment``; its offset and its bytes, from its shape and type) must lie inside the file, or
 the file is *truncated*; and the file must end where its tensors' data does, give or take
 :data:`TRAILING_SLACK` bytes. That second rule matters because llama.cpp maps a model file whole and
@@ -22,7 +22,7 @@ A file that goes on far past its data is no GGUF a writer makes, so it is refuse
 It never allocates what the file claims (the file is memory-mapped and only walked), so a bad file
 costs a walk, not an out-of-memory error or a library's internal message. Every file Hearth opens as a
 model or a head is read through it first: the import check (:mod:`model_store.gguf_check`) and the
-engine (:mod:`engine.model_files`, before llama.cpp sees a main model, a draft model or an EAGLE-3 head).
+engine (:mod:`engine.models.model_files`, before llama.cpp sees a main model, a draft model or an EAGLE-3 head).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :mod:`model_store.conversations` builds the tree of messages (adding, branching, listing) on top of
 these. The worker needs only this part: when it stores the answer it wrote
-(:mod:`engine.answer_keeper`), it reads the answer's row and changes it here, without the rest of
+(:mod:`engine.requests.answer_keeper`), it reads the answer's row and changes it here, without the rest of
 the conversation store.
 """
 

@@ -1,8 +1,8 @@
 """Checksums of snapshot parts: written as XXH3-128, checked chunk by chunk as the part streams in.
 
 A restore reads every byte of a snapshot (about a hundred megabytes for a long conversation) and
-must check them all before llama.cpp sees them. SHA-256 ran at about 1.5 GB/s here, so hashing cost
-more than reading; XXH3-128 runs at over 10 GB/s. The checksum guards against damaged or truncated
+must check them all before llama.cpp sees them. SHA-256 hashes slower than a disk reads, so hashing cost
+more than reading; XXH3-128 hashes several times faster (docs/performance.md, "Measurements behind the design"). The checksum guards against damaged or truncated
 bytes, not against a deliberate forger (the database is the user's own file), so a fast
 non-cryptographic hash is the right tool.
 

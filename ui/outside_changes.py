@@ -1,4 +1,4 @@
-"""Noticing what other programs change while the window is open (issue 51, point 5).
+"""Noticing what other programs change while the window is open.
 
 The database and the models folder are the truth, and the window is not their only writer:
 ``hearth models import`` registers a model, a file copied into the models folder is one, ``hearth send``

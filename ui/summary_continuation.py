@@ -1,5 +1,5 @@
 """A turn that does not fit, with Settings → Chat's "continue in a new conversation": the window's side
-of :mod:`app.services.summary_flow` (issue 51, point 8).
+of :mod:`app.services.summary_flow`.
 
 The worker refuses the turn (``context_full``; the question stays in the old conversation, marked
 with the reason). Instead of that error, the status line says a summary is being written, with its

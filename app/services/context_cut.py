@@ -1,4 +1,4 @@
-"""The app's side of a conversation longer than the model can read (issue 51, point 8).
+"""The app's side of a conversation longer than the model can read.
 
 The worker decides where a branch is cut (:mod:`engine.protocol.context_cut`) and says so in the answer's
 ``Finished.context_cut``; the answer keeps it in its stats (``stats["context_cut"]``), so the cut

@@ -1,5 +1,5 @@
 """Continuing a conversation the model can no longer read in a new one that starts with a summary
-(``when_full="summary"``, issue 51, point 8).
+(``when_full="summary"``).
 
 The turn that does not fit is refused by the worker (``context_full``: its question stays in the old
 conversation, marked with the reason, and is left out of what that conversation sends later). Then

@@ -1,5 +1,5 @@
 """Continuing in a new conversation that starts with a summary, in a window: the steps of
-:mod:`app.services.context_summary` without waiting (``when_full="summary"``, issue 51, point 8).
+:mod:`app.services.context_summary` without waiting (``when_full="summary"``).
 
 A window never waits, so each step continues in a callback, as a turn does (:mod:`app.services.turn_flow`):
 

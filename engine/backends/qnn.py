@@ -2,7 +2,7 @@
 
 Both are imported inside functions, never at module level, so importing this module costs
 nothing and a worker that never touches the NPU never loads them (onnxruntime alone takes
-0.15-0.4 s to import here). The adapter does three things:
+a noticeable part of a second to import). The adapter does three things:
 
 * registers onnxruntime-qnn's plugin execution provider (once per process) and builds the HTP
   provider options the NPU prefill path uses (``soc_model`` always set, CPU fallback off);

@@ -5,8 +5,8 @@ ggml's CPU backend multiplies a batch of several rows with other kernels than a 
 (at most :data:`~engine.protocol.MAX_DRAFT` + 1 rows) must give each row exactly what decoding that
 token alone gives, so Hearth's build sends a batch of fewer than ``EXACT_ROWS`` rows down the
 single-row kernels (``installers/llama_build.py``). A prompt read has no such need: plain and
-drafted answers read a prompt the same way. A short prompt read by the single-row kernels took
-59 ms for 13 rows against 36 ms for 16 rows on the built-in model, so the bound is a variable the
+drafted answers read a prompt the same way. A short prompt read is slower on the single-row kernels
+than on the batched ones (docs/performance.md, "Measurements behind the design"), so the bound is a variable the
 build exports from each CPU backend library (``hearth_exact_rows``), and the engine lowers it to 0
 around a prompt read (:meth:`engine.models.session.ModelSession.feed`) and nowhere else.
 

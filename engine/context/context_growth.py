@@ -1,4 +1,4 @@
-"""Growing a model's context when a request needs more of it (issue 19).
+"""Growing a model's context when a request needs more of it.
 
 A conversation or document that reaches the end of the context is not cut. Before a request reads,
 the tokens it needs (those already in the state, its new ones, and room for the answer: up to

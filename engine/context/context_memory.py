@@ -1,4 +1,4 @@
-"""How much memory a model takes at a context length, and which context to create (issue 19).
+"""How much memory a model takes at a context length, and which context to create.
 
 llama.cpp allocates a context's attention cache (K and V of every attention layer for every
 position) when the context is created, and clears it, so the whole cache is resident at once; asked

@@ -1,16 +1,15 @@
 """How many threads the next decode may use: every core, less those other programs are busy on now.
 
 ggml's threads meet at a spinning barrier after every graph node, so a decode with more threads
-than free cores waits at each node for a thread the system has put aside: on two cores shared with
-one busy program, SmolLM2-135M wrote 1.1 tok/s with two threads and 11.6 with one
-(tests/bench/bench_contention.py). The count changes the speed only: ggml gives each thread whole
+than free cores waits at each node for a thread the system has put aside, many times slower than
+fewer threads would be (docs/performance.md, "Measurements behind the design"; tests/bench/bench_contention.py). The count changes the speed only: ggml gives each thread whole
 rows, so the numbers are the same (tests/engine/test_prefill_chunks.py).
 
 "Now" is the last half second, not the time since the last decode: a watcher thread notes the CPU
 counters every :attr:`ThreadBudget.SAMPLE_S`, and each decision compares the newest note with the
 one at least :attr:`ThreadBudget.WINDOW_S` before it. A program that ran while Hearth was idle, and
-has stopped, no longer costs the next prompt a core (issue 35: an average over the whole idle gap
-read the next prompt on one thread for seconds on an idle machine).
+has stopped, no longer costs the next prompt a core (an average over the whole idle gap read the
+next prompt on one thread for seconds on an idle machine).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The device probe: once per process, without delaying the worker's ``Ready``.
 
-The CPU part is read synchronously (about 1 ms). The QNN part costs about 0.6 s on this machine
+The CPU part is read synchronously (a millisecond). The QNN part costs most of a second
 (importing onnxruntime, then compiling and running a one-node graph on the HTP), so:
 
 * it runs in a **child process** (``python -m engine.backends.qnn``). QNN backend options stick for

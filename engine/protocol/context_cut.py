@@ -1,4 +1,4 @@
-"""When a conversation no longer fits what the model can read: leave its oldest exchanges out (issue 51, point 8).
+"""When a conversation no longer fits what the model can read: leave its oldest exchanges out.
 
 A turn whose prompt and room for its answer would not fit the longest context the model can have
 here (:func:`engine.context.context_growth.longest_possible`) is cut, when its request asks for it

@@ -1,4 +1,4 @@
-"""Checking a draft's file before llama.cpp opens it (issue 50).
+"""Checking a draft's file before llama.cpp opens it.
 
 A draft model (``--draft model:PATH``) or an EAGLE-3 head (``--draft eagle3:PATH``) is a second GGUF
 file the worker opens beside the model it holds, and llama.cpp reads every byte of a file it opens

@@ -18,8 +18,8 @@ which a few guesses happen to be right does not pay for a try every few tokens.
 A policy carries over between requests with the same drafter on the same loaded model
 (:meth:`DraftPolicy.carried_over`): a drafter that lost starts the next answer switched off, still
 counting towards its re-probe, and one that won starts at the length it reached with the plain speed
-already measured. So a losing drafter's warm-up (two rounds of a 3-path tree cost 38-72 ms on the
-bench hybrid, ``tests/bench/bench_auto_off.py``) is paid once per model, not once per answer.
+already measured. So a losing drafter's warm-up (two rounds of a 3-path tree, ``tests/bench/bench_auto_off.py``) is
+paid once per model, not once per answer.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ The question snapshot ends where the template's writing of this turn and of the 
 as much of the answer's cue as the template writes again before that answer once it is history
 (:meth:`SnapshotCursor._kept_cue`; Qwen3.5 cues ``<|im_start|>assistant\n<think>\n`` and writes
 history answers after ``<|im_start|>assistant\n``). Only the rest of the cue is read apart, a
-second decode that costs about what as many single tokens do: on the Qwen3.5-0.8B shape at 6k
-tokens of context, 80 ms for its 2 tokens where the whole 5-token cue took 135 ms (issue 35;
-``tests/bench/bench_small_batches.py``: 2 rows 0.64x the time of 5 in a later run). A
+second decode that costs about what as many single tokens do (docs/performance.md, "Measurements behind the design";
+``tests/bench/bench_small_batches.py``). A
 template that writes the whole cue again (ChatML) needs no second decode: the state is kept
 after the prompt. A turn keeps a question snapshot only while the template is not known to write
 this model's answers back as they were read (``_written_back``, learnt from the last answer): it
@@ -173,7 +172,7 @@ class SnapshotCursor:
     def _closed(self, chat: list[ChatMessage], options: RenderOptions, target: RenderedChat) -> RenderedChat:
         """The conversation as the template writes it without the answer's cue. The cue is the same
         after any conversation in every template seen, so the one learnt last is cut off ``target``
-        instead of rendering it all again (20-40 ms for Qwen3.5's template at 5k tokens); it is
+        instead of rendering it all again (tens of ms for Qwen3.5's template at 5k tokens); it is
         learnt again whenever ``target`` does not end with it. A wrong cut costs no token: the
         question's tokens are checked against the prompt's, and a snapshot is stood on only where
         the next rendering starts with its text."""

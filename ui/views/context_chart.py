@@ -12,7 +12,7 @@ Design:
   (``percent`` of it). The crossing points are where each model line meets the budget
   (:func:`crossing`, the rule of :func:`model_store.fit.longest_context`): the Models list's
   ``memory_context_tokens`` and ``transformer_memory_context_tokens``.
-* No context is drawn as usable past the trained length (issue 30): each line is solid up to it and
+* No context is drawn as usable past the trained length: each line is solid up to it and
   thin and dotted beyond, where memory alone counts. The context a line can use
   (:meth:`ChartModel.usable`, :func:`model_store.fit.usable_context`: the list's
   ``max_context_tokens`` and ``transformer_max_context_tokens``) is a dot: on the budget where memory

@@ -1,4 +1,4 @@
-"""Settings → Model's context, in words for someone who never heard of a KV cache (issue 51, point 4):
+"""Settings → Model's context, in words for someone who never heard of a KV cache:
 how much the model can read at once and the memory that takes, with the technical terms in a tooltip."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings → Model → Answers: beside each sampling value, where it comes from (issue 51, point 1).
+"""Settings → Model → Answers: beside each sampling value, where it comes from.
 
 A value the user never set follows the model shown (the loaded or chosen one): its GGUF's own
 ``general.sampling.*`` keys, else its family's values in the catalogue, else Hearth's
