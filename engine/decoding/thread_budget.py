@@ -2,7 +2,8 @@
 
 ggml's threads meet at a spinning barrier after every graph node, so a decode with more threads
 than free cores waits at each node for a thread the system has put aside, many times slower than
-fewer threads would be (docs/performance.md, "Measurements behind the design"; tests/bench/bench_contention.py). The count changes the speed only: ggml gives each thread whole
+fewer threads would be (docs/performance.md, "Measurements behind the design";
+tests/bench/bench_contention.py). The count changes the speed only: ggml gives each thread whole
 rows, so the numbers are the same (tests/engine/test_prefill_chunks.py).
 
 "Now" is the last half second, not the time since the last decode: a watcher thread notes the CPU

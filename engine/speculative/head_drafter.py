@@ -30,8 +30,8 @@ that position may go on past the gap). The head context itself is a
 **Only a long read's tail.** Head rows are written when the head is next needed (a draft, a
 settle), not at each decode: the pairs wait in ``_waiting``, which keeps the last
 :data:`FOLLOW_TAIL` of them. A long prompt's earlier rows would cost the head a decode per row
-(a share of a hybrid's prompt reading: docs/performance.md, "Measurements behind the design") for guesses only a little sharper; the head's
-cache then starts at the tail, as after a restored snapshot. The target's prompt chunks before
+(a share of a hybrid's prompt reading: docs/performance.md, "Measurements behind the design") for
+guesses only a little sharper; the head's cache then starts at the tail, as after a restored snapshot. The target's prompt chunks before
 that tail are pruned (:meth:`engine.backends.llama_context.LlamaContext.decode`): they output no rows,
 and the head forgets what it was following.
 

@@ -4,8 +4,8 @@ A turn copies a hybrid model's recurrent state out of llama.cpp and back (the qu
 checkpoint, the rewind onto the last question's snapshot, the turn end's capture): 20 MB at the
 Qwen3.5-0.8B shape, more for larger models. glibc serves such a block with ``mmap`` and returns it
 to the system when it is freed (or trims it off the heap's top), so every copy lands on fresh pages
-and pays a page fault per 4 KiB, which cost several times the copy itself (docs/performance.md, "Measurements behind the design";
-``tests/unit/test_allocator.py`` shows the blocks kept). Keeping blocks up to
+and pays a page fault per 4 KiB, which cost several times the copy itself (docs/performance.md,
+"Measurements behind the design"; ``tests/unit/test_allocator.py`` shows the blocks kept). Keeping blocks up to
 ``MMAP_THRESHOLD_BYTES`` on the heap, and up to ``TRIM_THRESHOLD_BYTES`` of freed heap for the next
 turn, makes those copies cost what they should; larger states behave as before.
 
