@@ -31,9 +31,10 @@ that position may go on past the gap). The head context itself is a
 settle), not at each decode: the pairs wait in ``_waiting``, which keeps the last
 :data:`FOLLOW_TAIL` of them. A long prompt's earlier rows would cost the head a decode per row
 (a share of a hybrid's prompt reading: docs/performance.md, "Measurements behind the design") for
-guesses only a little sharper; the head's cache then starts at the tail, as after a restored snapshot. The target's prompt chunks before
-that tail are pruned (:meth:`engine.backends.llama_context.LlamaContext.decode`): they output no rows,
-and the head forgets what it was following.
+guesses only a little sharper; the head's cache then starts at the tail, as after a restored
+snapshot. The target's prompt chunks before that tail are pruned
+(:meth:`engine.backends.llama_context.LlamaContext.decode`): they output no rows, and the head
+forgets what it was following.
 
 Idle (auto-off) rounds stop the following: the target then pays no copies of its rows and the head
 no decodes. Exactness never depends on the head: the verifier decides every token. Rows the head
