@@ -22,7 +22,7 @@ from engine.state.allocator import keep_freed_state_memory
 from engine.protocol.framing import FrameError, frame, read_frames
 from engine.requests.command_inbox import CommandInbox
 from engine.worker_loop import WorkerLoop
-from engine.protocol.transcripts import ReceivedTranscripts, UnknownTranscript
+from engine.protocol.pipe_transcripts import ReceivedTranscripts, UnknownTranscript
 
 PR_SET_PDEATHSIG = 1
 

@@ -21,7 +21,7 @@ from ui.main_window import MainWindow
 from ui.self_check import DEFAULT_TIMEOUT_S, SELF_CHECK_ENV, SELF_CHECK_TIMEOUT_ENV, SelfCheck
 from ui.single_instance import Launch, SingleInstance, bring_to_front, launch_message
 from ui.model_manager import ModelManager
-from ui.item_models.conversations import ConversationListModel
+from ui.item_models.conversation_list import ConversationListModel
 from ui.item_models.messages import MessageListModel
 from ui.store_thread import StoreThread
 from ui.system_prompt_editor import SystemPromptEditor

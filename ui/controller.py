@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.services.sampling_defaults import ResolvedSampling, model_sampling
 from app.services.settings import Settings, sampling_spec
-from app.services.transcript_rows import MessageRow, load_transcript
+from app.services.chat_rows import MessageRow, load_transcript
 from app.services.turn import PendingTurn, TurnOptions, Writer
 from app.services.turn_flow import TurnFlow
 from app.services.summary_flow import SummaryFlow
@@ -35,7 +35,7 @@ from model_store.conversations import Conversation, Message
 from model_store.writer_lock import ConversationBusy
 from ui.formatting import model_name
 from ui.held_question import HeldQuestion, QuestionHolding
-from ui.item_models.conversations import ConversationListModel
+from ui.item_models.conversation_list import ConversationListModel
 from ui.item_models.messages import MessageListModel
 from ui.model_loading import ModelLoader
 from ui.notices import MODEL, STORE

@@ -4,7 +4,7 @@ A part of :class:`ui.controller.ChatController`, kept apart from the turns and t
 
 from __future__ import annotations
 
-from app.services.transcript_rows import MessageRow, load_transcript
+from app.services.chat_rows import MessageRow, load_transcript
 from app.services.turn import open_conversation_command
 from engine import protocol as p
 from model_store.conversations import Conversation, ConversationStore

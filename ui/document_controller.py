@@ -9,7 +9,7 @@ forwards the engine's events to the flow.
 A document that does not fit is never cut silently: a dialog says by how much and what limits it,
 and offers its first or its last part, or a catalogue model that reads it whole
 (:mod:`ui.document_offers`). One that fits only once the context grows (the memory holds a longer
-one now, :func:`app.services.documents.fits_once_grown`) is read whole only when the user chooses so in
+one now, :func:`app.services.document_loading.fits_once_grown`) is read whole only when the user chooses so in
 the same dialog, whose first choice it is; the engine then grows the context as it reads. A new
 chat whose text is already in a conversation with this model asks first whether to open that one
 (:class:`~ui.views.document_progress.LoadedBeforeChoice`). Cancel stops the load at any step
@@ -30,9 +30,9 @@ from app.engine_clients.client import EngineDead
 from app.engine_clients.remote.spec import REMOTE_PREFIX
 from app.services.document_flow import DocumentFlow
 from app.services.document_screen import LoadedBeforeAnswers, WindowChoices
-from app.services.documents import LoadedBefore
+from app.services.document_loading import LoadedBefore
 from app.services.extract import ExtractedDocument, extract_text
-from app.services.transcript_rows import MessageRow, load_transcript
+from app.services.chat_rows import MessageRow, load_transcript
 from engine import protocol as p
 from model_store.conversations import Conversation
 from ui.background import Background

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
-from app.services.documents import DocumentTooLong
+from app.services.document_loading import DocumentTooLong
 from app.services.model_suggestion import (
     TRAINED, ModelSuggestion, limit_words, needed_tokens, suggest_model, what_limits,
 )

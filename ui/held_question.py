@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from app.engine_clients.client import new_request_id
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from model_store.conversations import Message
 
 WAITING = "waiting"  # the waiting row's status (never stored): the message widget says "waiting for the model"

@@ -25,7 +25,7 @@ from ui.formatting import model_name
 from ui.model_manager import ModelManager
 from ui.notices import STORE
 from ui.outside_changes import OutsideChanges
-from ui.item_models.conversations import ConversationListModel
+from ui.item_models.conversation_list import ConversationListModel
 from ui.item_models.messages import APPENDED_ROLES, MessageListModel
 from ui.remote_text import engine_heading, remote_engine_text, remote_name
 from ui.theme import text_scale

@@ -15,7 +15,7 @@ import msgspec
 from app.cli.commands import UserError, engine_for
 from app.cli.document_too_long import too_long_error
 from app.cli.store_access import command_writer, open_conversations, store_errors
-from app.services.documents import (
+from app.services.document_loading import (
     DocumentTooLong, LoadedBefore, StoredDocument, check_fit, fit_command, keep_if_read, loaded_before, read_command,
     reading_speed, sendable, store_document, too_long,
 )
@@ -51,7 +51,7 @@ def _read(client: EngineClient, store: ConversationStore, documents: DocumentSto
           *, quiet: bool) -> p.DocumentRead | None:
     """Read the stored document; Ctrl+C cancels the reading (then None, once one line said so). A
     document not read to the end is taken back out of the store (see
-    :func:`app.services.documents.keep_if_read`)."""
+    :func:`app.services.document_loading.keep_if_read`)."""
     command = read_command(store, stored.conversation.id, stored.message.id)
     done: p.DocumentRead | None = None
     progress = None if quiet else ReadingProgress()

@@ -13,7 +13,7 @@ import argparse
 import shlex
 
 from app.cli.commands import UserError
-from app.services.documents import PARTS_WORDS, DocumentTooLong
+from app.services.document_loading import PARTS_WORDS, DocumentTooLong
 from app.services.model_refs import app_catalogue, model_display_name, open_library
 from app.services.model_suggestion import (
     MEMORY, ModelSuggestion, limit_words, needed_tokens, suggest_model, what_limits,

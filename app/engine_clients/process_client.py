@@ -21,7 +21,7 @@ from app.engine_clients.client import EngineClient, EngineError, checked
 from app.engine_clients.outlet import EventOutlet
 from engine.protocol.deaths import describe_exit, engine_dead
 from engine.protocol.framing import FrameError, frame, read_frames
-from engine.protocol.transcripts import SentTranscripts
+from engine.protocol.pipe_transcripts import SentTranscripts
 from model_store.private_files import make_private_folder, open_private
 
 
@@ -37,7 +37,7 @@ class ProcessClient(EngineClient):
         self._send_lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._closing = False
-        self._sent = SentTranscripts()  # what this worker was sent: branches go once (engine.protocol.transcripts)
+        self._sent = SentTranscripts()  # what this worker was sent: branches go once (engine.protocol.pipe_transcripts)
         self.sent_bytes = 0  # frames written to the current worker
 
     @property

@@ -26,7 +26,7 @@ import uvicorn
 
 from app.serve import schema
 from app.serve.connections import connection_limits, guarded_protocol
-from app.serve.conversations import ApiConversations
+from app.serve.api_conversations import ApiConversations
 from app.serve.guard import is_loopback_name
 from app.serve.routes import Api, ServeConfig
 from app.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job

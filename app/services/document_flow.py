@@ -16,13 +16,13 @@ One load, step by step:
    :meth:`DocumentFlow.read_part`);
 2. a new chat whose text a conversation with this model holds already asks first
    (:meth:`DocumentScreen.offer_loaded_before`); a first or last part is cut to what the last
-   ``too_long`` left for it (:func:`~app.services.documents.part_budget`);
+   ``too_long`` left for it (:func:`~app.services.document_loading.part_budget`);
 3. the document is stored (the conversation's one writer until its read ends), shown, and sent to be
    read: the engine measures the rendered conversation against the context, reads, and reports, in
    one task (``ReadDocument``);
 4. read to the end, its tokens are recorded and the writer let go; too long (nothing is cut
    silently), cancelled, failed or cut short by the engine's death, it is taken back out
-   (:func:`~app.services.documents.keep_if_read`: a conversation made for it is deleted) and the
+   (:func:`~app.services.document_loading.keep_if_read`: a conversation made for it is deleted) and the
    conversation shown before is shown as it is now. A document too long is offered in parts, or all
    of it in a context that grows (:meth:`DocumentScreen.offer_parts`,
    :meth:`DocumentScreen.offer_growing`).
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.engine_clients.client import EngineDead
-from app.services.documents import (
+from app.services.document_loading import (
     DocumentTooLong, LoadedBefore, StoredDocument, check_fit, copy_document, fit_command, fits_once_grown,
     keep_if_read, loaded_before, part_budget, read_command, reading_speed, release_document, sendable,
     store_document, too_long,

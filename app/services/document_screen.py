@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.services.documents import DocumentTooLong, LoadedBefore
+from app.services.document_loading import DocumentTooLong, LoadedBefore
 from app.services.extract import ExtractedDocument
 from engine import protocol as p
 from model_store.conversations import Conversation, ConversationStore

@@ -13,7 +13,7 @@ from engine.decoding.generation import Generation, TextDelta
 from engine.protocol.reports import DraftStats, Timings
 
 COALESCE_S = 0.025
-ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.requests.core.EngineCore.run_turn)
+ReadingRequest = p.Answer | p.ReadDocument  # the requests that read into the state (engine.requests.core.EngineCore.run_reading)
 
 
 def run_report(command: ReadingRequest, reason: str, timings: Timings, *, run: Generation | None = None,

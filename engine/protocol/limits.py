@@ -45,7 +45,7 @@ MAX_PERCENT = 100
 MemoryPercent = Annotated[int, msgspec.Meta(ge=0, le=MAX_PERCENT)]
 
 # The digest of the leading messages of a branch that the worker was sent in an earlier request;
-# the request's ``messages`` are then only the ones after them (see engine.protocol.transcripts). "": none.
+# the request's ``messages`` are then only the ones after them (see engine.protocol.pipe_transcripts). "": none.
 KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
 
 

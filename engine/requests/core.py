@@ -3,7 +3,7 @@
 It turns commands into events through an ``emit`` callable and knows nothing of pipes or threads
 (see :mod:`engine.worker_loop`). The commands are a closed set, dispatched with ``match`` (a new one that
 is not handled fails the type check). Every request that reads into the state takes one path,
-:meth:`EngineCore.run_turn`: stand on a snapshot or start clean, read, write unless it is a
+:meth:`EngineCore.run_reading`: stand on a snapshot or start clean, read, write unless it is a
 document, save the turn end's snapshot, and end with one closing event (``Finished`` for an answer,
 ``DocumentRead`` for a document), preceded by an ``Error`` when it failed. ``LoadModel`` ends with
 ``ModelLoaded`` or an ``Error``. Token deltas are coalesced so a fast model sends a few events per
@@ -30,7 +30,7 @@ from engine.devices.calibration import Calibration, crossover, stored_calibratio
 from engine.devices.measure import calibration_lengths, run_calibration
 from engine.protocol.devices import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
-from engine.context.documents import DocumentDoesNotFit, check_room, measure_text
+from engine.context.document_fit import DocumentDoesNotFit, check_room, measure_text
 from engine.models.embedded_convert import embedded_for_loading
 from engine.decoding.generation import Generation, GenerationSettings
 from engine.models.load_progress import LoadProgress
@@ -45,7 +45,7 @@ from engine.protocol.reports import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
 from engine.decoding.request_events import PendingDelta, ReadingRequest, run_report
-from engine.state.snapshot_cursor import SnapshotCursor, TurnStart, chat_messages, open_snapshot_cursor, snapshot_report
+from engine.state.snapshot_cursor import SnapshotCursor, ReadingStart, chat_messages, open_snapshot_cursor, snapshot_report
 from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.file_hashes import hash_file
@@ -108,7 +108,7 @@ class EngineCore:
                 self.unload()
                 self.emit(p.ModelUnloaded(request_id=command.request_id))
             case p.Complete() | p.Chat() | p.AnswerTurn() | p.ReadDocument():
-                self.run_turn(command)
+                self.run_reading(command)
             case p.OpenConversation():
                 self.open_conversation(command)
             case p.MeasureText():
@@ -221,7 +221,7 @@ class EngineCore:
 
     # -- generation ------------------------------------------------------------------------------
 
-    def run_turn(self, command: ReadingRequest) -> None:
+    def run_reading(self, command: ReadingRequest) -> None:
         """The one path of every request that reads (and, unless it is a document, writes): stand
         on a snapshot or start clean, read the new tokens, write the answer, save the turn end's
         snapshot (a conversation's requests), and end with the request's one closing event."""
@@ -283,7 +283,7 @@ class EngineCore:
 
     def _make_generation(
         self, command: ReadingRequest, may_grow: bool = True
-    ) -> tuple[Generation, TurnStart | None, DraftStats, PrefillProgress, RequestPrefill]:
+    ) -> tuple[Generation, ReadingStart | None, DraftStats, PrefillProgress, RequestPrefill]:
         if self.session is None:
             raise ValueError("no model is loaded; load one first")
         writes = not isinstance(command, p.ReadDocument)
@@ -323,7 +323,7 @@ class EngineCore:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""
         self.live.rates.phase_devices = {"prefill": device.device, "decode": self.plan.decode.device}
 
-    def _prompt(self, command: ReadingRequest) -> tuple[TurnStart | None, list[int], ReasoningStart]:
+    def _prompt(self, command: ReadingRequest) -> tuple[ReadingStart | None, list[int], ReasoningStart]:
         """Where the request starts (a snapshot, for a conversation's turn), the tokens it reads, and
         whether its answer starts inside a reasoning block."""
         model = self.session.model
@@ -355,7 +355,7 @@ class EngineCore:
         if self._cursor is not None:
             self._cursor.forget_live()
 
-    def _save_turn(self, command: p.AnswerTurn | p.ReadDocument, turn: TurnStart, run: Generation) -> p.SnapshotReport:
+    def _save_turn(self, command: p.AnswerTurn | p.ReadDocument, turn: ReadingStart, run: Generation) -> p.SnapshotReport:
         """Snapshot the turn's end under its message (the answer, or the document read)."""
         if isinstance(command, p.ReadDocument):
             message_id, what, kept = command.messages[-1].id, "the document's snapshot", "questions will re-read it"

@@ -87,7 +87,7 @@ class Question:
 
 
 @dataclass
-class TurnStart:
+class ReadingStart:
     base: SnapshotRecord | None  # the snapshot the state stands on; None: read from scratch
     new_tokens: list[int]
     text_before: str
@@ -101,7 +101,7 @@ class TurnStart:
     options: RenderOptions = RenderOptions()
 
 
-def snapshot_report(start: TurnStart, saved: SnapshotRecord | None = None, notes: Iterable[str] = ()) -> p.SnapshotReport:
+def snapshot_report(start: ReadingStart, saved: SnapshotRecord | None = None, notes: Iterable[str] = ()) -> p.SnapshotReport:
     """What a turn did with snapshots: what it stood on, what it read, what it saved (the one place
     this report is built, for an answer, a document read and an opened conversation alike)."""
     question = start.question.saved if start.question is not None else None
@@ -131,7 +131,7 @@ class SnapshotCursor:
         self.live = None
 
     def begin(self, messages: list[p.WireMessage], *, answer: bool = True,
-              template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
+              template: p.TemplateSpec = p.TemplateSpec()) -> ReadingStart:
         """Stand on the deepest usable snapshot of this branch, or re-read the whole conversation.
 
         The deepest snapshot whose text the new rendering still starts with is used (an answer the
@@ -155,11 +155,11 @@ class SnapshotCursor:
                 rest = target.suffix(snapshot.text_chars)
                 tokens = rendered_tokens(model, rest, bos=False)
                 if tokens:  # text that spells no token leaves nothing to read either: read it all again
-                    start = TurnStart(snapshot, tokens, target.text[:snapshot.text_chars], rest.text, restored,
+                    start = ReadingStart(snapshot, tokens, target.text[:snapshot.text_chars], rest.text, restored,
                                       replayed, notes)
         if start is None:
             self.live = None
-            start = TurnStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
+            start = ReadingStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
         start.messages, start.options = chat, options
         if answer:
             closed = self._closed(chat, options, target)
@@ -199,7 +199,7 @@ class SnapshotCursor:
         framing, found, _ = later[len(closed):].partition(PROBE_ANSWER)
         return os.path.commonprefix([framing, cue]) if found else ""
 
-    def _question(self, message_id: str | None, start: TurnStart, target: RenderedChat,
+    def _question(self, message_id: str | None, start: ReadingStart, target: RenderedChat,
                   closed: RenderedChat) -> Question | None:
         """Where the question's snapshot ends among the turn's new tokens, if the state there can be
         kept: after the question and the part of the cue an answer in history keeps, or else right
@@ -220,13 +220,13 @@ class SnapshotCursor:
                 return Question(message_id, len(question), target.text[before:end])
         return None
 
-    def mark_question(self, start: TurnStart, chunks: list[int]) -> None:
+    def mark_question(self, start: ReadingStart, chunks: list[int]) -> None:
         """The turn has read its question (the generation's checkpoint): keep that state's recurrent part."""
         if start.question is not None:
             start.question.chunks = chunks
             start.question.point = Checkpoint(self.session.n_past, self.keeper.capture_recurrent())
 
-    def open(self, messages: list[p.WireMessage], template: p.TemplateSpec = p.TemplateSpec()) -> TurnStart:
+    def open(self, messages: list[p.WireMessage], template: p.TemplateSpec = p.TemplateSpec()) -> ReadingStart:
         """Restore the snapshot the next message will stand on, before anything new is said: the
         deepest one whose text starts the conversation as the template will write it then (with a
         message after the last answer: a template may write an answer differently once it is history)."""
@@ -240,15 +240,15 @@ class SnapshotCursor:
         snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
         if snapshot is not None and not self._fits(snapshot):
             notes.append("the conversation is longer than the context; the context grows when you send")
-            return TurnStart(None, [], "", "", notes=notes)
+            return ReadingStart(None, [], "", "", notes=notes)
         if snapshot is None:
-            return TurnStart(None, [], "", "", notes=notes)
+            return ReadingStart(None, [], "", "", notes=notes)
         try:
             restored, replayed = self._move_to(snapshot, notes)
         except SnapshotUnusable as exc:
             notes.append(f"the saved state was refused ({exc}); it will be read again")
-            return TurnStart(None, [], "", "", notes=notes)
-        return TurnStart(snapshot, [], target[:snapshot.text_chars], "", restored, replayed, notes)
+            return ReadingStart(None, [], "", "", notes=notes)
+        return ReadingStart(snapshot, [], target[:snapshot.text_chars], "", restored, replayed, notes)
 
     def _fits(self, snapshot: SnapshotRecord) -> bool:
         """A snapshot can stand in this context (with room for the next token)."""
@@ -285,7 +285,7 @@ class SnapshotCursor:
         self.live = snapshot
         return snapshot.n_tokens - replayed, replayed
 
-    def finish(self, start: TurnStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
+    def finish(self, start: ReadingStart, run: Generation, conversation_id: str, message_id: str) -> SnapshotRecord | None:
         """Save the state at the turn's end under ``message_id``: after the messages when the run
         only read them, else after the answer (its last sampled token decoded first, so the state
         ends exactly there) when the next turn can stand on it, or else the question's snapshot
@@ -328,14 +328,14 @@ class SnapshotCursor:
         self.live = record
         return record
 
-    def _save_question(self, start: TurnStart, question: Question, conversation_id: str, captured: Captured) -> None:
+    def _save_question(self, start: ReadingStart, question: Question, conversation_id: str, captured: Captured) -> None:
         segment = Segment(start.new_tokens[:question.n_new], [], tuple(question.chunks))
         question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id,
                                           parent=start.base, segment=segment, text=start.text_before + question.text,
                                           captured=captured, point=question.point)
         self._held = self.keeper.hold(question.saved, question.point)
 
-    def _answer_reusable(self, start: TurnStart, run: Generation, written: str) -> bool:
+    def _answer_reusable(self, start: ReadingStart, run: Generation, written: str) -> bool:
         """Whether the next turn will stand on the answer's snapshot: the template, given the answer
         as it is stored and a following message, writes the conversation so far exactly as read."""
         answer = ChatMessage("assistant", run.text, run.reasoning.strip())
@@ -358,7 +358,7 @@ class SnapshotCursor:
         self.keeper.store.evict(budget_bytes)  # also after a question's snapshot alone
         return record, []
 
-    def _save(self, start: TurnStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,
+    def _save(self, start: ReadingStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,
               message_id: str) -> SnapshotRecord:
         record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
                                   segment=Segment(start.new_tokens, decoded, tuple(chunks)), text=text)

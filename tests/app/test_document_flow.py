@@ -334,7 +334,7 @@ def test_a_document_that_fits_once_the_context_grows_is_read_whole_only_when_cho
 
 
 def test_a_text_too_big_to_send_is_counted_in_part_and_refused_whole(window, monkeypatch):
-    monkeypatch.setattr("app.services.documents.MAX_MEASURE_CHARS", 100)
+    monkeypatch.setattr("app.services.document_loading.MAX_MEASURE_CHARS", 100)
     window.attach(120)
     window.extraction.finish()
     window.store.run()

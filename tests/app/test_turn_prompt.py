@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.documents import read_command
+from app.services.document_loading import read_command
 from app.services.turn import TurnOptions, answer_turn_command, open_conversation_command
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database

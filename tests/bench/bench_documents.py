@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import llama_cpp  # noqa: E402
 
-from app.services.documents import fit_command, read_command, store_document  # noqa: E402
+from app.services.document_loading import fit_command, read_command, store_document  # noqa: E402
 from app.services.turn import send_turn  # noqa: E402
 from engine import protocol as p  # noqa: E402
 from engine.backends.base import default_threads  # noqa: E402

@@ -94,7 +94,7 @@ def wait_for(done: Callable[[], bool], signal, timeout_s: float) -> None:
     signal.disconnect(stop)
 
 
-def run_turn(window, probe: StallProbe, text: str, phases: dict[str, list[float]],
+def run_reading(window, probe: StallProbe, text: str, phases: dict[str, list[float]],
              timeout_s: float = 600) -> p.Finished:
     """Send ``text``, wait until the answer is stored, and file the probe's ticks under their phases."""
     controller = window.controller
@@ -226,8 +226,8 @@ def main() -> None:
     probe.start()
     long_text = "Summarise this: " + " ".join(WORDS[i % len(WORDS)] for i in range(args.prefill_words))
     stalls: dict[str, list[float]] = {}
-    first = run_turn(window, probe, long_text, stalls)
-    second = run_turn(window, probe, "Now tell me the story again, in more detail.", stalls)
+    first = run_reading(window, probe, long_text, stalls)
+    second = run_reading(window, probe, "Now tell me the story again, in more detail.", stalls)
     probe.timer.stop()
     streaming = (stream_scripted(window, args.stream_tokens, args.window, args.stream_pace_ms)
                  if args.stream_tokens else None)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from app.services.documents import (
+from app.services.document_loading import (
     check_fit, fit_command, fits_once_grown, keep_if_read, part_budget, read_command, store_document, too_long,
 )
 from app.services.turn import send_turn

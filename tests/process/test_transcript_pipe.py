@@ -7,7 +7,7 @@ import msgspec
 from app.services.turn import regenerate_turn
 from engine import protocol as p
 from engine.protocol.framing import frame
-from engine.protocol.transcripts import prefix_digests
+from engine.protocol.pipe_transcripts import prefix_digests
 from tests.helpers.documents import WORDS
 from tests.helpers.snapshot_chat import GREEDY, Chat
 from tests.process.conftest import collect, finished

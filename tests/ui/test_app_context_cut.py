@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QComboBox
 from app.services.context_cut import standing_left_out
 from app.services.context_summary import continued_notice
 from app.services.settings import Settings
-from app.services.transcript_rows import load_transcript
+from app.services.chat_rows import load_transcript
 from engine.context.context_memory import model_memory
 from engine.models.model_files import check_model_file
 from model_store.fit import AVAILABLE_MEMORY_ENV

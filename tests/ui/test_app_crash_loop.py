@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 
 from app.engine_clients.client import EngineDead
 from app.engine_clients.process_client import ProcessClient
-from app.services.transcript_rows import load_transcript
+from app.services.chat_rows import load_transcript
 from engine import protocol as p
 from tests.cpu_builds import auto_build, safe_build
 from tests.helpers.gui import watch_notices, write_settings

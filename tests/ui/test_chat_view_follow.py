@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QAbstractSlider
 
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from model_store.conversations import Message
 from ui.item_models.messages import MessageListModel
 from ui.views.chat_view import ChatView

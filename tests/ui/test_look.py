@@ -11,9 +11,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QEnterEvent, QFontMetrics
 from PySide6.QtWidgets import QApplication, QStyleOptionViewItem, QVBoxLayout, QWidget
 
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from model_store.conversations import Conversation, Message
-from ui.item_models.conversations import GROUP_ROLE, STARTS_GROUP_ROLE, ConversationListModel
+from ui.item_models.conversation_list import GROUP_ROLE, STARTS_GROUP_ROLE, ConversationListModel
 from ui.item_models.date_groups import date_group
 from ui.views.conversation_delegate import ConversationDelegate
 from ui.views.message_widget import MessageWidget

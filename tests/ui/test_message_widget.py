@@ -2,7 +2,7 @@
 
 from PySide6.QtGui import QGuiApplication
 
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from model_store.conversations import Message
 from ui.views.message_widget import COLLAPSE_CHARS, MessageWidget
 

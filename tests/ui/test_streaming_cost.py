@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from engine import protocol as p
 from model_store.conversations import Message
 from tests.helpers.gui import write_settings

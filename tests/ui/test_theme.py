@@ -76,7 +76,7 @@ def test_the_type_scale_follows_the_text_size(app, qtbot):
 
 def test_a_message_on_screen_is_shown_at_the_new_text_size(app, qtbot):
     from model_store.conversations import Message
-    from app.services.transcript_rows import MessageRow
+    from app.services.chat_rows import MessageRow
     from ui.views.message_widget import MessageWidget
 
     theme.apply_appearance(app, theme="light", text_size=100)

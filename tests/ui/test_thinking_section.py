@@ -9,7 +9,7 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from model_store.conversations import Message
 from ui.item_models.messages import MessageListModel
 from ui.views.chat_view import ChatView

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.serve import conversations as api
+from app.serve import api_conversations as api
 from app.serve.schema import ApiMessage as T
 from app.services.turn import TurnOptions
 from engine import protocol as p

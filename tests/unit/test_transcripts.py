@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import protocol as p
-from engine.protocol.transcripts import KEPT, ReceivedTranscripts, SentTranscripts, UnknownTranscript, prefix_digests
+from engine.protocol.pipe_transcripts import KEPT, ReceivedTranscripts, SentTranscripts, UnknownTranscript, prefix_digests
 
 
 def turn(role: str, content: str, id_: str | None = None) -> p.WireMessage:
@@ -107,11 +107,11 @@ def test_frames_the_client_did_not_record_do_not_make_the_worker_forget_what_it_
 
 
 def test_a_turn_hash_names_its_fields_apart_and_its_whole_branch():
-    from engine.protocol.turn_hash import ROOT, branch_hashes, turn_hash
+    from engine.protocol.message_identity import ROOT, branch_identities, message_identity
 
-    assert turn_hash(ROOT, "user", "ab") != turn_hash(ROOT, "user", "a", "b")
-    assert turn_hash(ROOT, "user\x00", "b") != turn_hash(ROOT, "user", "\x00b")
-    first, second = branch_hashes([("user", "hi"), ("assistant", "hello")])
-    assert second == turn_hash(first, "assistant", "hello") != turn_hash(turn_hash(ROOT, "user", "hi!"), "assistant",
+    assert message_identity(ROOT, "user", "ab") != message_identity(ROOT, "user", "a", "b")
+    assert message_identity(ROOT, "user\x00", "b") != message_identity(ROOT, "user", "\x00b")
+    first, second = branch_identities([("user", "hi"), ("assistant", "hello")])
+    assert second == message_identity(first, "assistant", "hello") != message_identity(message_identity(ROOT, "user", "hi!"), "assistant",
                                                                          "hello")
-    assert turn_hash(ROOT, "user", "\udcff") != turn_hash(ROOT, "user", "\ufffd")  # lone surrogates hash too
+    assert message_identity(ROOT, "user", "\udcff") != message_identity(ROOT, "user", "\ufffd")  # lone surrogates hash too

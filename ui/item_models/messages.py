@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from app.services.context_cut import cut_totals
-from app.services.transcript_rows import MessageRow
+from app.services.chat_rows import MessageRow
 from engine.protocol.answer_record import CUT_OFF
 from model_store.conversations import Message
 

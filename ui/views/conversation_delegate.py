@@ -1,6 +1,6 @@
 """How a row of the conversation list is drawn: its title on a rounded patch when selected or under
 the mouse (quiet fills from the palette, not the accent), and above the first row of each date group
-its heading (Today, Yesterday, Previous 7 days…, :data:`~ui.item_models.conversations.GROUP_ROLE`)
+its heading (Today, Yesterday, Previous 7 days…, :data:`~ui.item_models.conversation_list.GROUP_ROLE`)
 in small secondary text. The heading belongs to the row's height, so rows stay conversations."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
-from ui.item_models.conversations import GROUP_ROLE, STARTS_GROUP_ROLE
+from ui.item_models.conversation_list import GROUP_ROLE, STARTS_GROUP_ROLE
 from ui.theme import RADIUS_S, SPACE_M, SPACE_S, SPACE_XS, TYPE_SCALE
 
 Index = QModelIndex | QPersistentModelIndex

@@ -12,7 +12,7 @@ from PySide6.QtGui import QAction, QKeySequence, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout,
                                QWidget)
 
-from ui.item_models.conversations import ID_ROLE, ConversationListModel
+from ui.item_models.conversation_list import ID_ROLE, ConversationListModel
 from ui.theme import SPACE_S, SPACE_XS
 from ui.views.conversation_delegate import ConversationDelegate
 

@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (
 
 from app.services.context_cut import cut_notice
 from app.services.context_summary import CONTINUES_STAT, continued_notice
-from app.services.documents import document_message
-from app.services.transcript_rows import MessageRow
+from app.services.document_loading import document_message
+from app.services.chat_rows import MessageRow
 from engine.protocol.answer_record import CUT_OFF
 from ui.formatting import NO_STATISTICS, message_stats_tooltip
 from ui.markdown import markdown_to_html

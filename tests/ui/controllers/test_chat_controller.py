@@ -9,7 +9,7 @@ import pytest
 from engine import protocol as p
 from model_store.conversations import ConversationStore
 from tests.fakes.engine_client import answer, fail, hold
-from ui.item_models.conversations import ID_ROLE
+from ui.item_models.conversation_list import ID_ROLE
 from tests.helpers.gui import stored
 
 

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QPushButton
 
 from engine import protocol as p
 from tests.fakes.engine_client import answer
-from ui.item_models.conversations import GROUP_ROLE, STARTS_GROUP_ROLE
+from ui.item_models.conversation_list import GROUP_ROLE, STARTS_GROUP_ROLE
 from ui.theme import column_width
 from ui.views.example_prompts import EXAMPLES
 

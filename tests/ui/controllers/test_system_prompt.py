@@ -11,7 +11,7 @@ from engine import protocol as p
 from tests.fakes.engine_client import answer
 from tests.helpers.gui import stored, write_settings
 from model_store.conversations import Conversation
-from ui.item_models.conversations import ID_ROLE, ConversationListModel
+from ui.item_models.conversation_list import ID_ROLE, ConversationListModel
 from ui.system_prompt_editor import CHANGED
 
 DEFAULT = "Be brief."

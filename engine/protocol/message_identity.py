@@ -1,9 +1,9 @@
 """A message's identity: a hash chained from its parent's, so one hash names the whole branch up to it.
 
 The one definition, as simonw/llm and llama.cpp's server key their caches: the pipe's record of
-what the worker was already sent (:mod:`engine.protocol.transcripts`: role, text, reasoning and the stored
+what the worker was already sent (:mod:`engine.protocol.pipe_transcripts`: role, text, reasoning and the stored
 id) and ``hearth serve``'s mapping of API requests onto its stored conversations
-(:mod:`app.serve.conversations`: role and text, as clients send them back) chain the same way.
+(:mod:`app.serve.api_conversations`: role and text, as clients send them back) chain the same way.
 Each field is length-prefixed, so no text can pass for two fields or for another's end.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 ROOT = ""  # the parent hash of a conversation's first message
 
 
-def turn_hash(parent: str, *fields: str) -> str:
+def message_identity(parent: str, *fields: str) -> str:
     """The hash of a message with these ``fields`` after the branch ``parent`` names."""
     digest = hashlib.blake2b(parent.encode("ascii"), digest_size=16)
     for field in fields:
@@ -25,10 +25,10 @@ def turn_hash(parent: str, *fields: str) -> str:
     return digest.hexdigest()
 
 
-def branch_hashes(messages: Iterable[Sequence[str]]) -> list[str]:
+def branch_identities(messages: Iterable[Sequence[str]]) -> list[str]:
     """``[h1, ..., hn]``: ``hk`` names the first ``k`` messages (each given as its fields)."""
     hashes, parent = [], ROOT
     for fields in messages:
-        parent = turn_hash(parent, *fields)
+        parent = message_identity(parent, *fields)
         hashes.append(parent)
     return hashes

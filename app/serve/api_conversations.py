@@ -26,7 +26,7 @@ from collections import OrderedDict
 import msgspec
 
 from app.serve.schema import ApiMessage
-from engine.protocol.turn_hash import ROOT, turn_hash
+from engine.protocol.message_identity import ROOT, message_identity
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, conversation_turns, end_answer
 from model_store.conversation_titles import title_of
 from model_store.conversations import ConversationStore, Message
@@ -49,7 +49,7 @@ class ApiConversations:
         conversation_id = self._conversation_for(parent, messages, model)
         self._touch(conversation_id)
         for sent in messages[matched:]:
-            digest = turn_hash(digest, sent.role, sent.text)
+            digest = message_identity(digest, sent.role, sent.text)
             message = self.store.add_message(conversation_id, sent.role, sent.text,
                                              parent_id=parent.id if parent else None, reasoning=sent.reasoning)
             self._messages[digest] = (conversation_id, message.id)
@@ -73,7 +73,7 @@ class ApiConversations:
             history = self.store.branch(turn.answer.id)
             digest = ROOT
             for message in history:
-                digest = turn_hash(digest, message.role, message.content)
+                digest = message_identity(digest, message.role, message.content)
             self._messages[digest] = (turn.conversation_id, turn.answer.id)
         return turn
 
@@ -84,7 +84,7 @@ class ApiConversations:
         found: tuple[Message | None, str, int] = (None, ROOT, 0)
         digest = ROOT
         for index, sent in enumerate(messages[:-1]):
-            digest = turn_hash(digest, sent.role, sent.text)
+            digest = message_identity(digest, sent.role, sent.text)
             known = self._messages.get(digest)
             if known is None:
                 break

@@ -2,7 +2,7 @@
 
 A document is a message of the conversation. Reading it (``ReadDocument``) is one task: measure,
 read, report. It is a turn without an answer, run by the same path as every answer
-(:meth:`engine.requests.core.EngineCore.run_turn`): the branch up to the document is rendered and tokenized
+(:meth:`engine.requests.core.EngineCore.run_reading`): the branch up to the document is rendered and tokenized
 from the deepest snapshot on it, and :func:`check_room` measures that real prompt against the
 context (grown as far as the memory allows, when the command lets it grow) with room for questions.
 One that does not fit ends ``too_long`` with the numbers (:class:`engine.protocol.DocumentRoom`)

@@ -7,7 +7,7 @@ the document again.
 
 Both ends keep a record of what was sent, the latest branches, each as the chained digests of its
 prefixes (``digest[i]`` covers messages ``0..i``; it changes if any message before it does, in
-role, text, reasoning or id: :mod:`engine.protocol.turn_hash`). The client records a branch when it writes the request, the worker when it reads
+role, text, reasoning or id: :mod:`engine.protocol.message_identity`). The client records a branch when it writes the request, the worker when it reads
 it, in the same order. The client names only what is among its last :data:`KEPT` branches; the
 worker forgets later (it keeps twice as many, and the messages too, to put each branch back together
 before the request is served), so a branch the client names is still there even after a few frames
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 import msgspec
 
 from engine import protocol as p
-from engine.protocol.turn_hash import branch_hashes
+from engine.protocol.message_identity import branch_identities
 
 KEPT = 8  # branches the client names (a conversation, its documents, a few others switched between)
 
 
 def prefix_digests(messages: list[p.WireMessage]) -> list[str]:
     """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages, each by its role, text, reasoning and id."""
-    return branch_hashes((m.role, m.content, m.reasoning, m.id or "") for m in messages)
+    return branch_identities((m.role, m.content, m.reasoning, m.id or "") for m in messages)
 
 
 @dataclass
