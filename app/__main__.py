@@ -2,7 +2,7 @@
 
 import sys
 
-from app.entry import main, open_window
+from app.surfaces.entry import main, open_window
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]) if sys.argv[1:] else open_window())

@@ -117,7 +117,7 @@ def take_screenshots(out: Path) -> None:
     import msgspec
     from PySide6.QtWidgets import QApplication
 
-    from app.gui import app_parts
+    from app.surfaces.gui import app_parts
     from app.services.paths import user_paths
     from app.services.settings import Settings, save_settings
     from ui.app import build_window

@@ -30,7 +30,7 @@ from ui.theme import apply_appearance
 
 @dataclass
 class AppParts:
-    """What the window needs; :mod:`app.gui` fills it in from the user's folders and settings."""
+    """What the window needs; :mod:`app.surfaces.gui` fills it in from the user's folders and settings."""
 
     settings: Settings
     make_client: Callable[[], EngineClient]

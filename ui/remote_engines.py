@@ -2,7 +2,7 @@
 thread.
 
 (The window's client itself is a :class:`~app.engine_clients.remote.routing.RoutingClient` around the local
-worker's, made in :mod:`app.gui`: loading ``engine:NAME`` switches it to that remote engine, loading
+worker's, made in :mod:`app.surfaces.gui`: loading ``engine:NAME`` switches it to that remote engine, loading
 a local model switches it back. It asks the :class:`~app.services.engines.EngineRegistry` for the
 engine at load time, so an engine added or edited in Settings → Engines is used as saved, with its
 key read from where it is kept.)

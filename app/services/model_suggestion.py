@@ -1,6 +1,6 @@
 """What to say when a document is too long for the model loaded: what limits it, and which catalogue
 model would read it whole on this machine. The one place for this choice: ``hearth doc load``
-(:mod:`app.cli.document_commands`) and the window's dialog (:mod:`ui.document_controller`) both ask here.
+(:mod:`app.surfaces.cli.document_commands`) and the window's dialog (:mod:`ui.document_controller`) both ask here.
 
 What limits it. A document needs its own tokens, the conversation's before it, and room for a
 question and its answer (:func:`needed_tokens`, the room the worker keeps: engine.protocol.document_room).

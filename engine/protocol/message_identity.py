@@ -3,7 +3,7 @@
 The one definition, as simonw/llm and llama.cpp's server key their caches: the pipe's record of
 what the worker was already sent (:mod:`engine.protocol.pipe_transcripts`: role, text, reasoning and the stored
 id) and ``hearth serve``'s mapping of API requests onto its stored conversations
-(:mod:`app.serve.api_conversations`: role and text, as clients send them back) chain the same way.
+(:mod:`app.surfaces.serve.api_conversations`: role and text, as clients send them back) chain the same way.
 Each field is length-prefixed, so no text can pass for two fields or for another's end.
 """
 

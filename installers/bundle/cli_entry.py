@@ -7,6 +7,6 @@ from engine.protocol.child_command import run_module_if_asked
 
 if __name__ == "__main__":
     run_module_if_asked(sys.argv)
-    from app.entry import main
+    from app.surfaces.entry import main
 
     sys.exit(main(sys.argv[1:]))

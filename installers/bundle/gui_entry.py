@@ -8,9 +8,9 @@ from engine.protocol.child_command import run_module_if_asked
 if __name__ == "__main__":
     run_module_if_asked(sys.argv)
     if sys.argv[1:]:
-        from app.cli.main import main as cli_main
+        from app.surfaces.cli.main import main as cli_main
 
         sys.exit(cli_main(sys.argv[1:]))
-    from app.gui import main
+    from app.surfaces.gui import main
 
     sys.exit(main())

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 
 
 def run_info(capsys, model) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.serve.main import what_to_do_when_unable_to_listen
+from app.surfaces.serve.main import what_to_do_when_unable_to_listen
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from app.services.extract import DocumentError, extract_text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from app.services.paths import user_paths
 from app.services.settings import BROKEN_SUFFIX, Settings, load_settings, settings_path
 

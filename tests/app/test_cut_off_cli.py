@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from engine.context.context_memory import model_memory
 from engine.models.model_files import check_model_file
 from model_store.conversations import ConversationStore

@@ -3,7 +3,7 @@ measured prefill speeds stored in the settings, and the engine receiving them at
 
 import json
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from app.services.settings import current_settings
 from engine.devices.calibration import Calibration
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from app.serve.main import FOLDER_PREFIX
+from app.surfaces.serve.main import FOLDER_PREFIX
 from tests.helpers.cli import hearth
 from tests.helpers.serve import start_server
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.app.test_eagle3_cli import GREEDY, LONG_PROMPT, PROMPT
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from tests.helpers.cli import hearth
 
 QUOTE = ("Repeat exactly: the cat sat on the mat. the dog ran to the park. the cat ate the fish. the dog sat on "

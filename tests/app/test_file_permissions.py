@@ -143,7 +143,7 @@ def test_a_chosen_data_folder_keeps_its_mode_and_hearths_files_in_it_are_tighten
 
 
 def test_the_gui_worker_log_is_private(hearth_home):
-    from app.gui import app_parts
+    from app.surfaces.gui import app_parts
 
     old = os.umask(0o022)
     try:

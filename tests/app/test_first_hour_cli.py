@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from app.cli.document_commands import ReadingProgress
+from app.surfaces.cli.document_commands import ReadingProgress
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from model_store.installed import EMBEDDED_NAME

@@ -2,7 +2,7 @@
 
 import json
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 
 
 def test_generate_cli_streams_text_and_json_has_the_documented_keys(capsys, hybrid_tiny):

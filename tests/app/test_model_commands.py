@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from model_store.catalogue import load_catalogue
 from model_store.fit import AVAILABLE_MEMORY_ENV, headroom
 

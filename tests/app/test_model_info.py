@@ -2,7 +2,7 @@
 
 import json
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 
 
 def info(capsys, model) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from app.services.model_refs import model_display_name, open_library, tidy_name
 from app.services.settings import app_data_dir
 from model_store.installed import EMBEDDED_NAME

@@ -9,7 +9,7 @@ import json
 import shlex
 from pathlib import Path
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from app.services.model_suggestion import MEMORY, TRAINED, needed_tokens, suggest_model, what_limits
 from engine import protocol as p
 from model_store.catalogue import load_catalogue

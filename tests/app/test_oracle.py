@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from engine.backends.base import default_threads
 from engine.models.model_files import check_model_file
 

@@ -17,7 +17,7 @@ import time
 import httpx2
 import pytest
 
-from app.serve.connections import LIMITS_TEST_ENV
+from app.surfaces.serve.connections import LIMITS_TEST_ENV
 from tests.helpers.serve import start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]

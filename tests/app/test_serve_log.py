@@ -16,7 +16,7 @@ import time
 import httpx2
 import pytest
 
-from app.serve.connections import LIMITS_TEST_ENV
+from app.surfaces.serve.connections import LIMITS_TEST_ENV
 from app.services.serve_contract import REQUEST_PREFIX
 from tests.helpers.serve import start_server
 

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from app.cli.terminal_text import AnswerText, json_text
+from app.surfaces.cli.terminal_text import AnswerText, json_text
 from tests.helpers.cli import ROOT, command, hearth
 from tests.helpers.scripted_engine import ScriptedEngine
 

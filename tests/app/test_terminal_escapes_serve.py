@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from app.cli.terminal_text import visible
+from app.surfaces.cli.terminal_text import visible
 from model_store.conversations import ConversationStore
 from model_store.db import database_path, open_database
 from tests.app.test_terminal_escapes import raw_controls

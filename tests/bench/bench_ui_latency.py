@@ -40,7 +40,7 @@ import msgspec  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.gui import app_parts  # noqa: E402
+from app.surfaces.gui import app_parts  # noqa: E402
 from app.services.paths import user_paths  # noqa: E402
 from app.services.settings import Settings, save_settings  # noqa: E402
 from engine import protocol as p  # noqa: E402

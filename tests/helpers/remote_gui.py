@@ -19,7 +19,7 @@ import keyring.backend
 import keyring.backends.fail
 import msgspec
 
-from app.gui import app_parts
+from app.surfaces.gui import app_parts
 from engine import protocol as p
 from app.engine_clients.remote.loading import model_loaded
 from app.engine_clients.remote.spec import REMOTE_PREFIX, RemoteEngine

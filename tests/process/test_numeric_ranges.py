@@ -26,7 +26,7 @@ import psutil
 import pytest
 from msgspec import inspect as mi
 
-from app.cli.main import main
+from app.surfaces.cli.main import main
 from engine import protocol as p
 from app.engine_clients.client import EngineDead, EngineError, InvalidRequest, new_request_id
 from engine.protocol.framing import frame

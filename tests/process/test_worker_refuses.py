@@ -18,7 +18,7 @@ import threading
 import msgspec
 import pytest
 
-from app.serve.runner import EngineRunner, Job
+from app.surfaces.serve.runner import EngineRunner, Job
 from engine import protocol as p
 from app.engine_clients.client import new_request_id
 from engine.protocol.framing import frame

@@ -11,7 +11,7 @@ import gc
 
 import pytest
 
-from app.gui import app_parts
+from app.surfaces.gui import app_parts
 from app.services.settings import Settings
 from tests.helpers.gui import RunningApp, write_settings
 from ui.app import build_window

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from PySide6.QtCore import Qt
 
-from app.gui import app_parts
+from app.surfaces.gui import app_parts
 from app.services.about import app_version
 from app.services.paths import user_paths
 from tests.fakes.engine_client import ScriptedEngine

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from app.gui import app_parts
+from app.surfaces.gui import app_parts
 from tests.fakes.engine_client import ScriptedEngine
 from ui import single_instance
 from ui.app import build_window

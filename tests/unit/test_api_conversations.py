@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.serve import api_conversations as api
-from app.serve.schema import ApiMessage as T
+from app.surfaces.serve import api_conversations as api
+from app.surfaces.serve.schema import ApiMessage as T
 from app.services.turn import TurnOptions
 from engine import protocol as p
 from app.engine_clients.client import prepare_database

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import inspect
 
-from app.cli.main import _command, build_parser
+from app.surfaces.cli.main import _command, build_parser
 
 
 def _runs(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
@@ -24,14 +24,14 @@ def test_every_sub_command_names_a_function_of_the_command_line_that_takes_its_a
     assert len(runs) >= 20, sorted(runs)  # every command and sub-command was walked
     for path, where in runs.items():
         module = where.partition(":")[0]
-        assert module.startswith("app.cli."), f"hearth {' '.join(path)}: {where} is outside app.cli"
+        assert module.startswith("app.surfaces.cli."), f"hearth {' '.join(path)}: {where} is outside app.surfaces.cli"
         run = _command(where)
         assert callable(run) and len(inspect.signature(run).parameters) == 1, f"hearth {' '.join(path)}: {where}"
 
 
 def test_a_name_that_is_not_there_fails_loudly():
     try:
-        _command("app.cli.commands:run_nothing")
+        _command("app.surfaces.cli.commands:run_nothing")
     except AttributeError:
         return
     raise AssertionError("a missing function was not noticed")

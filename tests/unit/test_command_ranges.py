@@ -9,7 +9,7 @@ import importlib.util
 import msgspec
 import pytest
 
-from app.serve import schema
+from app.surfaces.serve import schema
 from app.services.settings import DRAFT_MAX_RANGE
 from engine import protocol as p
 from engine.protocol.command_check import error_field, explain, field_range

@@ -110,7 +110,7 @@ def test_every_published_value_in_the_catalogue_is_one_the_protocol_takes():
 
 
 def test_an_api_request_sets_what_it_sends_and_the_model_gives_the_rest(tmp_path):
-    from app.serve import schema
+    from app.surfaces.serve import schema
 
     model = write_model(tmp_path / "served.gguf", "lfm2", {"temp": 0.5, "penalty_repeat": 1.2})
     body = schema.decode_body(b'{"model": "m", "messages": [], "temperature": 0, "top_k": 7}', schema.ChatRequest)
@@ -158,7 +158,7 @@ def test_the_catalogues_window_comes_after_the_files_and_the_user_wins(tmp_path)
 
 
 def test_the_api_field_repeat_last_n_sets_the_window_and_is_checked(tmp_path):
-    from app.serve import schema
+    from app.surfaces.serve import schema
 
     model = write_model(tmp_path / "served-window.gguf", "lfm2", {"penalty_last_n": 32})
     unset = schema.decode_body(b'{"model": "m", "messages": []}', schema.ChatRequest)

@@ -10,8 +10,8 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
-from app.serve.replies import ApiError
-from app.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, note_logged
+from app.surfaces.serve.replies import ApiError
+from app.surfaces.serve.request_io import CLIENT_CLOSED, INTERNAL_ERROR, OneLinePerFailure, note_logged
 
 
 def call(route, path: str = "/x") -> tuple[list[tuple[int, str]], list[dict]]:

@@ -1,5 +1,5 @@
 """The window built as ``python -m app`` builds it (:func:`ui.app.build_window` on
-:func:`app.gui.app_parts`), with one part changed: its engine client is the scripted one of
+:func:`app.surfaces.gui.app_parts`), with one part changed: its engine client is the scripted one of
 :mod:`tests.fakes.engine_client` instead of a worker process. Everything else is real: the
 controllers, the store thread and the SQLite file in the test's ``HEARTH_HOME``. No model, no
 worker: each test runs in a fraction of a second.
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.gui import app_parts
+from app.surfaces.gui import app_parts
 from tests.fakes.engine_client import ScriptedEngine
 from tests.helpers.gui import RunningApp
 from ui.app import build_window

@@ -1,1 +1,0 @@
-"""The ``hearth`` command line (:mod:`app.cli.main`) and its sub-commands, one module per group."""

@@ -1,0 +1,1 @@
+"""The ways into Hearth, above the window in the layers: ``hearth`` and ``python -m app`` (``entry``), the window's start (``gui``), the command line (``cli``) and the API server (``serve``). The services they share are below the window, in ``app.services`` and ``app.engine_clients``."""
