@@ -25,8 +25,8 @@ from typing import Any
 import sqlite_utils
 
 from model_store.db import StoreError, ancestors, from_json, read_transaction, to_json, write_transaction
-from model_store.message_rows import (MESSAGE_COLUMNS, Message, check_status, message_from_row, read_message,
-                                      update_message)
+from model_store.message_rows import (MESSAGE_COLUMNS, Message, check_status, identity_after, message_from_row,
+                                      read_message, update_message)
 from model_store.snapshots import SnapshotStore
 
 __all__ = ["Conversation", "ConversationStore", "Message"]  # Message is message_rows', named here for the store's callers
@@ -207,19 +207,20 @@ class ConversationStore:
                 to another conversation.
         """
         check_status(status)
-        msg = Message(
-            message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
-            time.time(), dict(stats or {}), reasoning,
-        )
         with write_transaction(self.db):
             self.get(conversation_id)
             if parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
                 raise StoreError(f"message {parent_id} is not in conversation {conversation_id}")
+            msg = Message(
+                message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
+                time.time(), dict(stats or {}), reasoning,
+                identity=identity_after(self.db, parent_id, role, content, reasoning),
+            )
             self.db.execute(
                 "INSERT INTO messages (id, conversation_id, parent_id, role, content, status,"
-                " created_at, stats, reasoning) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, stats, reasoning, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [msg.id, conversation_id, parent_id, role, content, status, msg.created_at,
-                 to_json(msg.stats), reasoning],
+                 to_json(msg.stats), reasoning, msg.identity],
             )
             self.db.execute(
                 "UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
@@ -238,6 +239,14 @@ class ConversationStore:
             StoreError: If there is no such message.
         """
         return read_message(self.db, message_id)
+
+    def with_identity(self, identity: str) -> Message | None:
+        """The newest message with this identity (:mod:`model_store.message_identity`) that is not
+        still being written, if any."""
+        row = self.db.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE identity = ? AND status != 'generating'"
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1", [identity]).fetchone()
+        return message_from_row(row) if row is not None else None
 
     def branch(self, leaf_id: str) -> builtins.list[Message]:
         """Return the messages from the root down to ``leaf_id``, following ``parent_id``.

@@ -14,6 +14,7 @@ from typing import Any
 import sqlite_utils
 
 from model_store.db import StoreError, from_json, to_json, write_transaction
+from model_store.message_identity import ROOT, message_identity
 
 MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
 # How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
@@ -37,6 +38,7 @@ class Message:
     reasoning: str = ""  # an answer's reasoning, apart from its text (m008_message_reasoning)
     finish: str = ""  # how an answer ended, one of MESSAGE_FINISHES (m009_message_outcome)
     error: str = ""  # why it failed, in words (m009_message_outcome)
+    identity: str = ""  # its identity (model_store.message_identity), kept by the store (m014_message_identity)
 
     @property
     def cut_off(self) -> bool:
@@ -103,4 +105,25 @@ def update_message(db: sqlite_utils.Database, message_id: str, *, content: str |
         if changes:
             assignments = ", ".join(f"{column} = ?" for column in changes)
             db.execute(f"UPDATE messages SET {assignments} WHERE id = ?", [*changes.values(), message_id])
+        if content is not None or reasoning is not None:
+            refresh_identities(db, message_id)
         return read_message(db, message_id)
+
+
+def identity_after(db: sqlite_utils.Database, parent_id: str | None, role: str, content: str, reasoning: str) -> str:
+    """The identity of a message with these fields under ``parent_id`` (None: a first message)."""
+    parent = ROOT if parent_id is None else read_message(db, parent_id).identity
+    return message_identity(parent, role, content, reasoning)
+
+
+def refresh_identities(db: sqlite_utils.Database, message_id: str) -> None:
+    """Give ``message_id`` and every message after it the identity their fields now make (inside
+    the caller's write transaction). Only an answer's text changes, before anything follows it, so
+    this is one row in practice."""
+    pending = [message_id]
+    while pending:
+        current = read_message(db, pending.pop())
+        identity = identity_after(db, current.parent_id, current.role, current.content, current.reasoning)
+        if identity != current.identity:
+            db.execute("UPDATE messages SET identity = ? WHERE id = ?", [identity, current.id])
+            pending += [row[0] for row in db.execute("SELECT id FROM messages WHERE parent_id = ?", [current.id])]

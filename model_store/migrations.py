@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
+from model_store.message_identity import ROOT, message_identity
 from model_store.state_files import FILE_PARTS, StateFiles
 from model_store.text_digest import text_digest
 
@@ -345,3 +346,38 @@ def m013_snapshot_state_files(db: sqlite_utils.Database) -> None:
             db.execute("UPDATE snapshots SET checksums = json_remove(checksums, '$.' || ?),"
                        " part_bytes = json_remove(part_bytes, '$.' || ?) WHERE id = ?", [part, part, snapshot_id])
     db.execute(f"DELETE FROM snapshot_parts WHERE part IN ({', '.join('?' * len(FILE_PARTS))})", sorted(FILE_PARTS))
+
+
+@migration
+def m014_message_identity(db: sqlite_utils.Database) -> None:
+    """Each message keeps its identity (:mod:`model_store.message_identity`), and each snapshot the
+    identity of the branch its state ends with, so a request is matched to what is stored by what
+    its messages say, after a restart too. Existing snapshots take their message's identity."""
+    db.execute("ALTER TABLE messages ADD COLUMN identity TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE snapshots ADD COLUMN identity TEXT NOT NULL DEFAULT ''")
+    known: dict[str, str] = {}
+    while _identify_messages(db, known):  # a message stored before its parent waits for the next pass
+        pass
+    db.execute("UPDATE snapshots SET identity = COALESCE("
+               "(SELECT m.identity FROM messages AS m WHERE m.id = snapshots.message_id), '')")
+    db.execute("CREATE INDEX messages_identity ON messages(identity)")
+    db.execute("CREATE INDEX snapshots_identity_fingerprint ON snapshots(identity, fingerprint)")
+
+
+def _identify_messages(db: sqlite_utils.Database, known: dict[str, str]) -> bool:
+    """One pass over the messages without an identity, in the order stored, giving one to each whose
+    parent has one; True if some were given one and some still wait."""
+    last, given, waiting = -1, 0, 0
+    while rows := db.execute("SELECT rowid, id, parent_id, role, content, reasoning FROM messages"
+                             " WHERE rowid > ? AND identity = '' ORDER BY rowid LIMIT 500", [last]).fetchall():
+        updates = []
+        for _, message_id, parent_id, role, content, reasoning in rows:
+            if parent_id is not None and parent_id not in known:
+                waiting += 1
+                continue
+            known[message_id] = message_identity(known.get(parent_id, ROOT), role, content, reasoning)
+            updates.append((known[message_id], message_id))
+        db.conn.executemany("UPDATE messages SET identity = ? WHERE id = ?", updates)
+        given += len(updates)
+        last = rows[-1][0]
+    return given > 0 and waiting > 0

@@ -33,6 +33,7 @@ from pathlib import Path
 import sqlite_utils
 
 from model_store.db import open_database, write_transaction
+from model_store.message_rows import refresh_identities
 from model_store.page_reader import PageFile
 from model_store.recovered_rows import RowFinder, table_shape
 from model_store.state_files import FILE_PARTS
@@ -200,9 +201,12 @@ def _patch_references(db: sqlite_utils.Database, recovery: Recovery) -> None:
             " SELECT conversation_id, 'Recovered conversation', 'default', '{}', min(created_at), max(created_at), NULL"
             " FROM messages WHERE conversation_id NOT IN (SELECT id FROM conversations) GROUP BY conversation_id"
         ).rowcount)
-        _note(recovery, "message(s) whose earlier message was lost now start their branch", db.execute(
-            "UPDATE messages SET parent_id = NULL"
-            " WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)").rowcount)
+        orphans = [row[0] for row in db.execute(
+            "SELECT id FROM messages WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)")]
+        db.conn.executemany("UPDATE messages SET parent_id = NULL WHERE id = ?", ([o] for o in orphans))
+        for orphan in orphans:  # a new start of a branch: its identity, and those after it, no longer hold the lost one
+            refresh_identities(db, orphan)
+        _note(recovery, "message(s) whose earlier message was lost now start their branch", len(orphans))
         _note(recovery, "conversation(s) whose shown message was lost now show their newest one", db.execute(
             "UPDATE conversations SET leaf_id = (SELECT m.id FROM messages AS m WHERE m.conversation_id = conversations.id"
             " ORDER BY m.created_at DESC, m.rowid DESC LIMIT 1)"

@@ -1,8 +1,10 @@
 """Snapshots of the model's sequence state, saved at the exact end of a turn.
 
 A snapshot lets the engine resume a conversation without prefilling it again: it is the state
-after the last token of one message (``message_id``) for one model configuration
-(``fingerprint``: weights hash, quantisation, context size, backend version). Its bytes come as
+after the last token of one message (``message_id``, which owns it) for one model configuration
+(``fingerprint``: weights hash, quantisation, context size, backend version). It is found by the
+identity of the branch it ends with (``identity``: :mod:`model_store.message_identity`), so any
+branch that says the same stands on it. Its bytes come as
 named *parts* -- for example ``"recurrent"`` (the fixed-size recurrent layers' state), ``"kv"``
 (attention keys/values from ``kv_start`` on), ``"prefill_tokens"``, ``"decoded_tokens"``. The
 store never interprets them; ``layout`` (JSON) is the engine's description of how to. The
@@ -73,6 +75,7 @@ class SnapshotRecord:
     part_bytes: dict[str, int]
     created_at: float
     last_used_at: float
+    identity: str = ""  # the identity of the branch the state ends with (m014_message_identity)
 
     def has_part(self, name: str) -> bool:
         """Whether the part ``name`` is stored (it may have been dropped by eviction)."""
@@ -127,6 +130,7 @@ class SnapshotStore:
         *,
         conversation_id: str,
         message_id: str,
+        identity: str,
         parent_id: str | None,
         fingerprint: str,
         format_version: int,
@@ -140,7 +144,8 @@ class SnapshotStore:
 
         Args:
             conversation_id: The conversation of ``message_id``.
-            message_id: The message whose end the state corresponds to.
+            message_id: The message whose end the state corresponds to (deleted with it).
+            identity: The identity of the branch of messages the state ends with; it is found by it.
             parent_id: The snapshot of an earlier turn this one extends, if any.
             fingerprint: Identifies the model configuration the state is valid for.
             format_version: The engine's serialisation format.
@@ -163,7 +168,7 @@ class SnapshotStore:
             uuid.uuid4().hex, conversation_id, message_id, parent_id, fingerprint,
             format_version, n_tokens, kv_start, len(text), text_digest(text), dict(layout),
             {name: part_checksum(view) for name, view in views.items()},
-            {name: view.nbytes for name, view in views.items()}, now, now,
+            {name: view.nbytes for name, view in views.items()}, now, now, identity,
         )
         for name, view in views.items():
             if name in FILE_PARTS:
@@ -218,14 +223,20 @@ class SnapshotStore:
         ).fetchone()
         return _record(row) if row else None
 
-    def find(self, message_id: str, fingerprint: str) -> SnapshotRecord | None:
-        """Return the newest snapshot for ``message_id`` made with ``fingerprint``, if any."""
+    def find(self, identity: str, fingerprint: str) -> SnapshotRecord | None:
+        """Return the newest snapshot of the branch ``identity`` names made with ``fingerprint``, if any."""
         row = self.db.execute(
-            f"SELECT {_COLUMNS} FROM snapshots WHERE message_id = ? AND fingerprint = ?"
+            f"SELECT {_COLUMNS} FROM snapshots WHERE identity = ? AND fingerprint = ?"
             " ORDER BY created_at DESC, rowid DESC LIMIT 1",
-            [message_id, fingerprint],
+            [identity, fingerprint],
         ).fetchone()
         return _record(row) if row else None
+
+    def made_for_other_models(self, identity: str, fingerprint: str) -> bool:
+        """Whether the branch ``identity`` names has snapshots, none of them made with ``fingerprint``."""
+        if self.find(identity, fingerprint) is not None:
+            return False
+        return self.db.execute("SELECT 1 FROM snapshots WHERE identity = ? LIMIT 1", [identity]).fetchone() is not None
 
     def for_message(self, message_id: str) -> list[SnapshotRecord]:
         """Return every snapshot of ``message_id`` (any fingerprint), newest first."""

@@ -6,9 +6,11 @@ messages after it. A question in a chat about a 40-page document is then a few h
 the document again.
 
 Both ends keep a record of what was sent, the latest branches, each as the chained digests of its
-prefixes (``digest[i]`` covers messages ``0..i``; it changes if any message before it does, in
-role, text, reasoning or id: :mod:`engine.protocol.message_identity`). The client records a branch when it writes the request, the worker when it reads
-it, in the same order. The client names only what is among its last :data:`KEPT` branches; the
+prefixes: ``digest[i]`` chains the identity of message ``i`` (:mod:`model_store.message_identity`:
+its role, text, reasoning and those of every message before it) with the stored ids of messages
+``0..i``, so it changes if any message before it does, or is another stored message with the same
+text. The client records a branch when it writes the request, the worker when it reads it, in the
+same order. The client names only what is among its last :data:`KEPT` branches; the
 worker forgets later (it keeps twice as many, and the messages too, to put each branch back together
 before the request is served), so a branch the client names is still there even after a few frames
 the client did not record (a test's raw frames). A name the worker does not know is refused as a
@@ -23,14 +25,18 @@ from dataclasses import dataclass
 import msgspec
 
 from engine import protocol as p
-from engine.protocol.message_identity import branch_identities
+from model_store.message_identity import ROOT, branch_identities, chained
 
 KEPT = 8  # branches the client names (a conversation, its documents, a few others switched between)
 
 
 def prefix_digests(messages: list[p.WireMessage]) -> list[str]:
-    """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages, each by its role, text, reasoning and id."""
-    return branch_identities((m.role, m.content, m.reasoning, m.id or "") for m in messages)
+    """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages, by their identities and stored ids."""
+    digests, digest = [], ROOT
+    for message, identity in zip(messages, branch_identities((m.role, m.content, m.reasoning) for m in messages)):
+        digest = chained(digest, identity, message.id or "")
+        digests.append(digest)
+    return digests
 
 
 @dataclass

@@ -58,6 +58,7 @@ from engine.state.snapshot_keeper import (Captured, Checkpoint, HeldState, Segme
                                           model_fingerprint)
 from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError
+from model_store.message_identity import ROOT, message_identity
 from model_store.snapshots import SnapshotRecord
 
 
@@ -79,6 +80,7 @@ class Question:
     """Where the question ends among a turn's new tokens, and the state there once it is read."""
 
     message_id: str
+    identity: str  # of the branch up to the question (model_store.message_identity)
     n_new: int  # of the turn's new tokens, how many come before the cue's part read apart (all: none is)
     text: str  # the new text up to there
     chunks: list[int] | None = None  # how those tokens were read (set at the checkpoint)
@@ -99,6 +101,8 @@ class ReadingStart:
     reasoning: ReasoningStart = "detect"  # whether the answer starts inside a reasoning block
     messages: list[ChatMessage] = field(default_factory=list)
     options: RenderOptions = RenderOptions()
+    identity: str = ROOT  # the identity of the branch's last stored message (see stored_identities)
+    answers: bool = True  # the run writes an answer after the messages (else it only reads them)
 
 
 def snapshot_report(start: ReadingStart, saved: SnapshotRecord | None = None, notes: Iterable[str] = ()) -> p.SnapshotReport:
@@ -144,7 +148,8 @@ class SnapshotCursor:
         options = RenderOptions(template.now, template.enable_thinking)
         target = render_for(model, chat, answer=answer, options=options)
         notes: list[str] = []
-        snapshot = self._deepest_snapshot(messages, target.text, notes, leave_unread=True)
+        identities = stored_identities(messages)
+        snapshot = self._deepest_snapshot(messages, identities, target.text, notes, leave_unread=True)
         start = None
         if snapshot is not None and self._fits(snapshot):  # else: the whole, longer than the context, grows it
             try:
@@ -160,13 +165,14 @@ class SnapshotCursor:
         if start is None:
             self.live = None
             start = ReadingStart(None, rendered_tokens(model, target, bos=True), "", target.text, notes=notes)
-        start.messages, start.options = chat, options
+        start.messages, start.options, start.answers = chat, options, answer
+        start.identity = next((i for i in reversed(identities) if i is not None), ROOT)
         if answer:
             closed = self._closed(chat, options, target)
             start.reasoning = reasoning_start(target.text[len(closed.text):]) if target.text.startswith(
                 closed.text) else "detect"
             if not self._written_back.get(options.enable_thinking, False):
-                start.question = self._question(messages[-1].id, start, target, closed)
+                start.question = self._question(messages[-1].id, identities[-1], start, target, closed)
         return start
 
     def _closed(self, chat: list[ChatMessage], options: RenderOptions, target: RenderedChat) -> RenderedChat:
@@ -199,7 +205,7 @@ class SnapshotCursor:
         framing, found, _ = later[len(closed):].partition(PROBE_ANSWER)
         return os.path.commonprefix([framing, cue]) if found else ""
 
-    def _question(self, message_id: str | None, start: ReadingStart, target: RenderedChat,
+    def _question(self, message_id: str | None, identity: str | None, start: ReadingStart, target: RenderedChat,
                   closed: RenderedChat) -> Question | None:
         """Where the question's snapshot ends among the turn's new tokens, if the state there can be
         kept: after the question and the part of the cue an answer in history keeps, or else right
@@ -207,7 +213,7 @@ class SnapshotCursor:
         prompt in two parts there gives the same tokens as in one (the cue's parts start at control
         tokens in every template seen)."""
         model, before = self.session.model, len(start.text_before)
-        if message_id is None or not target.text.startswith(closed.text):
+        if message_id is None or identity is None or not target.text.startswith(closed.text):
             return None
         cue = self._cues.get(start.options.enable_thinking)
         kept = cue.kept if cue is not None and target.text.startswith(cue.kept, len(closed.text)) else ""
@@ -217,7 +223,7 @@ class SnapshotCursor:
             question = rendered_tokens(model, target.prefix(end).suffix(before), bos=start.base is None)
             rest = rendered_tokens(model, target.suffix(end), bos=False) if end < len(target.text) else []
             if question + rest == start.new_tokens:
-                return Question(message_id, len(question), target.text[before:end])
+                return Question(message_id, identity, len(question), target.text[before:end])
         return None
 
     def mark_question(self, start: ReadingStart, chunks: list[int]) -> None:
@@ -237,7 +243,7 @@ class SnapshotCursor:
             chat.append(NEXT_MESSAGE)
         target = render_for(model, chat, answer=False, options=options).text if messages else ""
         notes: list[str] = []
-        snapshot = self._deepest_snapshot(messages, target, notes) if messages else None
+        snapshot = self._deepest_snapshot(messages, stored_identities(messages), target, notes) if messages else None
         if snapshot is not None and not self._fits(snapshot):
             notes.append("the conversation is longer than the context; the context grows when you send")
             return ReadingStart(None, [], "", "", notes=notes)
@@ -254,20 +260,21 @@ class SnapshotCursor:
         """A snapshot can stand in this context (with room for the next token)."""
         return snapshot.n_tokens + 1 < self.session.n_ctx
 
-    def _deepest_snapshot(self, messages: list[p.WireMessage], target: str, notes: list[str], *,
-                          leave_unread: bool = False) -> SnapshotRecord | None:
+    def _deepest_snapshot(self, messages: list[p.WireMessage], identities: list[str | None], target: str,
+                          notes: list[str], *, leave_unread: bool = False) -> SnapshotRecord | None:
         """The deepest snapshot of the branch whose text starts ``target``; with ``leave_unread``, one
-        that leaves some of ``target`` to read (see the module's docstring), the one before it otherwise."""
-        store = self.keeper.store
-        for message in reversed(messages):
-            if message.id is None:
+        that leaves some of ``target`` to read (see the module's docstring), the one before it otherwise.
+        Each is found by the identity of the branch it ends with; the text check is this one."""
+        store, fingerprint = self.keeper.store, self.keeper.fingerprint
+        for identity in reversed(identities):
+            if identity is None:
                 continue
-            snapshot = store.find(message.id, self.keeper.fingerprint)
+            snapshot = store.find(identity, fingerprint)
             if snapshot is not None and snapshot.starts(target):
                 if leave_unread and snapshot.text_chars >= len(target):
                     continue
                 return snapshot
-            if snapshot is None and store.for_message(message.id):
+            if snapshot is None and store.made_for_other_models(identity, fingerprint):
                 notes.append("the saved state was made by another model file or other settings; "
                              "the conversation was read again")
                 return None
@@ -296,9 +303,10 @@ class SnapshotCursor:
         question = start.question if start.question is not None and start.question.point is not None else None
         if run.prefill_chunks is None and question is None:
             return None
+        identity = answer_identity(start, run) if start.answers else start.identity
         if not run.writes:
             return self._save(start, run.prefill_chunks, [], start.text_before + start.new_text, conversation_id,
-                              message_id)
+                              message_id, identity)
         answer_ends = run.prefill_chunks is not None and run.pending_token is not None \
             and session.n_past + 1 < session.n_ctx
         if not answer_ends and question is None:
@@ -323,15 +331,16 @@ class SnapshotCursor:
             return None  # the answer's own state would never be stood on: the next turn reads it again
         decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])
         segment = Segment(start.new_tokens, decoded, tuple(run.prefill_chunks))
-        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
-                                  segment=segment, text=start.text_before + start.new_text + written, captured=captured)
+        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, identity=identity,
+                                  parent=start.base, segment=segment, text=start.text_before + start.new_text + written,
+                                  captured=captured)
         self.live = record
         return record
 
     def _save_question(self, start: ReadingStart, question: Question, conversation_id: str, captured: Captured) -> None:
         segment = Segment(start.new_tokens[:question.n_new], [], tuple(question.chunks))
         question.saved = self.keeper.save(conversation_id=conversation_id, message_id=question.message_id,
-                                          parent=start.base, segment=segment, text=start.text_before + question.text,
+                                          identity=question.identity, parent=start.base, segment=segment, text=start.text_before + question.text,
                                           captured=captured, point=question.point)
         self._held = self.keeper.hold(question.saved, question.point)
 
@@ -359,8 +368,9 @@ class SnapshotCursor:
         return record, []
 
     def _save(self, start: ReadingStart, chunks: list[int], decoded: list[int], text: str, conversation_id: str,
-              message_id: str) -> SnapshotRecord:
-        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, parent=start.base,
+              message_id: str, identity: str) -> SnapshotRecord:
+        record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, identity=identity,
+                                  parent=start.base,
                                   segment=Segment(start.new_tokens, decoded, tuple(chunks)), text=text)
         self.live = record
         return record
@@ -368,6 +378,26 @@ class SnapshotCursor:
 
 def chat_messages(messages: list[p.WireMessage]) -> list[ChatMessage]:
     return [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+
+
+def stored_identities(messages: list[p.WireMessage]) -> list[str | None]:
+    """The identity of each stored message of the branch, as the store keeps it with the message
+    (model_store.message_identity), chained over the stored messages only; None for one that is not
+    stored (the conversation's system prompt, sent before its messages), which only the text check sees."""
+    identities: list[str | None] = []
+    parent = ROOT
+    for message in messages:
+        if message.id is None:
+            identities.append(None)
+            continue
+        parent = message_identity(parent, message.role, message.content, message.reasoning)
+        identities.append(parent)
+    return identities
+
+
+def answer_identity(start: ReadingStart, run: Generation) -> str:
+    """The identity the answer ``run`` wrote will have once stored (engine.protocol.answer_record)."""
+    return message_identity(start.identity, "assistant", run.text, run.reasoning.strip())
 
 
 def open_snapshot_cursor(store: WorkerStore, session: ModelSession) -> SnapshotCursor:

@@ -128,7 +128,7 @@ class SnapshotKeeper:
             return b""
         return bytes(split_header(self.session.context.state_get(0, STATE_PARTIAL_ONLY))[1])
 
-    def save(self, *, conversation_id: str, message_id: str, parent: SnapshotRecord | None,
+    def save(self, *, conversation_id: str, message_id: str, identity: str, parent: SnapshotRecord | None,
              segment: Segment, text: str, captured: Captured | None = None,
              point: Checkpoint | None = None) -> SnapshotRecord:
         """Store a state that is exactly ``parent``'s state plus ``segment``: the live one (or
@@ -150,7 +150,7 @@ class SnapshotKeeper:
         layout_json = {"kv": layout.to_json() if layout else None, "prefill_chunk": self.session.n_batch,
                        "prefill_chunks": list(segment.chunks) or None}
         return self.store.save(
-            conversation_id=conversation_id, message_id=message_id,
+            conversation_id=conversation_id, message_id=message_id, identity=identity,
             parent_id=parent.id if parent is not None else None, fingerprint=self.fingerprint,
             format_version=FORMAT_VERSION, n_tokens=n_tokens, kv_start=kv_start, text=text,
             layout=layout_json, parts=parts,

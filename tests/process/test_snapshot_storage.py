@@ -28,7 +28,7 @@ def test_stored_bytes_grow_with_tokens_not_turns_times_tokens(request, tmp_path,
     chat.stop_worker()
     snapshots = SnapshotStore(chat.store.db)
     leaf = chat.store.current_branch(chat.conversation.id)[-1]
-    chain = snapshots.chain(snapshots.find(leaf.id, snapshots.get(snapshots.for_message(leaf.id)[0].id).fingerprint).id)
+    chain = snapshots.chain(snapshots.for_message(leaf.id)[0].id)
     assert len(chain) == 10
     n_tokens = chain[0].n_tokens
     per_part = snapshots.conversation_bytes(chat.conversation.id)

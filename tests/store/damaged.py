@@ -126,7 +126,7 @@ def write_spread_conversations(path: Path, conversations: int = 4, messages: int
             parent = store.add_message(conversation.id, role, f"turn {i}.{j} " + "lorem ipsum " * (size // 12),
                                        parent_id=parent).id
             if role == "assistant":
-                snapshots.save(conversation_id=conversation.id, message_id=parent, parent_id=None, fingerprint="f",
+                snapshots.save(conversation_id=conversation.id, message_id=parent, identity=parent, parent_id=None, fingerprint="f",
                                format_version=1, n_tokens=j, kv_start=0, text="t", layout={},
                                parts={"prefill_tokens": rng.randbytes(SNAPSHOT_BYTES)})  # kept in the file
     db.close()
@@ -212,7 +212,7 @@ def write_messages_then_snapshots(path: Path, conversations: int = 2, messages: 
         leaves[conversation.id] = parent
     rng = random.Random(3)
     for conversation_id, message_id in answers:
-        snapshots.save(conversation_id=conversation_id, message_id=message_id, parent_id=None, fingerprint="f",
+        snapshots.save(conversation_id=conversation_id, message_id=message_id, identity=message_id, parent_id=None, fingerprint="f",
                        format_version=1, n_tokens=1, kv_start=0, text="t", layout={},
                        parts={"prefill_tokens": rng.randbytes(SNAPSHOT_BYTES)})  # kept in the file
     db.close()

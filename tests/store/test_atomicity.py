@@ -43,7 +43,7 @@ while True:
         "prefill_tokens": b"",
     }
     parent = snaps.save(
-        conversation_id=conv.id, message_id=msg.id, parent_id=parent, fingerprint="f",
+        conversation_id=conv.id, message_id=msg.id, identity=msg.identity, parent_id=parent, fingerprint="f",
         format_version=1, n_tokens=1, kv_start=0, text="hi", layout={}, parts=parts,
     ).id
     snaps.evict(12 << 20)

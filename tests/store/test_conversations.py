@@ -59,12 +59,12 @@ def test_delete_cascades_to_messages_snapshots_and_parts(db, convs):
         user = convs.add_message(conv.id, "user", "q", parent_id=None)
         answer = convs.add_message(conv.id, "assistant", "a", parent_id=user.id)
         first = snaps.save(
-            conversation_id=conv.id, message_id=user.id, parent_id=None, fingerprint="f",
+            conversation_id=conv.id, message_id=user.id, identity=user.identity, parent_id=None, fingerprint="f",
             format_version=1, n_tokens=3, kv_start=0, text="q", layout={},
             parts={"recurrent": conv.id.encode() * 100_000, "kv": b"k" * 10, "prefill_tokens": b"\x01" * 8},
         )
         snaps.save(
-            conversation_id=conv.id, message_id=answer.id, parent_id=first.id, fingerprint="f",
+            conversation_id=conv.id, message_id=answer.id, identity=answer.identity, parent_id=first.id, fingerprint="f",
             format_version=1, n_tokens=5, kv_start=0, text="qa", layout={},
             parts={"recurrent": b"R" * 100, "decoded_tokens": b"\x02" * 8},
         )

@@ -18,7 +18,7 @@ from model_store.snapshots import SnapshotStore
 ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
        "m007_snapshot_references", "m008_message_reasoning", "m009_message_outcome",
        "m010_conversation_system_prompt", "m011_eagle3_heads", "m012_snapshot_text_digest",
-       "m013_snapshot_state_files"]
+       "m013_snapshot_state_files", "m014_message_identity"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 
@@ -52,6 +52,8 @@ def test_schema_cascades_and_indexes(db):
     message_indexes = {tuple(i.columns) for i in db["messages"].indexes}
     assert message_indexes >= {("conversation_id",), ("parent_id",)}
     assert ("message_id", "fingerprint") in {tuple(i.columns) for i in db["snapshots"].indexes}
+    assert ("identity", "fingerprint") in {tuple(i.columns) for i in db["snapshots"].indexes}
+    assert ("identity",) in message_indexes
     assert db["snapshot_parts"].pks == ["snapshot_id", "part", "seq"]
     assert db["file_hashes"].pks == ["path"]
 
@@ -196,3 +198,49 @@ def test_state_parts_kept_in_the_database_move_to_files_and_a_damaged_one_is_dro
         assert [f.name for f in snapshots.files.folder.iterdir()] == [snapshots.files.path(checksums["recurrent"]).name]
     finally:
         db.close()
+
+
+def test_stored_messages_and_their_snapshots_get_the_identity_a_new_message_would_have(tmp_path):
+    path, old = database_with_one_message(tmp_path, upto="m013_snapshot_state_files")
+    rows = [("a", "m", "assistant", "hello", "thought"), ("b", "a", "user", "more", ""),
+            ("x", "m", "assistant", "other", "")]
+    # "late" answers "early", stored after it: a recovered or imported tree need not be in order
+    old.execute("PRAGMA foreign_keys = OFF")
+    for message_id, parent_id, role, content, reasoning in [*rows, ("late", "early", "assistant", "yes", ""),
+                                                            ("early", "b", "user", "sure?", "")]:
+        old.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at, stats,"
+                    " reasoning) VALUES (?, 'c', ?, ?, ?, 'done', 0, '{}', ?)",
+                    [message_id, parent_id, role, content, reasoning])
+    old.execute("INSERT INTO snapshots (id, conversation_id, message_id, parent_id, fingerprint, format_version,"
+                " n_tokens, kv_start, created_at, last_used_at) VALUES ('s', 'c', 'b', NULL, 'fp', 1, 3, 0, 0, 0)")
+    old.close()
+
+    db = open_database(path)
+    try:
+        store = ConversationStore(db)
+        fresh = store.create("new")
+        parent = None
+        for message_id in ("m", "a", "b", "early", "late"):
+            old_message = store.message(message_id)
+            parent = store.add_message(fresh.id, old_message.role, old_message.content, parent_id=parent,
+                                       reasoning=old_message.reasoning).id
+            assert store.message(parent).identity == old_message.identity, message_id
+        assert len({store.message(m).identity for m in ("m", "a", "b", "x", "early", "late")}) == 6
+        assert SnapshotStore(db).get("s").identity == store.message("b").identity
+        assert SnapshotStore(db).find(store.message("b").identity, "fp").id == "s"
+    finally:
+        db.close()
+
+
+def test_an_answer_whose_text_changes_gets_a_new_identity_and_so_do_messages_after_it(db):
+    store = ConversationStore(db)
+    conversation = store.create("c")
+    question = store.add_message(conversation.id, "user", "hi", parent_id=None)
+    answer = store.add_message(conversation.id, "assistant", "", parent_id=question.id, status="generating")
+    after = store.add_message(conversation.id, "user", "and?", parent_id=answer.id)
+    written = store.update_message(answer.id, content="hello", reasoning="greet", status="done")
+    assert written.identity != answer.identity
+    assert store.message(after.id).identity != after.identity
+    again = store.add_message(conversation.id, "assistant", "hello", parent_id=question.id, reasoning="greet")
+    assert again.identity == written.identity and store.with_identity(written.identity).id == again.id
+    assert store.update_message(again.id, stats={"n": 1}).identity == again.identity

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from model_store.conversations import ConversationStore
+from model_store.message_identity import branch_identities
 from model_store.db import DatabaseDamaged, damage_of, database_path, open_database, problem_of, write_transaction
 from model_store.recovery import damage_found, recover_database
 from model_store.snapshots import SnapshotStore
@@ -79,6 +80,8 @@ def test_recovery_copies_every_readable_row_and_keeps_the_damaged_file_aside(dam
         assert all(m.id in damaged.readable_ids for m in branch)
         assert branch[0].parent_id is None
         assert all(child.parent_id == parent.id for parent, child in zip(branch, branch[1:]))
+        # each branch's identities are those of what it now holds, from its new start
+        assert [m.identity for m in branch] == branch_identities((m.role, m.content, m.reasoning) for m in branch)
     assert emptied < len(damaged.conversation_ids) // 2
     assert any("start their branch" in repair for repair in recovery.repairs)
     new = store.create("after recovery")  # the app works on the result
@@ -96,7 +99,7 @@ def test_snapshots_of_lost_messages_are_dropped_and_the_others_kept(tmp_path):
     for message_id in message_ids[::7]:
         message = store.message(message_id)
         saved[message_id] = snapshots.save(
-            conversation_id=message.conversation_id, message_id=message_id, parent_id=None, fingerprint="f",
+            conversation_id=message.conversation_id, message_id=message_id, identity=message.identity, parent_id=None, fingerprint="f",
             format_version=1, n_tokens=3, kv_start=0, text="t", layout={}, parts={"kv": b"x" * 1000}).id
     db.close()
     damage_page(path, middle_messages_page(path))

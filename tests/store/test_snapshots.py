@@ -29,10 +29,11 @@ def msg(convs, conv):
 
 
 @pytest.fixture
-def save(snaps, conv, msg):
+def save(convs, snaps, conv, msg):
     def save(parts, parent_id=None, fingerprint="fp", message_id=None, **extra):
+        owner = convs.message(message_id) if message_id else msg
         fields = dict(
-            conversation_id=conv.id, message_id=message_id or msg.id, parent_id=parent_id,
+            conversation_id=conv.id, message_id=owner.id, identity=owner.identity, parent_id=parent_id,
             fingerprint=fingerprint, format_version=1, n_tokens=7, kv_start=0, text="hello",
             layout={"n_layers": 2},
         )
@@ -235,9 +236,11 @@ def test_find_prefers_newest_and_matches_fingerprint(convs, conv, snaps, save):
     b = save({"kv": b"b"}, fingerprint="B")
     new_a = save({"kv": b"new"}, fingerprint="A")
     save({"kv": b"other"}, fingerprint="A", message_id=other_msg.id)
-    assert snaps.find(old_a.message_id, "A") == new_a
-    assert snaps.find(old_a.message_id, "B") == b
-    assert snaps.find(old_a.message_id, "C") is None
+    assert snaps.find(old_a.identity, "A") == new_a
+    assert snaps.find(old_a.identity, "B") == b
+    assert snaps.find(old_a.identity, "C") is None
+    assert snaps.made_for_other_models(old_a.identity, "C") and not snaps.made_for_other_models(old_a.identity, "A")
+    assert old_a.identity == convs.message(old_a.message_id).identity != other_msg.identity
     assert [r.id for r in snaps.for_message(old_a.message_id)] == [new_a.id, b.id, old_a.id]
     assert snaps.for_message("ghost") == []
 
