@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from app.surfaces.serve.main import FOLDER_PREFIX
+from app.surfaces.serve.server_folder import RUN_PREFIX
 from tests.helpers.cli import hearth
 from tests.helpers.serve import start_server
 
@@ -85,7 +85,7 @@ def test_hearth_serve_drafts_with_the_installed_head_too(hearth_home, eagle3_smo
         answer = server.client().chat.completions.create(
             model="default", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=40)
         stored = [sqlite3.connect(db).execute("SELECT stats FROM messages WHERE role = 'assistant'").fetchall()
-                  for db in hearth_home.rglob("hearth.db") if db.parent.name.startswith(FOLDER_PREFIX)]
+                  for db in hearth_home.rglob("hearth.db") if db.parent.name.startswith(RUN_PREFIX)]
     finally:
         server.stop()
     assert answer.choices[0].message.content == json.loads(expected.stdout)["text"]

@@ -67,17 +67,46 @@ def test_beyond_the_limit_the_least_recently_used_conversation_goes(served, monk
     assert again.conversation_id != oldest.conversation_id  # read anew, not a dangling branch
 
 
-def test_a_reasoning_answer_is_continued_by_its_text_and_keeps_its_reasoning(served):
-    first = [T("user", "Capital of France?")]
-    turn = served.begin(first, OPTIONS, [], "default")
+def reasoned(served, turns):
+    turn = served.begin(turns, OPTIONS, [], "default")
     turn.feed(p.TokenDelta(request_id=turn.command.request_id, text="", reasoning="France... Paris.", n_tokens=3))
     turn.feed(p.TokenDelta(request_id=turn.command.request_id, text="Paris.", n_tokens=2))
     turn.feed(p.Finished(request_id=turn.command.request_id, finish_reason="stop", timings=p.Timings()))
-    one = served.finish(turn)
+    return served.finish(turn)
+
+
+def test_an_answer_sent_back_with_its_reasoning_is_continued(served):
+    first = [T("user", "Capital of France?")]
+    one = reasoned(served, first)
     assert (one.answer.content, one.answer.reasoning) == ("Paris.", "France... Paris.")
-    two = served.begin([*first, T("assistant", "Paris."), T("user", "And Italy?")], OPTIONS, [], "default")
-    assert two.command.messages[1].id == one.answer.id  # matched without the reasoning the client left out
+    two = served.begin([*first, T("assistant", "Paris.", reasoning="France... Paris."), T("user", "And Italy?")],
+                       OPTIONS, [], "default")
+    assert two.command.messages[1].id == one.answer.id
     assert two.command.messages[1].reasoning == "France... Paris."
+
+
+def test_an_answer_sent_back_with_other_reasoning_or_none_is_answered_on_what_was_sent(served):
+    """Matched by role and text alone, a later request was answered as if it carried the first
+    request's reasoning (issue 53, point 2)."""
+    first = [T("user", "Capital of France?")]
+    one = reasoned(served, first)
+    for sent in ("Rome? No: Paris.", ""):
+        other = served.begin([*first, T("assistant", "Paris.", reasoning=sent), T("user", "And Italy?")],
+                             OPTIONS, [], "default")
+        assert other.conversation_id == one.conversation_id
+        assert other.command.messages[0].id == one.command.messages[0].id  # the question is shared
+        assert other.command.messages[1].id != one.answer.id
+        assert other.command.messages[1].reasoning == sent
+
+
+def test_a_conversation_is_continued_by_another_server_on_the_same_database(tmp_path):
+    prepare_database(tmp_path)
+    first = [T("user", "Capital of France?")]
+    one = answered(api.ApiConversations(open_conversation_store(database_path(tmp_path))), first, "Paris.")
+    again = api.ApiConversations(open_conversation_store(database_path(tmp_path)))
+    two = again.begin([*first, T("assistant", "Paris."), T("user", "And Italy?")], OPTIONS, [], "default")
+    assert two.conversation_id == one.conversation_id
+    assert [m.id for m in two.command.messages[:2]] == [one.user.id, one.answer.id]
 
 
 def test_a_repeated_question_is_stored_anew_and_never_matched_whole(served):

@@ -1,9 +1,11 @@
 """``hearth serve``: the OpenAI-compatible API on one model, in one worker, for other programs.
 
 It binds 127.0.0.1 unless told otherwise, and another address only with a key (``--api-key`` or
-``HEARTH_API_KEY``, which keeps the key out of the process list). The worker's folder is a private
-one of this run: the API's conversations and their snapshots never mix with the app's, and go when
-the server stops. The first line on stdout says where it listens (``--port 0`` picks a free port).
+``HEARTH_API_KEY``, which keeps the key out of the process list). The worker's folder is one of the
+address served (:mod:`app.surfaces.serve.server_folder`): the API's conversations and their
+snapshots never mix with the app's, and a server restarted on the same address continues them; on
+``--port 0`` they go when the server stops. The first line on stdout says where it listens
+(``--port 0`` picks a free port).
 """
 
 from __future__ import annotations
@@ -11,15 +13,11 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import re
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import uvicorn
@@ -30,6 +28,7 @@ from app.surfaces.serve.api_conversations import ApiConversations
 from app.surfaces.serve.guard import is_loopback_name
 from app.surfaces.serve.routes import Api, ServeConfig
 from app.surfaces.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
+from app.surfaces.serve.server_folder import FolderRefused, server_folder
 from app.surfaces.serve.models import ModelRefused, model_table
 from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_file
@@ -45,10 +44,7 @@ from app.engine_clients.process_client import ProcessClient
 from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
 from model_store.after_crash import open_conversation_store
 from model_store.db import database_path
-from model_store.private_files import make_private_folder
 
-FOLDER_PREFIX = "serve-"
-FOLDER_NAME = re.compile(rf"{FOLDER_PREFIX}(\d+)-")
 PARENT_POLL_S = 1.0
 LIMITS_TEST_ENV = "HEARTH_TEST_SERVE_LIMITS"  # "WAIT,RUN" seconds: tests reach the limits in seconds
 
@@ -96,16 +92,6 @@ def what_to_do_when_unable_to_listen(code: int | None, port: int) -> str:
     return "choose another --port, or check --host"
 
 
-def private_folder(cache: Path) -> Path:
-    """This run's worker folder (0700), after removing those of earlier runs that were killed."""
-    make_private_folder(cache)
-    for old in cache.glob(f"{FOLDER_PREFIX}*"):
-        match = FOLDER_NAME.match(old.name)
-        if match and not psutil.pid_exists(int(match.group(1))):
-            shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=cache))
-
-
 def end_with_parent(parent_pid: int) -> None:
     """Stop (as SIGTERM would) once the process that started this server has gone (the same
     process: its start time is checked, so a new process given the same id does not count)."""
@@ -150,9 +136,12 @@ class Server:
         self._sampling: dict[tuple[str, bool], ResolvedSampling] = {}
         self.wait_s, self.run_s = serve_limits()
         self.settings = current_settings()
-        self.folder = private_folder(user_paths().ensure().cache)
+        try:
+            self.folder = server_folder(user_paths().ensure(), args.host, args.port)
+        except FolderRefused as exc:
+            raise ServeRefused(str(exc)) from None
         self._conversations: ApiConversations | None = None
-        client = ProcessClient(data_dir=self.folder)
+        client = ProcessClient(data_dir=self.folder.path)
         client.snapshot_budget_bytes = snapshot_budget_bytes(self.settings)
         self.runner = EngineRunner(client, self._load, self.model_id, max_queue=args.max_queue)
         self.runner.on_restart = lambda text: print(f"{NOTICE_PREFIX}{text}", file=sys.stderr, flush=True)
@@ -171,7 +160,7 @@ class Server:
     def conversations(self) -> ApiConversations:
         """Opened on the runner's thread, where its SQLite connection is used."""
         if self._conversations is None:
-            store = open_conversation_store(database_path(self.folder))
+            store = open_conversation_store(database_path(self.folder.path))
             self._conversations = ApiConversations(store)
         return self._conversations
 
@@ -246,7 +235,7 @@ class Server:
 
     def close(self) -> None:
         self.runner.stop()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.close()
 
 
 def run_serve(args: argparse.Namespace) -> int:
