@@ -47,6 +47,7 @@ FULL_ONLY = frozenset({
     "app/test_serve_hostile_clients.py",
     "app/test_serve_limits.py",
     "app/test_serve_log.py",
+    "app/test_serve_restart.py",
     "app/test_state_file_modes.py",
     "app/test_storage_limits.py",
     "app/test_terminal_escapes.py",

@@ -4,7 +4,13 @@ Draft length adapts per round: one more after a fully accepted draft, one less a
 accepted nothing. Auto-off compares measured speed, not a model: tokens per second over recent
 drafting rounds against tokens per second over recent plain steps (a short plain probe is run when
 there is no recent plain measurement). When drafting is slower it is switched off, with the numbers
-as the reason, and tried again every so often, since the text being written can change.
+as the reason, and tried again every so often, since the text being written can change: after
+:data:`DraftPolicy.REPROBE_EVERY` plain steps times how many times slower it was (a drafter at 0.3×
+waits 3.7 times as long as one at 0.9×), doubled after each try that loses. A try costs its rounds'
+tokens times that slowness beyond plain steps, so the tries cost no more than their rounds' tokens
+every :data:`DraftPolicy.REPROBE_EVERY` plain steps however badly the drafter lost: a 3-path tree of
+a head that guesses nothing, whose round costs five plain steps, was tried as often as a drafter that
+lost narrowly, at a tenth of the speed of the answer it fell in.
 
 A drafter whose guesses cost nothing (``Proposer.free``: prompt lookup) is also watched while off:
 each plain step it still guesses, unverified, and the answer then shows how many of those tokens a
@@ -47,6 +53,7 @@ class DraftPolicy:
     PROBE_STEPS = 3  # plain steps measured for a comparison
     STALE_ROUNDS = 64  # drafting rounds after which the plain measurement is taken again
     REPROBE_EVERY = 512  # plain steps, once off, before drafting is tried again (doubles after each loss)
+    SLOWNESS_MAX = 16.0  # the most the wait is stretched for a drafter that lost badly (times REPROBE_EVERY)
     REPROBE_ROUNDS = 2
     GUESS_ROUNDS = 4  # unverified guesses of a free drafter, while off, that may bring drafting back
     GUESS_MARGIN = 1.25  # how much faster than plain steps those guesses must look
@@ -64,6 +71,7 @@ class DraftPolicy:
         self.count = 0  # rounds or steps in the current mode
         self.ever_off = False
         self.reprobe_every = self.REPROBE_EVERY
+        self.off_for = self.REPROBE_EVERY  # plain steps this time off lasts (reprobe_every times the slowness)
         self.reason = ""
 
     @property
@@ -77,7 +85,7 @@ class DraftPolicy:
         following.length, following.mode, following.count = self.length, self.mode, self.count
         following.drafting.samples.extend(self.drafting.samples)
         following.plain.samples.extend(self.plain.samples)
-        following.reprobe_every, following.reason = self.reprobe_every, self.reason
+        following.reprobe_every, following.off_for, following.reason = self.reprobe_every, self.off_for, self.reason
         following.guess_rounds = self.guess_rounds
         following.ever_off = self.off
         return following
@@ -111,7 +119,7 @@ class DraftPolicy:
                 self._decide()
         elif self.mode == "off":
             self.count += 1
-            if self.count >= self.reprobe_every:
+            if self.count >= self.off_for:
                 self.drafting.samples.clear()  # judged on its own rounds now, not on those that lost long ago
                 self._enter("probe_draft")
 
@@ -150,6 +158,9 @@ class DraftPolicy:
             self.guessed_try = False
         elif off and self.mode == "probe_draft":
             self.reprobe_every *= 2  # it lost again: try less often
+        if off:
+            slowness = plain / drafted if drafted > 0 else self.SLOWNESS_MAX
+            self.off_for = round(self.reprobe_every * min(max(slowness, 1.0), self.SLOWNESS_MAX))
         self.ever_off |= off
         self.reason = (f"drafting measured {drafted:.1f} tok/s against {plain:.1f} tok/s without; "
                        + ("switched off" if off else "kept on"))

@@ -15,8 +15,8 @@ the ceiling that cost and the measured tokens per round imply for a free drafter
 Prints one JSON object.
 Each case reports its per-rep speeds too (``reps_tok_s``): the auto runs' first rep pays the policy's
 warm-up and a later one its re-try, so the median of 5 reps is the lowest of the other three; and
-``auto_speedup_paired``, the median of each rep's auto over plain (run next to each other, so a
-while in which this virtual machine runs slower meets both).
+``auto_speedup_paired``, the median over reps of each rep's auto over plain (each run twice, mirrored
+around the drafted run: :data:`PAIRED_ORDER`), with ``auto_rounds``, the rounds each auto run drafted.
 Usage: ``python tests/bench/bench_drafting.py [--reps N] [--cases SUBSTRING,...]``.
 """
 
@@ -44,6 +44,10 @@ from tests.bench.bench_tree_verify import pass_times  # noqa: E402
 from tests.fixtures.make_models import make_models  # noqa: E402
 
 TREE_PATHS = 3
+# Each rep runs plain and auto twice, mirrored around the drafted run (A B drafted B A): a drift of this
+# virtual machine's speed during the rep then meets plain and auto alike (it moved 70-105 tok/s within
+# one run, and a rep of sequential runs alone ranged 0.82-1.18).
+PAIRED_ORDER = (("plain", "auto", "drafted", "auto", "plain"), ("auto", "plain", "drafted", "plain", "auto"))
 DOCUMENT = (
     "The lighthouse at Port Ellen was built in 1832 to guide ships through the narrow channel between "
     "the island and the mainland. Its keeper, Margaret Hale, kept a daily log of the weather, the ships "
@@ -71,19 +75,24 @@ def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4, paths=1
         session.close()
         return {"case": name, "drafter": spec, "available": False, "reason": str(exc)}
     rates = {"plain": [], "drafted": [], "auto": []}
+    paired, auto_rounds = [], []
     stats, identical = None, True
     decode_rate(session, tokens, 16)  # warm-up
     for rep in range(reps):
-        order = ("plain", "drafted", "auto") if rep % 2 == 0 else ("auto", "drafted", "plain")
-        for mode in order:
+        rep_rates = {"plain": [], "auto": []}
+        for mode in PAIRED_ORDER[rep % 2]:
             rate, run = decode_rate(session, tokens, max_tokens, {"plain": None, "drafted": kept, "auto": auto}[mode])
-            rates[mode].append(rate)
             if mode == "plain":
                 reference = run.token_ids
             elif mode == "drafted":
                 stats, drafted_ids = run.source.stats, run.token_ids
             else:
                 auto_stats = run.source.stats
+                auto_rounds.append(auto_stats.rounds)
+            rates[mode].append(rate)
+            if mode in rep_rates:
+                rep_rates[mode].append(rate)
+        paired.append(statistics.mean(rep_rates["auto"]) / statistics.mean(rep_rates["plain"]))
         identical &= drafted_ids == reference
     drafting.close()
     session.close()
@@ -93,7 +102,8 @@ def bench_case(name, model, tokens, spec, reps, max_tokens, draft_max=4, paths=1
         "plain_tok_s": round(med["plain"], 1), "drafted_tok_s": round(med["drafted"], 1),
         "auto_tok_s": round(med["auto"], 1),
         "speedup": round(med["drafted"] / med["plain"], 3), "auto_speedup": round(med["auto"] / med["plain"], 3),
-        "auto_speedup_paired": round(statistics.median(a / p for a, p in zip(rates["auto"], rates["plain"])), 3),
+        "auto_speedup_paired": round(statistics.median(paired), 3),
+        "auto_rounds": auto_rounds,  # drafting rounds of each auto run: its warm-up, its re-tries
         "identical_output": identical,
         "acceptance": round(stats.accepted / stats.drafted, 3) if stats.drafted else 0.0,
         "rounds": stats.rounds, "drafted": stats.drafted, "accepted": stats.accepted,

@@ -60,8 +60,9 @@ def test_a_drafter_that_lost_starts_the_next_answer_switched_off_and_says_why():
 def test_the_re_probe_count_goes_on_across_answers():
     policy = DraftPolicy(max_draft=4)
     drive(policy, draft_s_per_token=0.02, plain_s=0.01, steps=40)
+    assert policy.off_for == 2 * DraftPolicy.REPROBE_EVERY  # it ran at half the speed: it waits twice as long
     rounds = 0
-    for _ in range(DraftPolicy.REPROBE_EVERY // 40 + 2):  # answers of 40 tokens each
+    for _ in range(2 * DraftPolicy.REPROBE_EVERY // 40 + 2):  # answers of 40 tokens each
         policy = policy.carried_over()
         rounds += drive(policy, draft_s_per_token=0.004, plain_s=0.01, steps=40)[0]
     assert rounds > 0 and not policy.off  # drafting got fast: the re-probe found it and it is back on
@@ -136,3 +137,18 @@ def test_the_guesses_a_try_needs_stop_doubling_at_a_bound():
             policy.record_round(4, 0, 1, 0.03)
         assert len(policy.guesses) == 0
     assert policy.guess_rounds == DraftPolicy.GUESS_ROUNDS_MAX
+
+
+def test_a_drafter_that_lost_badly_is_tried_again_later_so_a_try_costs_at_most_its_rounds_tokens():
+    """A try costs its rounds' tokens times the drafter's slowness beyond plain steps; the wait grows with
+    that slowness, so however badly it lost, the tries cost no more than their rounds' tokens every
+    REPROBE_EVERY plain steps (before, a drafter at 1/8 the speed cost 7 times that)."""
+    bound = DraftPolicy.REPROBE_ROUNDS / DraftPolicy.REPROBE_EVERY  # one token a round
+    for slowness in (1.25, 3.5, 8.0):
+        policy = DraftPolicy(max_draft=4)
+        plain_s = 0.01
+        drive(policy, draft_s_per_token=plain_s * slowness, plain_s=plain_s, steps=40, accept=0)  # the warm-up
+        rounds, plain = drive(policy, draft_s_per_token=plain_s * slowness, plain_s=plain_s, steps=5000, accept=0)
+        lost = rounds * (slowness - 1)  # in plain steps: what the rounds cost beyond plain steps for their tokens
+        assert rounds > 0 and policy.off
+        assert lost / (rounds + plain) <= bound, (slowness, rounds, lost / (rounds + plain), bound)
