@@ -4,8 +4,9 @@ A document's questions are where answers repeat their source (a quote, a list of
 summary in its words), so prompt lookup, which drafts from n-grams of everything the model holds,
 should pay there if anywhere. Each case puts :data:`DOCUMENT` and one of :data:`QUESTIONS` in a chat
 turn and writes the answer greedily: plain, with the drafter kept on, and under the ``auto`` policy
-(what a user gets), alternating the order each rep; the speed is the decode rate (first token
-excluded), the median over ``--reps``. Every drafted answer is checked against plain decoding's.
+(what a user gets), plain and auto twice a rep, mirrored around the kept run (``PAIRED_ORDER`` of
+``bench_drafting.py``); the speed is the decode rate (first token excluded), the median over ``--reps``,
+and ``auto_speedup_paired`` the median over reps of each rep's auto over plain. Every drafted answer is checked against plain decoding's.
 
 Models: the built-in model as Hearth loads it (real weights: its answers quote), and the Qwen3.5-0.8B
 shape (random weights: its answers do not, so it shows what drafting costs where it cannot win; its
@@ -32,7 +33,7 @@ from engine.templates.prompts import chat_prompt_tokens  # noqa: E402
 from engine.models.session import open_session  # noqa: E402
 from engine.protocol.draft_choice import parse_draft_spec  # noqa: E402
 from engine.speculative.drafting import Drafting  # noqa: E402
-from tests.bench.bench_drafting import decode_rate  # noqa: E402
+from tests.bench.bench_drafting import PAIRED_ORDER, decode_rate  # noqa: E402
 from tests.helpers.real_models import real_model  # noqa: E402
 
 DOCUMENT = """Port Ellen Lighthouse: a short history
@@ -62,10 +63,12 @@ def case(model: str, path: Path, question: str, spec: str, reps: int, max_tokens
         kept, kept_stats = drafting.plan(parse_draft_spec(spec), 4, auto_off=False)
         auto, _ = drafting.plan(parse_draft_spec(spec), 4, auto_off=True)
         rates: dict[str, list[float]] = {"plain": [], "kept": [], "auto": []}
-        identical, stats = True, {}
+        identical, stats, paired = True, {}, []
         decode_rate(session, tokens, 8)  # warm-up
         for rep in range(reps):
-            for mode in ("plain", "kept", "auto") if rep % 2 == 0 else ("auto", "kept", "plain"):
+            start = {mode: len(values) for mode, values in rates.items()}
+            for mode in PAIRED_ORDER[rep % 2]:
+                mode = "kept" if mode == "drafted" else mode
                 rate, run = decode_rate(session, tokens, max_tokens, {"plain": None, "kept": kept, "auto": auto}[mode])
                 rates[mode].append(rate)
                 if mode == "plain":
@@ -73,12 +76,14 @@ def case(model: str, path: Path, question: str, spec: str, reps: int, max_tokens
                 else:
                     stats[mode], ids = run.source.stats, run.token_ids
                     identical &= ids == reference or not reference
+            paired.append(statistics.mean(rates["auto"][start["auto"]:]) / statistics.mean(rates["plain"][start["plain"]:]))
         med = {mode: statistics.median(values) for mode, values in rates.items()}
         kept_s, auto_s = stats["kept"], stats["auto"]
         return {
             "model": model, "question": question, "drafter": spec, "kind": kept_s.kind, "tokens": len(reference),
             "plain_tok_s": round(med["plain"], 1), "kept_speedup": round(med["kept"] / med["plain"], 3),
             "auto_speedup": round(med["auto"] / med["plain"], 3), "identical_output": identical,
+            "auto_speedup_paired": round(statistics.median(paired), 3),
             "kept_acceptance": round(kept_s.accepted / kept_s.drafted, 3) if kept_s.drafted else 0.0,
             "kept_accepted_per_round": round(kept_s.mean_accepted_len, 2),
             "auto_drafted": auto_s.drafted, "auto_accepted": auto_s.accepted, "auto_reason": auto_s.reason,
