@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Any
 
 ROOT = ""  # the parent identity of a conversation's first message
 
 
 def chained(parent: str, *fields: str) -> str:
     """The hash of ``fields`` after the hash ``parent`` (the primitive; see :func:`message_identity`)."""
-    digest = hashlib.blake2b(parent.encode("ascii"), digest_size=16)
+    digest = hashlib.blake2b(parent.encode("utf-8", "surrogatepass"), digest_size=16)  # hex, unless a row is damaged
     for field in fields:
         data = field.encode("utf-8", "surrogatepass")
         digest.update(len(data).to_bytes(8, "little"))
@@ -50,3 +51,17 @@ def branch_identities(messages: Iterable[tuple[str, str, str]]) -> list[str]:
         parent = message_identity(parent, role, content, reasoning)
         identities.append(parent)
     return identities
+
+
+def row_identity(parent: Any, role: Any, content: Any, reasoning: Any) -> str:
+    """:func:`message_identity` of a stored row's columns, whatever a damaged row holds in them (bytes or
+    a number where text belongs is taken as text), so neither a migration nor a recovery stops at one."""
+    return message_identity(*(_text(value) for value in (parent, role, content, reasoning)))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)

@@ -14,7 +14,7 @@ from typing import Any
 import sqlite_utils
 
 from model_store.db import StoreError, from_json, to_json, write_transaction
-from model_store.message_identity import ROOT, message_identity
+from model_store.message_identity import ROOT, message_identity, row_identity
 
 MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
 # How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
@@ -119,11 +119,17 @@ def identity_after(db: sqlite_utils.Database, parent_id: str | None, role: str, 
 def refresh_identities(db: sqlite_utils.Database, message_id: str) -> None:
     """Give ``message_id`` and every message after it the identity their fields now make (inside
     the caller's write transaction). Only an answer's text changes, before anything follows it, so
-    this is one row in practice."""
+    this is one row in practice; recovery also calls it for a branch whose earlier message was lost,
+    so it reads only the columns the identity is made of (:func:`model_store.message_identity.row_identity`)."""
     pending = [message_id]
     while pending:
-        current = read_message(db, pending.pop())
-        identity = identity_after(db, current.parent_id, current.role, current.content, current.reasoning)
-        if identity != current.identity:
-            db.execute("UPDATE messages SET identity = ? WHERE id = ?", [identity, current.id])
-            pending += [row[0] for row in db.execute("SELECT id FROM messages WHERE parent_id = ?", [current.id])]
+        row = db.execute("SELECT m.id, m.role, m.content, m.reasoning, m.identity, p.identity FROM messages AS m"
+                         " LEFT JOIN messages AS p ON p.id = m.parent_id WHERE m.id = ?", [pending.pop()]).fetchone()
+        if row is None:
+            continue
+        current, role, content, reasoning, was, parent = row
+        identity = row_identity(parent or ROOT, role, content, reasoning)
+        if identity != was:
+            db.execute("UPDATE messages SET identity = ? WHERE id = ?", [identity, current])
+            pending += [child for (child,) in db.execute("SELECT id FROM messages WHERE parent_id = ?", [current])]
+

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from model_store.message_identity import ROOT, message_identity
+from model_store.message_identity import ROOT, row_identity
 from model_store.state_files import FILE_PARTS, StateFiles
 from model_store.text_digest import text_digest
 
@@ -375,7 +375,7 @@ def _identify_messages(db: sqlite_utils.Database, known: dict[str, str]) -> bool
             if parent_id is not None and parent_id not in known:
                 waiting += 1
                 continue
-            known[message_id] = message_identity(known.get(parent_id, ROOT), role, content, reasoning)
+            known[message_id] = row_identity(known.get(parent_id, ROOT), role, content, reasoning)
             updates.append((known[message_id], message_id))
         db.conn.executemany("UPDATE messages SET identity = ? WHERE id = ?", updates)
         given += len(updates)

@@ -36,6 +36,7 @@ from engine.protocol.draft_choice import parse_draft_spec
 from model_store.conversations import Conversation, ConversationStore, Message
 from model_store.db import write_transaction
 from model_store.documents import DocumentStore
+from model_store.message_identity import message_identity
 from model_store.writer_lock import Holder, WriterLock, take_writer_lock
 
 # What the engine is not shown: an answer that was stopped (or whose writer was killed) before it wrote anything.
@@ -226,7 +227,9 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
         if turn.writer is not None:
             turn.writer.let_go()
             turn.writer = None
-        turn.answer = replace(turn.answer, **turn.stored_fields())
+        fields = turn.stored_fields()
+        identity = message_identity(turn.user.identity, "assistant", fields["content"], fields["reasoning"])
+        turn.answer = replace(turn.answer, **fields, identity=identity)  # as the worker's row now says
         return turn
     try:
         with write_transaction(store.db):

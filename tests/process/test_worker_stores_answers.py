@@ -42,7 +42,7 @@ def run(client, turn, command):
 
 def kept_fields(message):
     stats = {key: value for key, value in message.stats.items() if key != "elapsed_s"}
-    return (message.content, message.status, message.finish, message.error, message.reasoning,
+    return (message.content, message.status, message.finish, message.error, message.reasoning, message.identity,
             sorted(stats), stats.get("model"), sorted(stats["timings"]))
 
 

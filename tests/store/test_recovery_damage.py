@@ -22,7 +22,9 @@ from tests.store.damaged import (
     ROW_KEYS, recoverable, row_pages, scramble_middle, table_pages, truncate, write_spread_conversations, zero_page,
 )
 
-PATCHED = {"messages": {"parent_id"}, "conversations": {"leaf_id", "updated_at"}}  # what recovery may change
+# What recovery may change: a message whose earlier message was lost starts its branch, and its identity and
+# those after it are made again from what the branch now holds (tests/store/test_recovery.py checks them).
+PATCHED = {"messages": {"parent_id", "identity"}, "conversations": {"leaf_id", "updated_at"}}
 
 
 def _middle(pages: list[int]) -> int:

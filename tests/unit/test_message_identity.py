@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine import protocol as p
 from engine.protocol.pipe_transcripts import prefix_digests
 from engine.state.snapshot_cursor import stored_identities
-from model_store.message_identity import ROOT, branch_identities, message_identity
+from model_store.message_identity import ROOT, branch_identities, message_identity, row_identity
 
 
 def test_an_identity_names_its_fields_apart_and_its_whole_branch():
@@ -31,3 +31,9 @@ def test_the_pipe_names_a_branch_by_its_identities_and_its_ids():
     assert prefix_digests(one) != prefix_digests([p.WireMessage("user", "hi", "9")])
     assert prefix_digests(one) != prefix_digests([p.WireMessage("user", "hi", "1", reasoning="r")])
     assert prefix_digests(one)[0] not in branch_identities([("user", "hi", "")])  # the id is part of the pipe's name
+
+
+def test_a_damaged_row_still_has_an_identity():
+    """A migration or a recovery never stops at a row whose columns hold bytes or numbers."""
+    assert row_identity(ROOT, "user", "hi", "") == message_identity(ROOT, "user", "hi")
+    assert row_identity("\u7d7b\udcff", b"\xffuser", 3, None) == message_identity("\u7d7b\udcff", "\ufffduser", "3", "")
