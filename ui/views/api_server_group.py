@@ -32,7 +32,8 @@ class ApiServerGroup(QGroupBox):
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a field under its caption when both do not fit
         self.api_server = QCheckBox("Ser&ve an API for other programs", objectName="api_server",
                                     toolTip="An OpenAI-compatible API: programs written for OpenAI's can use "
-                                            "this model")
+                                            "this model. What they send is kept apart from your conversations "
+                                            "(the last 500), so they carry on after a restart")
         self.api_server_port = QSpinBox(objectName="api_server_port")
         self.api_server_port.setRange(1, 65535)
         self.api_server_key = QLineEdit(objectName="api_server_key", placeholderText="No key",
