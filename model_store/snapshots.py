@@ -233,10 +233,9 @@ class SnapshotStore:
         return _record(row) if row else None
 
     def made_for_other_models(self, identity: str, fingerprint: str) -> bool:
-        """Whether the branch ``identity`` names has snapshots, none of them made with ``fingerprint``."""
-        if self.find(identity, fingerprint) is not None:
-            return False
-        return self.db.execute("SELECT 1 FROM snapshots WHERE identity = ? LIMIT 1", [identity]).fetchone() is not None
+        """Whether the branch ``identity`` names has a snapshot made with another fingerprint than ``fingerprint``."""
+        return self.db.execute("SELECT 1 FROM snapshots WHERE identity = ? AND fingerprint != ? LIMIT 1",
+                               [identity, fingerprint]).fetchone() is not None
 
     def for_message(self, message_id: str) -> list[SnapshotRecord]:
         """Return every snapshot of ``message_id`` (any fingerprint), newest first."""

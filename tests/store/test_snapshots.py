@@ -239,7 +239,8 @@ def test_find_prefers_newest_and_matches_fingerprint(convs, conv, snaps, save):
     assert snaps.find(old_a.identity, "A") == new_a
     assert snaps.find(old_a.identity, "B") == b
     assert snaps.find(old_a.identity, "C") is None
-    assert snaps.made_for_other_models(old_a.identity, "C") and not snaps.made_for_other_models(old_a.identity, "A")
+    assert snaps.made_for_other_models(old_a.identity, "C") and snaps.made_for_other_models(old_a.identity, "A")
+    assert not snaps.made_for_other_models(other_msg.identity, "A")  # it has snapshots of this model only
     assert old_a.identity == convs.message(old_a.message_id).identity != other_msg.identity
     assert [r.id for r in snaps.for_message(old_a.message_id)] == [new_a.id, b.id, old_a.id]
     assert snaps.for_message("ghost") == []

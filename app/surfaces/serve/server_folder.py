@@ -59,8 +59,8 @@ def server_folder(paths: UserPaths, host: str, port: int) -> ServerFolder:
         make_private_folder(folder)
         repair_folder(folder)
     except OSError as exc:
-        raise FolderRefused(f"cannot keep API conversations in {folder} ({exc.strerror or exc}); "
-                            "free some space or fix the folder's permissions, or serve on --port 0 to keep none") from None
+        raise FolderRefused(f"cannot keep API conversations in {folder} ({exc.strerror or exc}); free some "
+                            "space or fix the folder's permissions, or serve on --port 0 to keep none") from None
     return ServerFolder(folder, kept=True)
 
 
