@@ -31,7 +31,8 @@ reads. The app then loads the fastest build whose canary passed on the machine i
   Prefill batches keep every fast path, short ones too (the switch above). Repacked weight layouts are the third such place; the app decides those per weight
   type from the canary (``engine.backends.canary``), since a model load can turn them off.
 * ``SPEED_PATCHES`` change no number, only speed: the gated delta-net op's scratch starts on a cache line,
-  and a short Q8_0 batch reads each weight row once for several columns (``llama_patches/``).
+  and a short Q8_0, Q4_K, Q5_K or Q6_K batch reads each weight row once for several columns
+  (``llama_patches/``).
 """
 
 from __future__ import annotations
@@ -98,22 +99,53 @@ EXACTNESS_PATCHES = (
 # per weight row and column, where stock llama.cpp takes sgemm; a kernel that loads each weight row
 # once for up to four columns, each column summed as the single-row kernel sums it, takes the
 # difference away and leaves every number as it was (measured: docs/drafting.md, "The verify batch per op").
+# The K-quant kernels do the same for Q4_K, Q5_K and Q6_K (the Q4_K_M and Q5_K_M files), where stock
+# takes its tiled GEMM from 8 rows and Hearth, below 16, the single-row kernel; they also unpack each
+# block's quants and scales once for all its columns (tests/engine/test_column_kernels.py).
 PATCH_SOURCES = Path(__file__).resolve().parent / "llama_patches"
 Q8_0_DOT = ("void ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
             "size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);\n")
-Q8_0_COLUMNS_DOT = ("void hearth_vec_dot_q8_0_q8_0_cols(int n, float * GGML_RESTRICT s, size_t bs, "
-                    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n")
+COLUMNS_DOTS = "".join(
+    f"void hearth_vec_dot_{kind}_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n"
+    for kind in ("q8_0_q8_0", "q4_K_q8_K", "q5_K_q8_K", "q6_K_q8_K"))
 SPEED_PATCHES = (
     ("ggml/src/ggml-cpu/ops.cpp",
      "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
      "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"),
-    ("ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + Q8_0_COLUMNS_DOT),
+    ("ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + COLUMNS_DOTS),
     ("ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_tq1_0_q8_K(",
      (PATCH_SOURCES / "q8_0_columns.c").read_text() + "\nvoid ggml_vec_dot_tq1_0_q8_K("),
+    ("ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_iq2_xxs_q8_K(",
+     (PATCH_SOURCES / "k_quant_columns.c").read_text() + "\nvoid ggml_vec_dot_iq2_xxs_q8_K("),
     ("ggml/src/ggml-cpu/ggml-cpu.c", "    float tmp[32];\n\n",
-     "    float tmp[32];\n\n" + (PATCH_SOURCES / "q8_0_columns_call.c").read_text() + "\n"),
+     "    float tmp[32];\n\n" + (PATCH_SOURCES / "columns_call.c").read_text() + "\n"),
 )
-PATCHES = EXACTNESS_PATCHES + SPEED_PATCHES
+# Repacked Q4_K weights (the Q4_K_M files' main type) decode a single token with a gemv that
+# stock llama.cpp's gemm does not match from four rows on, so Hearth used to load them unrepacked,
+# paying about a third more per token than stock. Below hearth_exact_rows these patches multiply each
+# column of a batch as the gemv does, its weights unpacked once for four columns; the canary then
+# finds the repacked kernels exact and the app loads Q4_K repacked (docs/drafting.md).
+Q4_K_GEMV = ("void ggml_gemv_q4_K_8x8_q8_K(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
+             "const void * GGML_RESTRICT vy, int nr, int nc);\n")
+Q4_K_COLUMNS_GEMV = ("void hearth_gemv_q4_K_8x8_q8_K_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+                     "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int nr, int nc);\n")
+TRAITS_CLASS = ("template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+                "class tensor_traits : public tensor_traits_base {")
+GEMM_CHOICE = "        // If there are more than three rows in src1, use gemm; otherwise, use gemv.\n"
+REPACK_PATCHES = (
+    ("ggml/src/ggml-cpu/repack.h", Q4_K_GEMV, Q4_K_GEMV + Q4_K_COLUMNS_GEMV),
+    ("ggml/src/ggml-cpu/arch/x86/repack.cpp", "void ggml_gemv_iq4_nl_8x8_q8_0(",
+     (PATCH_SOURCES / "q4_K_8x8_columns.c").read_text() + "\nvoid ggml_gemv_iq4_nl_8x8_q8_0("),
+    ("ggml/src/ggml-cpu/repack.cpp", TRAITS_CLASS, (PATCH_SOURCES / "q4_K_8x8_columns_call.cpp").read_text() + TRAITS_CLASS),
+    ("ggml/src/ggml-cpu/repack.cpp", "i11 < ne11 - ne11 % 4; i11 += nth * 4) {",
+     "i11 < hearth_interleaved_rows<BLOC_TYPE, INTER_SIZE, NB_COLS>(ne11); i11 += nth * 4) {"),
+    ("ggml/src/ggml-cpu/repack.cpp", "const int64_t i11_processed = ne11 - ne11 % 4;",
+     "const int64_t i11_processed = hearth_interleaved_rows<BLOC_TYPE, INTER_SIZE, NB_COLS>(ne11);"),
+    ("ggml/src/ggml-cpu/repack.cpp", GEMM_CHOICE,
+     (PATCH_SOURCES / "q4_K_8x8_columns_chunk.cpp").read_text() + GEMM_CHOICE),
+)
+PATCHES = EXACTNESS_PATCHES + SPEED_PATCHES + REPACK_PATCHES
 AMX_MNEMONICS = ("tilezero", "tileloadd", "tilestored", "tilerelease", "ldtilecfg", "sttilecfg", "tdpb", "tdpf")
 
 
@@ -220,7 +252,8 @@ def apply_patches(source: Path) -> None:
         path.write_text(content.replace(text, replacement))
     say(f"CPU backends patched for batch-exact kernels below {EXACT_ROWS} rows: "
         + "; ".join(f"{Path(r).name}: {t} -> {n}" for r, t, n in EXACTNESS_PATCHES)
-        + "; the delta-net scratch aligned to a cache line; Q8_0 short batches summed per column")
+        + "; the delta-net scratch aligned to a cache line; Q8_0 and K-quant short batches summed per column;"
+        " repacked Q4_K batches multiplied per column as single tokens are")
 
 
 def build_native_backend(pip: str, version: str, out: Path, jobs: int) -> Path:

@@ -20,6 +20,7 @@ Used by ``tests/engine/test_quant_exactness.py`` (CI, on ``hybrid-quant-<TYPE>``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 
 from engine import protocol as p
 from engine.protocol.draft_choice import parse_draft_spec
+from engine.backends import row_kernels
 from engine.backends.base import ContextSettings, default_threads
 from engine.backends.cpu_variants import CpuBackendError
 from engine.backends.llama_context import LlamaContext
@@ -47,14 +49,16 @@ def _read(context: LlamaContext, tokens: list[int]) -> None:
         context.decode(tokens[start:start + 512], start)
 
 
-def batch_exact(path: Path, repack: bool | None = None) -> bool:
-    """``repack`` None: the kernels the engine picks for this weight type; True/False forces them."""
+def batch_exact(path: Path, repack: bool | None = None, fast: bool = False) -> bool:
+    """``repack`` None: the kernels the engine picks for this weight type; True/False forces them.
+    ``fast``: the batch takes the kernels a prompt read may take (``row_kernels.fast_kernels``)."""
     model = LlamaModel(path, repack=repack)
     context = LlamaContext(model, ContextSettings(n_ctx=2048, n_threads=default_threads()))
     try:
         prompt = raw_prompt_tokens(model, LONG_TEXT)[:600]
         _read(context, prompt)
-        context.decode(EXTRA, len(prompt), all_logits=True)
+        with row_kernels.fast_kernels() if fast else contextlib.nullcontext():
+            context.decode(EXTRA, len(prompt), all_logits=True)
         batch = [context.logits(i).copy() for i in range(len(EXTRA))]
         context.clear()
         _read(context, prompt)
@@ -122,10 +126,12 @@ def probe(path: Path, with_drafting: bool = True) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    """``--repacked-only``: just ``batch_exact`` with repacked weights forced on (a control that
-    shows the check sees a difference where the canary found one); ``--batch-only``: the kernels'
+    """``--repacked-only``: just ``batch_exact`` with repacked weights forced on (to compare with the
+    canary's verdicts); ``--fast-only``: just ``batch_exact`` on the kernels a prompt read may take (a
+    control that shows the check sees a difference where one is); ``--batch-only``: the kernels'
     exactness without the drafting runs."""
-    forced = argv[:1] == ["--repacked-only"]
+    forced = argv[:1] in (["--repacked-only"], ["--fast-only"])
+    fast = argv[:1] == ["--fast-only"]
     batch_only = argv[:1] == ["--batch-only"]
     argv = argv[1:] if batch_only else argv
     try:
@@ -135,7 +141,8 @@ def main(argv: list[str]) -> None:
         return
     paths = [Path(a) for a in argv[forced:]]
     if forced:
-        models = [{"model": path.name, "batch_exact": batch_exact(path, repack=True)} for path in paths]
+        models = [{"model": path.name, "batch_exact": batch_exact(path, repack=None if fast else True, fast=fast)}
+                  for path in paths]
     else:
         models = [probe(path, with_drafting=not batch_only) for path in paths]
     print(json.dumps({"variant": choice.variant, "models": models}))

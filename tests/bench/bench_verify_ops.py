@@ -16,8 +16,11 @@ which the difference would not take out; at 256 tokens attention is a small shar
 
 Prints one JSON object: per model and rows, CPU milliseconds per batch by op for each side, and the
 wall time per batch each side measured under the profiler. ``--before LIBRARY`` also profiles Hearth's
-side on another CPU backend file (an earlier build's ``libggml-cpu-<variant>.so``, loaded through
-``HEARTH_CPU_LIBRARY``), for a change's before and after in one run. Needs ``perf`` (linux-perf).
+side on another CPU backend file (an earlier build's ``libggml-cpu-<variant>.so``), for a change's
+before and after in one run: it runs from a copy of the installed llama-cpp-python with that file in
+place of its own, chosen by name and checked by its own canary as the app would (so each weight type
+gets the repacked or plain kernels the app gives it, which ``HEARTH_CPU_LIBRARY`` would not). Needs
+``perf`` (linux-perf).
 Usage: ``python tests/bench/bench_verify_ops.py [--models default,PATH...] [--rows 1,2,5,16] [--reps 400]
 [--before LIBRARY]``.
 """
@@ -36,11 +39,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from engine.backends.cpu_check import CHECK_FILE_ENV, VARIANT_ENV  # noqa: E402
+
 HZ = 2000  # perf samples per second of CPU
 
 OPS = (  # (op, library part, symbol prefixes); the first that matches wins
     ("matrix products", "libggml-cpu", ("ggml_vec_dot_q", "ggml_vec_dot_iq", "hearth_", "ggml_gemv", "ggml_gemm", "quantize_row_q",
-                                        "ggml_compute_forward_mul_mat", "tinyBLAS", "ggml::cpu::repack", "llamafile_sgemm")),
+                                        "ggml_compute_forward_mul_mat", "tinyBLAS", "ggml::cpu::repack", "llamafile_sgemm",
+                                        "tiled_", "bool tiled_")),
     ("attention", "libggml-cpu", ("ggml_compute_forward_flash_attn", "ggml_vec_dot_f16", "ggml_compute_forward_soft_max",
                                   "ggml_cpu_fp32_to_fp16", "ggml_cpu_fp16_to_fp32")),
     ("attention", "libm", ("__exp",)),
@@ -96,9 +102,27 @@ def stock_command(binary: Path, path: Path, rows: int):
     return lambda reps: llama_bench(binary, path, rows, reps, 0)
 
 
-def hearth_command(path: Path, rows: int, shape: str, library: str | None = None):
-    loader = ["env", f"HEARTH_CPU_LIBRARY={library}"] if library else []
-    return lambda reps: [*loader, sys.executable, __file__, "--hearth-loop", str(path), str(rows), str(reps), shape]
+def hearth_command(path: Path, rows: int, shape: str, build: list[str]):
+    return lambda reps: ["env", *build, sys.executable, __file__, "--hearth-loop", str(path), str(rows), str(reps), shape]
+
+
+def variant_of(library: Path) -> str:
+    return library.name.removeprefix("lib").removeprefix("ggml-cpu-").split(".")[0]
+
+
+def installed_build(variant: str) -> list[str]:
+    return [f"{VARIANT_ENV}={variant}"]
+
+
+def earlier_build(library: Path, folder: Path) -> list[str]:
+    """Environment for a process that runs llama-cpp-python with ``library`` in place of its own
+    build of that name, under a canary of its own (the app's choice of kernels per weight type)."""
+    from engine.backends.cpu_variants import library_dir
+    package = folder / "site" / "llama_cpp"
+    shutil.copytree(library_dir().parent, package, symlinks=True)
+    shutil.copy2(library, package / "lib" / library.name)
+    return [f"PYTHONPATH={package.parent}", f"{VARIANT_ENV}={variant_of(library)}",
+            f"{CHECK_FILE_ENV}={folder / 'cpu-check.json'}"]
 
 
 def hearth_loop(path: str, rows: int, reps: int, shape: str) -> None:
@@ -140,6 +164,10 @@ def main() -> None:
     variant = init_backend().variant
     bench = built_tool(variant, "llama-bench")
     results = []
+    folder = Path(tempfile.mkdtemp(prefix="hearth-ops-before-"))
+    before = earlier_build(Path(args.before), folder) if args.before else None
+    if before and variant_of(Path(args.before)) != variant:
+        raise SystemExit(f"--before {args.before} is not the {variant} build this machine runs")
     for model in args.models.split(","):
         path = resolve_model_ref("default") if model == "default" else Path(model)
         for rows in (int(n) for n in args.rows.split(",")):
@@ -147,13 +175,14 @@ def main() -> None:
             stock, printed = per_batch(stock_command(bench, path, rows), args.reps)
             row["stock_last_row"] = {"cpu_ms": stock, "wall_ms": round(batch_ms(printed, rows), 2)}
             for shape in ("last_row", "all_rows"):
-                ops, printed = per_batch(hearth_command(path, rows, shape), args.reps)
+                ops, printed = per_batch(hearth_command(path, rows, shape, installed_build(variant)), args.reps)
                 row[f"hearth_{shape}"] = {"cpu_ms": ops, "wall_ms": round(printed["ms"], 2)}
-                if args.before:
-                    ops, printed = per_batch(hearth_command(path, rows, shape, args.before), args.reps)
+                if before:
+                    ops, printed = per_batch(hearth_command(path, rows, shape, before), args.reps)
                     row[f"before_{shape}"] = {"cpu_ms": ops, "wall_ms": round(printed["ms"], 2)}
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps({"bench": "verify_ops", "variant": variant, "hz": HZ, "reps": args.reps, "before": args.before,
                       "results": results}, indent=2))
 

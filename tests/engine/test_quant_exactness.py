@@ -6,9 +6,10 @@ a batch after a 600-token prompt equals single-token decoding bit for bit: what 
 exactness rests on, and what differs between builds (their kernels). In the build this machine
 runs, it also checks the consequence end to end: greedy drafting (the same file as draft model,
 auto-off disabled) yields exactly the ``--draft off`` tokens; the drafting and rollback code
-around the kernels is the same in every build. A build this CPU cannot run is skipped, saying so. A control ties the canary's per-type verdict to
+around the kernels is the same in every build. A build this CPU cannot run is skipped, saying so. A check ties the canary's per-type verdict to
 the same measurement on this model: where the canary found repacked kernels inexact, forcing them
-on here must show a difference too (so the check can fail).
+on here must show a difference too. A control runs the check on the kernels a prompt read may take
+(sgemm, the repacked GEMM): it must see rows that differ there, so the check can fail.
 """
 
 from __future__ import annotations
@@ -71,5 +72,11 @@ def test_the_canary_verdict_matches_a_hybrid_model_with_repacked_weights_forced_
     measured = {t: r["batch_exact"] for t, r in zip(quant_models, report["models"])}
     expected = {t: canary.types[t] == "repacked" for t in quant_models}
     assert measured == expected
-    assert not all(measured.values()) or variant == VARIANTS.names[-1], \
-        "no weight type needed its repacked kernels turned off: this control would show nothing"
+
+
+def test_the_check_sees_the_difference_of_the_kernels_a_prompt_read_takes(quant_models):
+    """The control: on the batched kernels (sgemm, the repacked GEMM), which a verify batch never
+    takes, the same check must find rows that differ from single tokens, or it could not fail."""
+    report = run_probe(auto_build(), list(quant_models.values()), "--fast-only")
+    measured = {t: r["batch_exact"] for t, r in zip(quant_models, report["models"])}
+    assert not all(measured.values()), f"no weight type differed on the batched kernels: {measured}"

@@ -121,8 +121,23 @@ LINUX_X86_VARIANTS = [
 PATCH_SOURCES = Path(__file__).resolve().parents[2] / "installers" / "llama_patches"
 Q8_0_DOT = ("void ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
             "size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);\n")
-Q8_0_COLUMNS_DOT = ("void hearth_vec_dot_q8_0_q8_0_cols(int n, float * GGML_RESTRICT s, size_t bs, "
-                    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n")
+COLUMNS_DOTS = (
+    "void hearth_vec_dot_q8_0_q8_0_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n"
+    "void hearth_vec_dot_q4_K_q8_K_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n"
+    "void hearth_vec_dot_q5_K_q8_K_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n"
+    "void hearth_vec_dot_q6_K_q8_K_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+    "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int ncols);\n"
+)
+Q4_K_GEMV = ("void ggml_gemv_q4_K_8x8_q8_K(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, "
+             "const void * GGML_RESTRICT vy, int nr, int nc);\n")
+Q4_K_COLUMNS_GEMV = ("void hearth_gemv_q4_K_8x8_q8_K_cols(int n, float * GGML_RESTRICT s, size_t bs, "
+                     "const void * GGML_RESTRICT vx, const void * GGML_RESTRICT vy, size_t by, int nr, int nc);\n")
+TRAITS_CLASS = ("template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+                "class tensor_traits : public tensor_traits_base {")
+GEMM_CHOICE = "        // If there are more than three rows in src1, use gemm; otherwise, use gemv.\n"
 LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/ops.cpp", "const bool use_split_kv_path = !use_ref &&",
      "const bool use_split_kv_path = false && !use_ref &&"],
@@ -145,11 +160,22 @@ LINUX_PATCHES = [
     ["ggml/src/ggml-cpu/ops.cpp",
      "float * delta       = (float *)params->wdata + ith * per_thread + CACHE_LINE_SIZE_F32;",
      "float * delta       = (float *) GGML_PAD((uintptr_t) params->wdata, CACHE_LINE_SIZE) + ith * per_thread;"],
-    ["ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + Q8_0_COLUMNS_DOT],
+    ["ggml/src/ggml-cpu/quants.h", Q8_0_DOT, Q8_0_DOT + COLUMNS_DOTS],
     ["ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_tq1_0_q8_K(",
      (PATCH_SOURCES / "q8_0_columns.c").read_text() + "\nvoid ggml_vec_dot_tq1_0_q8_K("],
+    ["ggml/src/ggml-cpu/arch/x86/quants.c", "void ggml_vec_dot_iq2_xxs_q8_K(",
+     (PATCH_SOURCES / "k_quant_columns.c").read_text() + "\nvoid ggml_vec_dot_iq2_xxs_q8_K("],
     ["ggml/src/ggml-cpu/ggml-cpu.c", "    float tmp[32];\n\n",
-     "    float tmp[32];\n\n" + (PATCH_SOURCES / "q8_0_columns_call.c").read_text() + "\n"],
+     "    float tmp[32];\n\n" + (PATCH_SOURCES / "columns_call.c").read_text() + "\n"],
+    ["ggml/src/ggml-cpu/repack.h", Q4_K_GEMV, Q4_K_GEMV + Q4_K_COLUMNS_GEMV],
+    ["ggml/src/ggml-cpu/arch/x86/repack.cpp", "void ggml_gemv_iq4_nl_8x8_q8_0(",
+     (PATCH_SOURCES / "q4_K_8x8_columns.c").read_text() + "\nvoid ggml_gemv_iq4_nl_8x8_q8_0("],
+    ["ggml/src/ggml-cpu/repack.cpp", TRAITS_CLASS, (PATCH_SOURCES / "q4_K_8x8_columns_call.cpp").read_text() + TRAITS_CLASS],
+    ["ggml/src/ggml-cpu/repack.cpp", "i11 < ne11 - ne11 % 4; i11 += nth * 4) {",
+     "i11 < hearth_interleaved_rows<BLOC_TYPE, INTER_SIZE, NB_COLS>(ne11); i11 += nth * 4) {"],
+    ["ggml/src/ggml-cpu/repack.cpp", "const int64_t i11_processed = ne11 - ne11 % 4;",
+     "const int64_t i11_processed = hearth_interleaved_rows<BLOC_TYPE, INTER_SIZE, NB_COLS>(ne11);"],
+    ["ggml/src/ggml-cpu/repack.cpp", GEMM_CHOICE, (PATCH_SOURCES / "q4_K_8x8_columns_chunk.cpp").read_text() + GEMM_CHOICE],
 ]
 
 
