@@ -229,15 +229,23 @@ def test_a_passing_canary_lists_the_kernels_of_every_weight_type(measured):
         assert set(types.values()) <= {"repacked", "plain", "none"}, (name, types)
 
 
-def test_the_fastest_build_here_repacks_the_plain_types_but_not_q4_k_m(measured):
-    """Measured on this machine (icelake and haswell alike): the tiled K-quant GEMM makes a short
-    batch of Q4_K_M differ from single tokens with repacked weights; the plain kernels are exact."""
+def test_the_fastest_build_here_repacks_every_type_q4_k_m_included(measured):
+    """Measured on this machine: with the build's repacked Q4_K patched to sum each row of a short
+    batch as the single-token gemv does (installers/llama_patches/q4_K_8x8_columns.c), a short batch
+    equals single tokens with repacked weights for every type, Q4_K_M included (unpatched, its
+    repacked GEMM made it "plain")."""
     types = measured.results[measured.fastest].types
-    assert {t: types[t] for t in ("F16", "Q8_0", "Q4_0", "Q4_K_M")} == \
-        {"F16": "repacked", "Q8_0": "repacked", "Q4_0": "repacked", "Q4_K_M": "plain"}
+    assert {t: types[t] for t in ("F16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K")} == dict.fromkeys(
+        ("F16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K"), "repacked")
     choice = CpuChoice(measured.fastest, "", results={measured.fastest: measured.results[measured.fastest]})
-    assert choice.kernels_for("Q8_0") == (True, True)
-    assert choice.kernels_for("Q4_K_M") == (False, True)
+    assert choice.kernels_for("Q8_0") == (True, True) and choice.kernels_for("Q4_K_M") == (True, True)
+
+
+def test_a_verdict_maps_to_the_kernels_a_model_loads_with():
+    results = {"b": CanaryResult("ok", "", types={"Q8_0": "repacked", "Q4_K_M": "plain", "IQ1_S": "none"})}
+    choice = CpuChoice("b", "", results=results)
+    assert [choice.kernels_for(t) for t in ("Q8_0", "Q4_K_M", "IQ1_S", "F32")] == \
+        [(True, True), (False, True), (False, False), (False, True)]
 
 
 # -- a real worker ----------------------------------------------------------------------------------
