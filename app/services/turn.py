@@ -57,6 +57,7 @@ class TurnOptions:
     enable_thinking: bool | None = None  # None: the conversation's setting, else the model's default
     system_prompt: str = ""  # a conversation this turn creates starts with it (Settings.system_prompt)
     when_full: p.WhenFull = p.DEFAULTS.when_full  # a branch longer than the model can read (app.services.context_cut)
+    constraint: p.OutputConstraint | None = None  # the shape the answer must have (a JSON schema); None: any text
 
 
 def prompt_turns(history: list[Message]) -> list[p.WireMessage]:
@@ -105,7 +106,7 @@ def answer_turn_command(history: list[Message], conversation: Conversation, answ
         messages=cut_branch(conversation_turns(history, conversation), history, pinned),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
         draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
-        when_full=options.when_full, pinned=pinned,
+        when_full=options.when_full, pinned=pinned, constraint=options.constraint,
     )
 
 

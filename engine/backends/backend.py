@@ -44,6 +44,21 @@ from engine.protocol import ModelFacts
 StateBlob = bytes | bytearray | np.ndarray  # a sequence state as state_set reads it (a uint8 array in place)
 
 
+class GrammarState(Protocol):
+    """Where an answer held to a grammar is (:class:`engine.backends.llama_grammar.LlamaGrammar`): which
+    tokens may come next, advanced one chosen token at a time (engine.decoding.constraint)."""
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        """Booleans: which of ``ids`` (distinct token ids) the grammar allows next."""
+        ...
+
+    def accept(self, token: int) -> None:
+        """Advance by ``token``, which :meth:`allowed` allows (RuntimeError otherwise, state unchanged)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class ModelBackend(Protocol):
     """A loaded model: its vocabulary, its chat template and what it is."""
 
@@ -78,6 +93,11 @@ class ModelBackend(Protocol):
 
     def chat_template(self) -> str | None:
         """The model's own Jinja chat template; None: it ships none (ChatML is used)."""
+        ...
+
+    def grammar(self, text: str, root: str) -> GrammarState:
+        """A grammar (GBNF ``text`` starting at rule ``root``) over this vocabulary; raises
+        :class:`engine.backends.llama_grammar.ConstraintRefused` (a ValueError) when it cannot be read."""
         ...
 
     # -- what it is ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The llama-cpp-python adapter: loaded models, the backend's set-up and the quantizer. Only this
-module, :mod:`engine.backends.llama_context` and the heads' adapters import ``llama_cpp``.
+module, :mod:`engine.backends.llama_context`, :mod:`engine.backends.llama_grammar` and the heads'
+adapters import ``llama_cpp``.
 
 It uses the low-level C API (the high-level ``Llama`` class cannot roll back hybrid models'
 recurrent state). A :class:`LlamaModel` is a loaded GGUF plus its vocabulary; an inference context
@@ -27,6 +28,7 @@ from engine.backends.base import ModelLoadError
 from engine.protocol import ModelFacts
 from engine.backends.cpu_variants import CpuBackendError, load_library
 from engine.backends.faults import crash_if_injected, injected_signal
+from engine.backends.llama_grammar import LlamaGrammar
 from engine.models.model_files import weight_type
 
 log = logging.getLogger(__name__)
@@ -262,6 +264,11 @@ class LlamaModel:
             found = (t for t in range(self.n_vocab) if llama_cpp.llama_vocab_get_attr(self.vocab, t) & wanted)
             self._control = {text: t for t in found if (text := self.token_text(t))}
         return self._control
+
+    def grammar(self, text: str, root: str) -> LlamaGrammar:
+        """llama.cpp's grammar ``text`` (GBNF, starting at ``root``) over this vocabulary, as a mask
+        (engine.backends.llama_grammar); ConstraintRefused when llama.cpp cannot read it."""
+        return LlamaGrammar(self.vocab, self.n_vocab, text, root)
 
     @property
     def adds_bos(self) -> bool:

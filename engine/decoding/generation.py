@@ -22,6 +22,7 @@ from engine.protocol.limits import EXACT_ROWS
 from engine.backends import row_kernels
 from engine.backends.llama_context import DecodeAborted
 from engine.protocol.reports import Timings
+from engine.decoding.constraint import ConstraintFactory
 from engine.decoding.sampling import SamplingParams, make_rng
 from engine.models.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.token_sources import PlainSource
@@ -47,6 +48,7 @@ class GenerationSettings:
     max_tokens: int = p.DEFAULTS.max_tokens
     stop: tuple[str, ...] = ()
     reasoning: ReasoningStart = "off"  # how the answer's reasoning is told from it (engine.decoding.reasoning)
+    constraint: ConstraintFactory | None = None  # makes the answer's grammar state (engine.decoding.constraint)
 
     def validate(self) -> "GenerationSettings":
         self.sampling.validate()
@@ -136,6 +138,7 @@ class Generation:
         self.source = self.make_source(self.session, settings.sampling, rng) if self.make_source else PlainSource(
             self.session, settings.sampling, rng)
         try:
+            self.source.constraint = settings.constraint() if settings.constraint is not None else None
             if not self._prefill():
                 self.finish_reason = "cancelled"
                 self.timings.prompt_ms = _ms_since(start)
@@ -147,6 +150,8 @@ class Generation:
             yield from self._decode(start)
         finally:
             self.source.finish()
+            if self.source.constraint is not None:
+                self.source.constraint.close()
 
     def _prefill(self) -> bool:
         """Read the prompt (in two parts around ``checkpoint``); False if cancelled, with

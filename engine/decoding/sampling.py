@@ -19,12 +19,17 @@ drafted position, the answer up to that position (:mod:`engine.speculative.verif
 
 After the repeat penalty comes the sequence penalty (:mod:`engine.decoding.sequence_penalty`, llama.cpp's DRY),
 which makes continuing a run the answer already wrote less likely; it looks at the whole answer.
+
+An answer held to a schema or grammar (:mod:`engine.decoding.constraint`) has its disallowed tokens
+masked out between the penalties and the transforms (both penalties keep a masked logit masked, so
+the order between them does not matter).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -158,16 +163,67 @@ def penalize_repeats(logits: np.ndarray, recent: Sequence[int], params: Sampling
     return out
 
 
-def distribution(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = ()) -> TokenDistribution:
+class Mask(Protocol):
+    """What an answer's constraint does to one choice (:class:`engine.decoding.constraint.Constraint`)."""
+
+    @property
+    def masking(self) -> bool: ...  # False while the constraint waits (the model still reasons)
+
+    def candidates(self, penalized: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+        """The allowed ids, sorted by value (then id), and their values: every one the transforms could keep."""
+        ...
+
+    def waiting(self, penalized: np.ndarray) -> np.ndarray:
+        """The row while the constraint waits."""
+        ...
+
+    def took(self, token: int) -> None:
+        """``token`` was decided (chosen, or a drafted token accepted): advance past it, in order."""
+        ...
+
+
+def distribution(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = (),
+                 constraint: Mask | None = None) -> TokenDistribution:
     """The post-transform distribution for one row of logits (shape ``[n_vocab]``); ``recent``: the
-    answer's tokens so far, for the penalties."""
+    answer's tokens so far, for the penalties; ``constraint``: the answer's grammar, whose disallowed
+    tokens are masked out after the penalties and before the transforms (plain decoding and every
+    verifier choose from the same masked distribution)."""
+    penalized = penalize(logits, params, recent)
+    if constraint is None:
+        return transform(penalized, params)
+    if not constraint.masking:
+        return transform(constraint.waiting(penalized), params)
+    return transform_sorted(*constraint.candidates(penalized, params), params)
+
+
+def penalize(logits: np.ndarray, params: SamplingParams, recent: Sequence[int] = ()) -> np.ndarray:
+    """The row after the repeat penalty and the sequence penalty (a copy, or ``logits`` when neither applies)."""
     logits = penalize_repeats(logits, recent, params)
-    logits = penalize_sequences(logits, recent, params.dry_multiplier, params.breakers)
+    return penalize_sequences(logits, recent, params.dry_multiplier, params.breakers)
+
+
+def transform(logits: np.ndarray, params: SamplingParams) -> TokenDistribution:
+    """Greedy, or top-k, top-p, min-p and the temperature, over a whole (penalized) row."""
     if params.greedy:
         return TokenDistribution(np.array([int(np.argmax(logits))]), np.array([1.0]))
     values = np.asarray(logits, dtype=np.float64)
     ids, values = _top_k(np.arange(values.size), values, params.top_k)
     ids, values = _sort_descending(ids, values)
+    return _finish(ids, values, params)
+
+
+def transform_sorted(ids: np.ndarray, values: np.ndarray, params: SamplingParams) -> TokenDistribution:
+    """:func:`transform` over candidates already sorted by value, descending (ties by id): the
+    tokens outside them are masked out."""
+    if params.greedy:
+        return TokenDistribution(ids[:1].astype(np.int64), np.array([1.0]))
+    if params.top_k > 0:
+        ids, values = ids[:params.top_k], values[:params.top_k]
+    return _finish(ids.astype(np.int64), np.asarray(values, dtype=np.float64), params)
+
+
+def _finish(ids: np.ndarray, values: np.ndarray, params: SamplingParams) -> TokenDistribution:
+    """top-p, min-p and the temperature over candidates sorted descending."""
     ids, values = _top_p(ids, values, params.top_p)
     ids, values = _min_p(ids, values, params.min_p)
     return TokenDistribution(ids, _softmax(values / params.temperature))

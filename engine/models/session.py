@@ -47,6 +47,22 @@ class ModelSession:
         self.display_name = ""  # what the app calls the model (p.LoadModel.name); "" : the file's own name
         self.thread_budget: ThreadBudget | None = None  # set when the thread count was not asked for
         self.breakers = Breakers(model.piece)  # which tokens end a run for the sequence penalty
+        self._constraint_masks: tuple[np.ndarray, np.ndarray] | None = None
+
+    def constraint_masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Over the vocabulary: the tokens an answer held to a grammar never takes (control tokens, whose
+        text Hearth never writes, but the end of generation), and the end-of-generation tokens
+        (engine.decoding.constraint). Found once per model."""
+        if self._constraint_masks is None:
+            model = self.model
+            control = set(model.control_tokens().values())
+            eog_ids = [t for t in control | {model.eos} if 0 <= t < self.facts.n_vocab and model.is_eog(t)]
+            banned = np.zeros(self.facts.n_vocab, dtype=bool)
+            banned[list(control)] = True
+            eog = np.zeros(self.facts.n_vocab, dtype=bool)
+            eog[eog_ids] = True
+            self._constraint_masks = banned & ~eog, eog
+        return self._constraint_masks
 
     @property
     def name(self) -> str:

@@ -9,16 +9,17 @@ clear error. Per-request messages carry ``request_id``. Text travels as deltas, 
 answer again; large data (state snapshots) never crosses the pipe, only ids and sizes.
 
 The package: :mod:`~engine.protocol.limits` (each field's range, the sampling rules, the request
-defaults), :mod:`~engine.protocol.commands`, :mod:`~engine.protocol.events` (with how a request ends)
-and :mod:`~engine.protocol.codec`. It imports nothing from the backends or the store. This module
+defaults), :mod:`~engine.protocol.commands`, :mod:`~engine.protocol.events` (with how a request ends),
+:mod:`~engine.protocol.codec` and :mod:`~engine.protocol.constraint` (the JSON schemas an answer can be
+held to, checked the same on both sides). It imports nothing from the backends or the store. This module
 names every wire type, so ``from engine import protocol as p`` reaches them all.
 """
 
 from engine.protocol.codec import check_command, decode_command, decode_event, encode  # noqa: F401
 from engine.protocol.commands import (  # noqa: F401
     ANSWERS, CARRIES_BRANCH, Answer, AnswerTurn, Calibrate, Cancel, Chat, WireMessage, Command, Complete, DraftSpec, Hello,
-    KeepAnswer, LoadModel, MeasureText, OpenConversation, Ping, ReadDocument, SetTelemetry, Shutdown, TemplateSpec,
-    UnloadModel,
+    KeepAnswer, LoadModel, MeasureText, OpenConversation, OutputConstraint, Ping, ReadDocument, SetTelemetry, Shutdown,
+    TemplateSpec, UnloadModel,
 )
 from engine.protocol.events import (  # noqa: F401
     CLOSING_EVENTS, UNAVAILABLE, Calibrated, ContextCut, ContextGrown, ConversationOpened, DocumentRead, DocumentRoom, Error,
@@ -27,12 +28,14 @@ from engine.protocol.events import (  # noqa: F401
     ends_request, failure_events,
 )
 from engine.protocol.limits import (  # noqa: F401
-    DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT, MAX_STORED_BYTES,
-    MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH, PROTOCOL_VERSION, REPEAT_PENALTY_RANGE,
+    DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_CONSTRAINT_NAME, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_PERCENT,
+    MAX_SCHEMA_BYTES, MAX_STORED_BYTES, MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, MIN_CALIBRATION_LENGTH,
+    PROTOCOL_VERSION, REPEAT_PENALTY_RANGE,
     REPEAT_WHOLE_ANSWER, REPEAT_WINDOW, DRY_MULTIPLIER_RANGE,
     CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent, RequestDefaults,
-    SamplingSpec, TokenCount, WHEN_FULL_CHOICES, WhenFull, sampling_problem,
+    SamplingSpec, SchemaText, TokenCount, WHEN_FULL_CHOICES, WhenFull, sampling_problem,
 )
+from engine.protocol.constraint import constraint_from_schema_text, schema_problem  # noqa: F401
 from engine.protocol.command_check import InvalidCommand  # noqa: F401
 from engine.protocol.reports import DraftStats, Timings  # noqa: F401
 from engine.protocol.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401

@@ -7,9 +7,10 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_DRAFT, MAX_STORED_BYTES,
-                                    MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS, CalibrationLength,
-                                    DraftLength, DraftPaths, KnownPrefix, MemoryPercent, SamplingSpec, TokenCount, WhenFull)
+from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK, MAX_CONSTRAINT_NAME, MAX_DRAFT,
+                                    MAX_STORED_BYTES, MAX_TELEMETRY_INTERVAL_MS, MAX_THREADS, MAX_TOKENS,
+                                    CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent,
+                                    SamplingSpec, SchemaText, TokenCount, WhenFull)
 from engine.protocol.reports import KvType
 
 
@@ -82,8 +83,22 @@ class DraftSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: str | None = None
 
 
+class OutputConstraint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the answer must be: ``json``, any JSON object (the API's ``response_format: json_object``);
+    ``json_schema``, JSON that matches ``schema`` (the schema's JSON text, checked and made by
+    :func:`engine.protocol.constraint.constraint_from_schema_text`); ``grammar``, text that ``grammar``
+    (llama.cpp's GBNF, rule ``root``) allows. ``name`` is the API's ``json_schema.name``, passed on to a
+    remote engine. The worker holds decoding to it token by token (engine.decoding.constraint)."""
+
+    kind: Literal["json", "json_schema", "grammar"]
+    schema: SchemaText = ""
+    grammar: SchemaText = ""
+    name: Annotated[str, msgspec.Meta(max_length=MAX_CONSTRAINT_NAME)] = ""
+
+
 class _Answering(_Message, kw_only=True):
-    """What every task that writes an answer takes: how to sample, when to stop, how to draft."""
+    """What every task that writes an answer takes: how to sample, when to stop, how to draft, and
+    what shape the answer must have (``constraint``; None: any text)."""
 
     request_id: str
     sampling: SamplingSpec = msgspec.field(default_factory=SamplingSpec)
@@ -92,6 +107,7 @@ class _Answering(_Message, kw_only=True):
     draft: DraftSpec = msgspec.field(default_factory=lambda: DraftSpec(DEFAULTS.draft))
     draft_max: DraftLength = DEFAULTS.draft_max
     draft_auto_off: bool = True  # let measured speed switch a losing drafter off
+    constraint: OutputConstraint | None = None  # protocol 16
 
 
 class Complete(_Answering, tag="complete", kw_only=True):

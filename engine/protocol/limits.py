@@ -11,7 +11,7 @@ import msgspec
 
 from engine.protocol.command_check import shown
 
-PROTOCOL_VERSION = 15  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier
+PROTOCOL_VERSION = 16  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier; 16: OutputConstraint
 
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it
@@ -35,6 +35,10 @@ MAX_CALIBRATION_LENGTHS = 32
 MIN_CALIBRATION_LENGTH = 2  # a prefill timing needs a token before the one it reads
 MAX_STORED_BYTES = 2**63 - 1  # sizes kept in SQLite, whose integers are 64-bit signed
 MAX_CLOCK = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last moment a template's date can show
+# An answer's JSON schema or grammar, as text (engine.protocol.constraint): big enough for any schema a
+# program hands an API, small enough that its grammar is built in milliseconds.
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_CONSTRAINT_NAME = 64  # a json_schema's name (OpenAI's limit), passed on to remote engines
 
 TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]  # 0 means "the default" where a field says so
 DraftLength = Annotated[int, msgspec.Meta(ge=1, le=MAX_DRAFT)]
@@ -47,6 +51,9 @@ MemoryPercent = Annotated[int, msgspec.Meta(ge=0, le=MAX_PERCENT)]
 # The digest of the leading messages of a branch that the worker was sent in an earlier request;
 # the request's ``messages`` are then only the ones after them (see engine.protocol.pipe_transcripts). "": none.
 KnownPrefix = Annotated[str, msgspec.Meta(max_length=64)]
+# A schema's or grammar's text (msgspec counts characters, which are never more than the UTF-8 bytes
+# engine.protocol.constraint counts).
+SchemaText = Annotated[str, msgspec.Meta(max_length=MAX_SCHEMA_BYTES)]
 
 
 class SamplingSpec(msgspec.Struct, forbid_unknown_fields=True):

@@ -32,6 +32,7 @@ from engine.protocol.devices import ProbedDevices, device_infos
 from engine.devices.probe import probed_devices
 from engine.context.document_fit import DocumentDoesNotFit, check_room, measure_text
 from engine.models.embedded_convert import embedded_for_loading
+from engine.decoding.constraint import ConstraintFactory, build_constraint
 from engine.decoding.generation import Generation, GenerationSettings
 from engine.models.load_progress import LoadProgress
 from engine.models.model_files import DEFAULT_MODEL, embedded_model_path
@@ -292,7 +293,8 @@ class EngineCore:
         if writes:
             make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling, self.session.breakers),
-                                          max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning)
+                                          max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning,
+                                          constraint=self._constraint(command.constraint, reasoning))
         held = self.session.n_past if turn is not None and turn.base is not None else 0
         if isinstance(command, (p.AnswerTurn, p.Chat)) and may_grow:
             kept, cut = cut_to_fit(self.session, command, held + len(tokens))
@@ -318,6 +320,14 @@ class EngineCore:
             progress.close()
             raise
         return run, turn, draft_stats, progress, prefill
+
+    def _constraint(self, spec: p.OutputConstraint | None, reasoning: ReasoningStart) -> ConstraintFactory | None:
+        """The answer's grammar, made now: a schema that cannot be used is refused (ConstraintRefused,
+        a ValueError: ``bad_request``) before the prompt is read."""
+        if spec is None:
+            return None
+        banned, eog = self.session.constraint_masks()
+        return build_constraint(self.session.model, spec, reasoning, banned, eog)
 
     def _prefill_ran(self, device: p.PhaseDevice) -> None:
         """Telemetry shows the device reading the current request (replaced whole: the sampler reads it)."""

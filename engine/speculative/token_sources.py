@@ -13,6 +13,9 @@ A source keeps the answer's tokens so far (``answer``): the repeat penalty looks
 (:mod:`engine.decoding.sampling`). The verifier applies it at each drafted position with the answer up to
 that position, so drafting stays exact with the penalty on. Drafters propose without it (they do
 not know the answer); a drafted token the penalty makes unlikely is simply rejected more often.
+An answer's constraint (``constraint``, :mod:`engine.decoding.constraint`) is the same: plain decoding
+and the verifiers mask each choice by it and advance it with each token decided; drafters propose
+without it, and a drafted token it rejects is never accepted.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.protocol.reports import DraftStats
+from engine.decoding.constraint import Constraint
 from engine.decoding.sampling import SamplingParams, distribution
 from engine.models.session import ModelSession
 from engine.speculative.policy import DraftPolicy
@@ -50,12 +54,15 @@ class PlainSource:
         self.from_draft: list[bool] = [False]
         self.stats: DraftStats | None = None  # plain decoding drafts nothing
         self.answer: list[int] = []  # the tokens written so far, the last one pending
+        self.constraint: Constraint | None = None  # the answer's grammar (Generation sets it), standing after answer
 
     def first(self) -> int:
         return self._sample()
 
     def _sample(self) -> int:
-        token = distribution(self.session.last_logits(), self.sampling, self.answer).sample(self.rng)
+        token = distribution(self.session.last_logits(), self.sampling, self.answer, self.constraint).sample(self.rng)
+        if self.constraint is not None:
+            self.constraint.took(token)
         self.answer.append(token)
         return token
 
@@ -130,7 +137,8 @@ class SpeculativeSource(PlainSource):
         self.session.context.decode([pending, *drafted], start, all_logits=True)
         self.session.tokens.extend([pending, *drafted])
         rows = [self.session.context.logits(i) for i in range(len(drafted) + 1)]
-        verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng, recent=self.answer)
+        verdict = verify(drafted, draft.q[: len(drafted)], rows, self.sampling, self.rng, recent=self.answer,
+                         constraint=self.constraint)
         self._round = Round(start, len(drafted), len(self.answer))
         self.answer.extend(verdict.tokens)
         self.from_draft = [True] * verdict.n_accepted + [False]

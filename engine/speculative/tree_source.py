@@ -52,7 +52,7 @@ class TreeSource(SpeculativeSource):
         depth, start, context = len(paths[0]), self.session.n_past, self.session.context
         self.tree.decode(pending, paths, start)
         verdict = verify_tree(paths, lambda path, d: context.logits(self.tree.row(path, d, depth)), self.sampling,
-                              self.rng, recent=self.answer)
+                              self.rng, recent=self.answer, constraint=self.constraint)
         self.session.tokens.extend([pending, *paths[verdict.path]])
         self.proposer.follow_path([pending, *paths[verdict.path]], start, self.tree.row(verdict.path, 0, depth))
         self._round = Round(start, depth, len(self.answer), verdict.path, len(paths))

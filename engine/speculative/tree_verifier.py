@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.decoding.sampling import SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import Mask, SamplingParams, TokenDistribution, distribution
+from engine.speculative.verifier import decide
 
 RowLogits = Callable[[int, int], np.ndarray]  # (path, depth) -> the target's logits after path[:depth]
 
@@ -34,21 +35,22 @@ class TreeVerdict:
 
 
 def verify_tree(paths: Sequence[Sequence[int]], rows: RowLogits, params: SamplingParams,
-                rng: np.random.Generator, recent: Sequence[int] = ()) -> TreeVerdict:
-    """``paths`` all have the same depth; ``recent`` is the answer up to the pending token."""
+                rng: np.random.Generator, recent: Sequence[int] = (), constraint: Mask | None = None) -> TreeVerdict:
+    """``paths`` all have the same depth; ``recent`` is the answer up to the pending token;
+    ``constraint`` the answer's grammar, standing after it (each token decided here advances it)."""
     history = params.history(recent)  # what the penalties see before the draft; each position adds its own
     alive = list(range(len(paths)))
     out: list[int] = []
     for depth in range(len(paths[0])):
-        p = distribution(rows(alive[0], depth), params, history + out)
+        p = distribution(rows(alive[0], depth), params, history + out, constraint)
         candidates = list(dict.fromkeys(paths[i][depth] for i in alive))
         token, accepted = _node(p, candidates, params, rng)
-        out.append(token)
+        out.append(decide(token, constraint))
         if not accepted:
             return TreeVerdict(out, depth, alive[0])
         alive = [i for i in alive if paths[i][depth] == token]
-    bonus = distribution(rows(alive[0], len(paths[0])), params, history + out).sample(rng)
-    return TreeVerdict(out + [bonus], len(out), alive[0])
+    bonus = distribution(rows(alive[0], len(paths[0])), params, history + out, constraint).sample(rng)
+    return TreeVerdict(out + [decide(bonus, constraint)], len(out), alive[0])
 
 
 def _node(p: TokenDistribution, candidates: list[int], params: SamplingParams,

@@ -8,7 +8,10 @@ from p. A deterministic draft (q = None) is a point mass, so acceptance is p(d) 
 p without d. Either way the output has exactly the target's distribution.
 
 With a repeat penalty, each position's p is the target's distribution after the answer so far plus
-the draft tokens before it, exactly what plain decoding would have sampled from there.
+the draft tokens before it, exactly what plain decoding would have sampled from there. Under an
+answer's constraint (:mod:`engine.decoding.constraint`) each p is masked by the grammar standing after
+those same tokens: every decided token advances it before the next position is judged, so a drafted
+token the grammar rejects has p = 0 and is never accepted.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.decoding.sampling import SamplingParams, TokenDistribution, distribution
+from engine.decoding.sampling import Mask, SamplingParams, TokenDistribution, distribution
 
 
 @dataclass(frozen=True)
@@ -34,24 +37,32 @@ def verify(
     params: SamplingParams,
     rng: np.random.Generator,
     recent: Sequence[int] = (),
+    constraint: Mask | None = None,
 ) -> Verdict:
     """``target_rows[i]`` are the target's logits after the history plus ``draft_tokens[:i]``;
-    ``recent`` the answer's tokens up to the draft (for the repeat penalty)."""
+    ``recent`` the answer's tokens up to the draft (for the repeat penalty); ``constraint`` the
+    answer's grammar, standing after ``recent`` (each token decided here advances it)."""
     history = params.history(recent)  # what the penalties see before the draft; each position adds its own
     out: list[int] = []
     for i, token in enumerate(draft_tokens):
-        p = distribution(target_rows[i], params, history + list(draft_tokens[:i]))
+        p = distribution(target_rows[i], params, history + list(draft_tokens[:i]), constraint)
         if params.greedy:
-            if token == int(p.ids[0]):
-                out.append(token)
-                continue
-            return Verdict(out + [int(p.ids[0])], i)
-        if accept_draft_token(token, p, draft_q[i], rng):
-            out.append(token)
-            continue
-        return Verdict(out + [sample_residual(p, draft_q[i], token, rng)], i)
-    bonus = distribution(target_rows[len(draft_tokens)], params, history + list(draft_tokens)).sample(rng)
-    return Verdict(out + [bonus], len(draft_tokens))
+            accepted = token == int(p.ids[0])
+        else:
+            accepted = accept_draft_token(token, p, draft_q[i], rng)
+        if not accepted:
+            chosen = int(p.ids[0]) if params.greedy else sample_residual(p, draft_q[i], token, rng)
+            return Verdict(out + [decide(chosen, constraint)], i)
+        out.append(decide(token, constraint))
+    bonus = distribution(target_rows[len(draft_tokens)], params, history + list(draft_tokens), constraint).sample(rng)
+    return Verdict(out + [decide(bonus, constraint)], len(draft_tokens))
+
+
+def decide(token: int, constraint: Mask | None) -> int:
+    """``token``, decided: the constraint (if any) advanced past it."""
+    if constraint is not None:
+        constraint.took(token)
+    return token
 
 
 def accept_draft_token(token: int, p: TokenDistribution, q: TokenDistribution | None,

@@ -197,6 +197,10 @@ class FakeModel:
     def chat_template(self) -> str | None:
         return CHATML_TEMPLATE
 
+    def grammar(self, text: str, root: str):
+        """The parrot holds no answer to a grammar: a request with a constraint is a bad request."""
+        raise ValueError("the fake backend cannot hold an answer to a grammar")
+
     def facts(self) -> ModelFacts:
         size = self.path.stat().st_size
         return ModelFacts(path=str(self.path), file_bytes=size, arch="parrot", name="Fake parrot",

@@ -8,11 +8,13 @@ a failure after text has arrived keeps that text (it was already sent as deltas)
 answer with ``error``. An engine that goes on past ``max_tokens`` (or sends more text than that
 many tokens hold) has its stream closed here (:mod:`app.engine_clients.remote.limits`). Only the
 standard sampling fields are sent (temperature, top_p, seed); top_k and min_p are Hearth's own and
-not every server takes them, so the engine's defaults apply to those.
+not every server takes them, so the engine's defaults apply to those. An answer held to a JSON schema
+asks the server for it with OpenAI's ``response_format``.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -36,9 +38,23 @@ def request_body(command: p.Answer, model: str) -> tuple[str, dict]:
         body["seed"] = command.sampling.seed
     if command.stop:
         body["stop"] = list(command.stop)
+    body.update(constraint_fields(command.constraint))
     if isinstance(command, p.Complete):
         return "completions", {**body, "prompt": command.prompt}
     return "chat/completions", {**body, "messages": [_message(m) for m in command.messages]}
+
+
+def constraint_fields(constraint: p.OutputConstraint | None) -> dict:
+    """The answer's shape as OpenAI-compatible servers take it: ``response_format`` (a schema ``strict``,
+    so the server holds the answer to it as Hearth would), or llama.cpp's ``grammar`` field."""
+    if constraint is None:
+        return {}
+    if constraint.kind == "json":
+        return {"response_format": {"type": "json_object"}}
+    if constraint.kind == "json_schema":
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": constraint.name or "answer", "schema": json.loads(constraint.schema), "strict": True}}}
+    return {"grammar": constraint.grammar}
 
 
 def _message(turn: p.WireMessage) -> dict:

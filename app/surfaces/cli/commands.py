@@ -19,6 +19,7 @@ from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_display_name, model_file, resolve_model_ref
 from app.services.settings import app_data_dir, current_settings
 from engine.protocol.answer_record import CUT_OFF
+from app.surfaces.cli.json_schema_flag import constraint_from_args
 from app.surfaces.cli.sampling_flags import sampling_for
 from app.surfaces.cli.terminal_text import json_text, visible
 from app.surfaces.cli.thinking import ThinkingEcho, enable_thinking
@@ -211,7 +212,8 @@ def _generate_command(args: argparse.Namespace, messages: list[p.WireMessage] | 
     """``--raw``: the prompt as plain text; otherwise the conversation so far (the prompt alone by default)."""
     drafting = draft_options(args)
     options = dict(sampling=sampling_from_args(args), max_tokens=args.max_tokens,
-                   draft=parse_draft_spec(drafting["draft"]), draft_max=drafting["draft_max"])
+                   draft=parse_draft_spec(drafting["draft"]), draft_max=drafting["draft_max"],
+                   constraint=constraint_from_args(args))
     if messages is None:
         require_text(args.prompt, "prompt")
     if getattr(args, "raw", False):

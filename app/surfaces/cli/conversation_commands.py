@@ -15,6 +15,7 @@ from app.services.draft_heads import with_installed_head
 from app.services.model_refs import model_display_name
 from app.services.settings import app_data_dir, current_settings
 from app.surfaces.cli.conversation_ids import find_conversation, find_message
+from app.surfaces.cli.json_schema_flag import constraint_from_args
 from app.surfaces.cli.store_access import command_writer, open_conversations, store_errors
 from app.surfaces.cli.terminal_text import json_text, visible
 from app.services.context_cut import cut_notice, standing_left_out
@@ -65,7 +66,8 @@ def turn_options(args: argparse.Namespace, model: str | None = None, thinks: boo
     conversation they create starts with the default system prompt from Settings, as in the window."""
     return TurnOptions(sampling_from_args(args, model, thinks), args.max_tokens, **draft_options(args),
                        enable_thinking=enable_thinking(args), system_prompt=current_settings().system_prompt,
-                       when_full=getattr(args, "when_full", None) or current_settings().when_full)
+                       when_full=getattr(args, "when_full", None) or current_settings().when_full,
+                       constraint=constraint_from_args(args))
 
 
 def answer_model_name(args: argparse.Namespace, model: str, loaded: p.ModelLoaded) -> str:

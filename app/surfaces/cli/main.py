@@ -15,6 +15,7 @@ from collections.abc import Callable
 from app.surfaces.cli import flag_types
 from app.surfaces.cli.arg_parser import HearthParser
 from app.surfaces.cli.conversation_ids import conversation_flag, message_flag
+from app.surfaces.cli.json_schema_flag import add_json_schema_flag
 from app.surfaces.cli.store_parsers import add_db_commands, add_models_commands
 from app.surfaces.cli.terminal_text import show_log_lines_visibly
 from app.surfaces.cli.thinking import add_thinking_flag
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--raw", action="store_true", help="feed PROMPT as plain text, without the chat template")
     _add_sampling_flags(generate)
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    add_json_schema_flag(generate)
     generate.add_argument("prompt", metavar="PROMPT")
     generate.set_defaults(run="app.surfaces.cli.commands:run_generate")
 
@@ -188,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_flags(send)
     _add_when_full_flag(send)
     send.add_argument("--json", action="store_true")
+    add_json_schema_flag(send)
     send.add_argument("message", metavar="MESSAGE")
     send.set_defaults(run="app.surfaces.cli.conversation_commands:run_send")
 

@@ -30,6 +30,7 @@ from app.surfaces.serve.routes import Api, ServeConfig
 from app.surfaces.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.surfaces.serve.server_folder import FolderRefused, server_folder
 from app.surfaces.serve.models import ModelRefused, model_table
+from app.surfaces.serve.response_format import output_constraint
 from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_file
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
@@ -170,7 +171,8 @@ class Server:
                               max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
                               draft=self.args.draft, draft_max=self.args.draft_max,
                               enable_thinking=schema.enable_thinking(body),
-                              when_full=body.when_full or self.settings.when_full)
+                              when_full=body.when_full or self.settings.when_full,
+                              constraint=output_constraint(body.response_format))
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:

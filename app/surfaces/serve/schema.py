@@ -221,8 +221,6 @@ def _refuse_chat_only(body: ChatRequest) -> None:
     for name in ("tools", "functions", "tool_choice", "function_call", "parallel_tool_calls", "top_logprobs"):
         if getattr(body, name) not in (None, [], "none"):
             raise RequestRefused(f"'{name}' is not supported: Hearth's local models answer in text", name)
-    if body.response_format is not None and body.response_format.get("type", "text") != "text":
-        raise RequestRefused("only the 'text' response format is supported", "response_format")
 
 
 def _refuse_completion_only(body: CompletionRequest) -> None:
