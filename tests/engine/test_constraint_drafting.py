@@ -3,8 +3,8 @@
 Greedy answers with drafting equal those without, token for token, under any JSON object and under a
 schema, for prompt lookup and a draft model (the target itself: an unconstrained drafter whose guesses
 the grammar often rejects), as chains and as trees, on SmolLM2 (the real built-in model) and on the
-Qwen3.5 fixture with the real tokenizer and template (a 248k vocabulary with byte tokens, partial
-UTF-8 characters and many control tokens). Every token of every answer is replayed through a fresh
+catalogue families' fixtures with their real tokenizers and templates that draft (Qwen3.5's 248k
+vocabulary with byte tokens, partial UTF-8 characters and many control tokens; LFM2; Llama 3.2). Every token of every answer is replayed through a fresh
 grammar: each was allowed where it stands. Sampled answers keep the target's distribution under a
 constraint too, and 20 sampled SmolLM2 answers to a small finite schema all parse and validate.
 """
@@ -81,9 +81,14 @@ def sessions(path) -> tuple:
     return chain, tree
 
 
-@pytest.fixture(scope="module", params=["smollm2", "qwen35"])
+# Granite 4.0 H is not drafted at all: its recurrent state cannot be rolled back (drafting refuses it
+# by name, engine.speculative.drafting), so a constraint has nothing to keep exact there.
+DRAFTED = ["smollm2", *(family for family in REAL_TINY if family != "granite")]
+
+
+@pytest.fixture(scope="module", params=DRAFTED)
 def target(request, smollm2):
-    path = smollm2 if request.param == "smollm2" else real_model(REAL_TINY["qwen35"])
+    path = smollm2 if request.param == "smollm2" else real_model(REAL_TINY[request.param])
     chain, tree = sessions(path)
     yield request.param, path, chain, tree
     chain.close()
