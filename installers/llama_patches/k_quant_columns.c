@@ -7,11 +7,48 @@
 #if defined(__AVX2__)
 #define HEARTH_COLS 8
 
-static inline void hearth_q4_K_cols(const int nb, const int nc, float * GGML_RESTRICT s, const size_t bs,
-        const block_q4_K * GGML_RESTRICT x, const char * GGML_RESTRICT vy, const size_t by) {
+// A Q4_K or Q5_K block's eight 6-bit scales and mins, unpacked as ggml_vec_dot_q4_K_q8_K unpacks them:
+// the mins as 8 int16, the scales as 8 int16 in both halves of a 256-bit vector.
+static inline void hearth_k_scales(const uint8_t * GGML_RESTRICT packed, __m128i * mins, __m256i * scales) {
     static const uint32_t kmask1 = 0x3f3f3f3f;
     static const uint32_t kmask2 = 0x0f0f0f0f;
     static const uint32_t kmask3 = 0x03030303;
+    uint32_t utmp[4];
+    memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3], utmp[2], utmp[1], utmp[0]));
+    *mins = _mm256_extracti128_si256(mins_and_scales, 1);
+    const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
+    *scales = MM256_SET_M128I(sc128, sc128);
+}
+
+// Q4_K and Q5_K alike, once a sub-block pair's quants are bytes: each column's 32-bit sums of the
+// pair (j) against its activations, as the single-row kernels make them.
+static inline void hearth_k_sums(const int nc, __m256i * sumi, const block_q8_K * GGML_RESTRICT const * y, const int i,
+        const int j, const __m256i q_0, const __m256i q_1, const __m256i scale_0, const __m256i scale_1) {
+    for (int c = 0; c < nc; ++c) {
+        const int8_t * GGML_RESTRICT q8 = y[c][i].qs + 64*j;
+        const __m256i p16_0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q_0, _mm256_loadu_si256((const __m256i *) q8)));
+        const __m256i p16_1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q_1, _mm256_loadu_si256((const __m256i *) (q8 + 32))));
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p16_0, p16_1));
+    }
+}
+
+// Each column's block sums, scaled by its own and the weights' scale, added to its accumulator.
+static inline void hearth_k_scaled(const int nc, __m256 * acc, const __m256i * sumi,
+        const block_q8_K * GGML_RESTRICT const * y, const int i, const float xd) {
+    for (int c = 0; c < nc; ++c) {
+        const float d = y[c][i].d * xd;
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+}
+
+static inline void hearth_q4_K_cols(const int nb, const int nc, float * GGML_RESTRICT s, const size_t bs,
+        const block_q4_K * GGML_RESTRICT x, const char * GGML_RESTRICT vy, const size_t by) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const block_q8_K * GGML_RESTRICT y[HEARTH_COLS];
     __m256 acc[HEARTH_COLS];
@@ -21,20 +58,12 @@ static inline void hearth_q4_K_cols(const int nb, const int nc, float * GGML_RES
         acc[c] = _mm256_setzero_ps();
         acc_m[c] = _mm_setzero_ps();
     }
-    uint32_t utmp[4];
     for (int i = 0; i < nb; ++i) {
         const float xd = GGML_CPU_FP16_TO_FP32(x[i].d);
         const float xdmin = GGML_CPU_FP16_TO_FP32(x[i].dmin);
-        memcpy(utmp, x[i].scales, 12);
-        utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-        const uint32_t uaux = utmp[1] & kmask1;
-        utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-        utmp[2] = uaux;
-        utmp[0] &= kmask1;
-        const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3], utmp[2], utmp[1], utmp[0]));
-        const __m128i mins = _mm256_extracti128_si256(mins_and_scales, 1);
-        const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-        const __m256i scales = MM256_SET_M128I(sc128, sc128);
+        __m128i mins;
+        __m256i scales;
+        hearth_k_scales(x[i].scales, &mins, &scales);
         for (int c = 0; c < nc; ++c) {
             const float dmin = -y[c][i].d * xdmin;
             const __m256i q8sums = _mm256_loadu_si256((const __m256i *) y[c][i].bsums);
@@ -53,17 +82,9 @@ static inline void hearth_q4_K_cols(const int nb, const int nc, float * GGML_RES
             const __m256i q4bits = _mm256_loadu_si256((const __m256i *) q4); q4 += 32;
             const __m256i q4l = _mm256_and_si256(q4bits, m4);
             const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-            for (int c = 0; c < nc; ++c) {
-                const int8_t * GGML_RESTRICT q8 = y[c][i].qs + 64*j;
-                const __m256i p16l = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, _mm256_loadu_si256((const __m256i *) q8)));
-                const __m256i p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, _mm256_loadu_si256((const __m256i *) (q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p16l, p16h));
-            }
+            hearth_k_sums(nc, sumi, y, i, j, q4l, q4h, scale_l, scale_h);
         }
-        for (int c = 0; c < nc; ++c) {
-            const float d = y[c][i].d * xd;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
+        hearth_k_scaled(nc, acc, sumi, y, i, xd);
     }
     for (int c = 0; c < nc; ++c) {
         __m128 m = _mm_add_ps(acc_m[c], _mm_movehl_ps(acc_m[c], acc_m[c]));
@@ -74,9 +95,6 @@ static inline void hearth_q4_K_cols(const int nb, const int nc, float * GGML_RES
 
 static inline void hearth_q5_K_cols(const int nb, const int nc, float * GGML_RESTRICT s, const size_t bs,
         const block_q5_K * GGML_RESTRICT x, const char * GGML_RESTRICT vy, const size_t by) {
-    static const uint32_t kmask1 = 0x3f3f3f3f;
-    static const uint32_t kmask2 = 0x0f0f0f0f;
-    static const uint32_t kmask3 = 0x03030303;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m128i mzero = _mm_setzero_si128();
     const __m256i mone = _mm256_set1_epi8(1);
@@ -88,20 +106,12 @@ static inline void hearth_q5_K_cols(const int nb, const int nc, float * GGML_RES
         acc[c] = _mm256_setzero_ps();
         summs[c] = 0.f;
     }
-    uint32_t utmp[4];
     for (int i = 0; i < nb; ++i) {
         const float xd = GGML_CPU_FP16_TO_FP32(x[i].d);
         const float xdmin = GGML_CPU_FP16_TO_FP32(x[i].dmin);
-        memcpy(utmp, x[i].scales, 12);
-        utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-        const uint32_t uaux = utmp[1] & kmask1;
-        utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-        utmp[2] = uaux;
-        utmp[0] &= kmask1;
-        const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(utmp[3], utmp[2], utmp[1], utmp[0]));
-        const __m128i mins = _mm256_extracti128_si256(mins_and_scales, 1);
-        const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-        const __m256i scales = MM256_SET_M128I(sc128, sc128);
+        __m128i mins;
+        __m256i scales;
+        hearth_k_scales(x[i].scales, &mins, &scales);
         for (int c = 0; c < nc; ++c) {
             const float dmin = -y[c][i].d * xdmin;
             const __m256i q8sums = _mm256_loadu_si256((const __m256i *) y[c][i].bsums);
@@ -130,17 +140,9 @@ static inline void hearth_q5_K_cols(const int nb, const int nc, float * GGML_RES
             const __m256i q5h_1 = _mm256_slli_epi16(_mm256_srli_epi16(_mm256_and_si256(hbits, hmask), bit++), 4);
             const __m256i q5_1 = _mm256_add_epi8(q5l_1, q5h_1);
             hmask = _mm256_slli_epi16(hmask, 1);
-            for (int c = 0; c < nc; ++c) {
-                const int8_t * GGML_RESTRICT q8 = y[c][i].qs + 64*j;
-                const __m256i p16_0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q5_0, _mm256_loadu_si256((const __m256i *) q8)));
-                const __m256i p16_1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q5_1, _mm256_loadu_si256((const __m256i *) (q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p16_0, p16_1));
-            }
+            hearth_k_sums(nc, sumi, y, i, j, q5_0, q5_1, scale_0, scale_1);
         }
-        for (int c = 0; c < nc; ++c) {
-            const float d = y[c][i].d * xd;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
+        hearth_k_scaled(nc, acc, sumi, y, i, xd);
     }
     for (int c = 0; c < nc; ++c) {
         s[c * bs] = hsum_float_8(acc[c]) + summs[c];
