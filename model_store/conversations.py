@@ -185,6 +185,7 @@ class ConversationStore:
         stats: dict[str, Any] | None = None,
         message_id: str | None = None,
         reasoning: str = "",
+        tool_part: str = "",
     ) -> Message:
         """Append a message under ``parent_id`` and make it the conversation's leaf.
 
@@ -198,6 +199,7 @@ class ConversationStore:
             stats: Timings and counters (JSON-serialisable).
             message_id: Use this id instead of a new random one.
             reasoning: An answer's reasoning, kept apart from ``content``.
+            tool_part: The calls an answer made, or the call a tool's result answers (engine.protocol.tools.tool_part).
 
         Returns:
             The stored message.
@@ -214,13 +216,13 @@ class ConversationStore:
             msg = Message(
                 message_id or uuid.uuid4().hex, conversation_id, parent_id, role, content, status,
                 time.time(), dict(stats or {}), reasoning,
-                identity=identity_after(self.db, parent_id, role, content, reasoning),
+                identity=identity_after(self.db, parent_id, role, content, reasoning, tool_part), tool_part=tool_part,
             )
             self.db.execute(
                 "INSERT INTO messages (id, conversation_id, parent_id, role, content, status,"
-                " created_at, stats, reasoning, identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, stats, reasoning, identity, tool_part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [msg.id, conversation_id, parent_id, role, content, status, msg.created_at,
-                 to_json(msg.stats), reasoning, msg.identity],
+                 to_json(msg.stats), reasoning, msg.identity, tool_part],
             )
             self.db.execute(
                 "UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",

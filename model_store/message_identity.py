@@ -38,25 +38,27 @@ def chained(parent: str, *fields: str) -> str:
     return digest.hexdigest()
 
 
-def message_identity(parent: str, role: str, content: str, reasoning: str = "") -> str:
-    """The identity of a message with this role, text and reasoning after the message ``parent`` names."""
-    return chained(parent, role, content, reasoning)
+def message_identity(parent: str, role: str, content: str, reasoning: str = "", tool_part: str = "") -> str:
+    """The identity of a message with this role, text, reasoning and tool part (the calls an answer
+    made or the call a tool's result answers: :mod:`engine.protocol.tools.tool_part`) after the message
+    ``parent`` names. A message without a tool part hashes as it did before tools existed."""
+    return chained(parent, role, content, reasoning, *((tool_part,) if tool_part else ()))
 
 
-def branch_identities(messages: Iterable[tuple[str, str, str]]) -> list[str]:
+def branch_identities(messages: Iterable[tuple[str, str, str, str]]) -> list[str]:
     """``[i1, ..., in]``: ``ik`` is the identity of the ``k``-th message of the branch (each given as
-    role, text, reasoning), and so names the first ``k``."""
+    role, text, reasoning, tool part), and so names the first ``k``."""
     identities, parent = [], ROOT
-    for role, content, reasoning in messages:
-        parent = message_identity(parent, role, content, reasoning)
+    for role, content, reasoning, tool_part in messages:
+        parent = message_identity(parent, role, content, reasoning, tool_part)
         identities.append(parent)
     return identities
 
 
-def row_identity(parent: Any, role: Any, content: Any, reasoning: Any) -> str:
+def row_identity(parent: Any, role: Any, content: Any, reasoning: Any, tool_part: Any = "") -> str:
     """:func:`message_identity` of a stored row's columns, whatever a damaged row holds in them (bytes or
     a number where text belongs is taken as text), so neither a migration nor a recovery stops at one."""
-    return message_identity(*(_text(value) for value in (parent, role, content, reasoning)))
+    return message_identity(*(_text(value) for value in (parent, role, content, reasoning, tool_part)))
 
 
 def _text(value: Any) -> str:

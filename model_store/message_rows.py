@@ -20,7 +20,7 @@ MESSAGE_STATUSES = ("done", "generating", "stopped", "interrupted", "error")
 # How an answer ended (m009_message_outcome): its end of text, the answer's token limit, a full context, a
 # length limit the engine did not name, the user's stop, a failure; "" while it is written, when it was cut
 # short otherwise (the status says how), or before this was kept.
-MESSAGE_FINISHES = ("", "stop", "max_tokens", "context", "length", "cancelled", "error")
+MESSAGE_FINISHES = ("", "stop", "max_tokens", "context", "length", "cancelled", "error", "tool_calls")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Message:
     finish: str = ""  # how an answer ended, one of MESSAGE_FINISHES (m009_message_outcome)
     error: str = ""  # why it failed, in words (m009_message_outcome)
     identity: str = ""  # its identity (model_store.message_identity), kept by the store (m014_message_identity)
+    tool_part: str = ""  # the calls an answer made, or the call a tool's result answers (engine.protocol.tools.tool_part; m015)
 
     @property
     def cut_off(self) -> bool:
@@ -76,8 +77,8 @@ def read_message(db: sqlite_utils.Database, message_id: str) -> Message:
 
 def update_message(db: sqlite_utils.Database, message_id: str, *, content: str | None = None,
                    status: str | None = None, stats: dict[str, Any] | None = None, reasoning: str | None = None,
-                   finish: str | None = None, error: str | None = None) -> Message:
-    """Change a message's content, status, stats, reasoning, finish and/or error; ``None`` leaves a
+                   finish: str | None = None, error: str | None = None, tool_part: str | None = None) -> Message:
+    """Change a message's content, status, stats, reasoning, finish, error and/or tool part; ``None`` leaves a
     field as it is. Returns the message as stored afterwards.
 
     Raises:
@@ -100,20 +101,23 @@ def update_message(db: sqlite_utils.Database, message_id: str, *, content: str |
         changes["finish"] = finish
     if error is not None:
         changes["error"] = error
+    if tool_part is not None:
+        changes["tool_part"] = tool_part
     with write_transaction(db):
         read_message(db, message_id)
         if changes:
             assignments = ", ".join(f"{column} = ?" for column in changes)
             db.execute(f"UPDATE messages SET {assignments} WHERE id = ?", [*changes.values(), message_id])
-        if content is not None or reasoning is not None:
+        if content is not None or reasoning is not None or tool_part is not None:
             refresh_identities(db, message_id)
         return read_message(db, message_id)
 
 
-def identity_after(db: sqlite_utils.Database, parent_id: str | None, role: str, content: str, reasoning: str) -> str:
+def identity_after(db: sqlite_utils.Database, parent_id: str | None, role: str, content: str, reasoning: str,
+                   tool_part: str = "") -> str:
     """The identity of a message with these fields under ``parent_id`` (None: a first message)."""
     parent = ROOT if parent_id is None else read_message(db, parent_id).identity
-    return message_identity(parent, role, content, reasoning)
+    return message_identity(parent, role, content, reasoning, tool_part)
 
 
 def refresh_identities(db: sqlite_utils.Database, message_id: str) -> None:
@@ -123,12 +127,13 @@ def refresh_identities(db: sqlite_utils.Database, message_id: str) -> None:
     so it reads only the columns the identity is made of (:func:`model_store.message_identity.row_identity`)."""
     pending = [message_id]
     while pending:
-        row = db.execute("SELECT m.id, m.role, m.content, m.reasoning, m.identity, p.identity FROM messages AS m"
+        row = db.execute("SELECT m.id, m.role, m.content, m.reasoning, m.tool_part, m.identity, p.identity"
+                         " FROM messages AS m"
                          " LEFT JOIN messages AS p ON p.id = m.parent_id WHERE m.id = ?", [pending.pop()]).fetchone()
         if row is None:
             continue
-        current, role, content, reasoning, was, parent = row
-        identity = row_identity(parent or ROOT, role, content, reasoning)
+        current, role, content, reasoning, tool_part, was, parent = row
+        identity = row_identity(parent or ROOT, role, content, reasoning, tool_part)
         if identity != was:
             db.execute("UPDATE messages SET identity = ? WHERE id = ?", [identity, current])
             pending += [child for (child,) in db.execute("SELECT id FROM messages WHERE parent_id = ?", [current])]

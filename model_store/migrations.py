@@ -381,3 +381,10 @@ def _identify_messages(db: sqlite_utils.Database, known: dict[str, str]) -> bool
         given += len(updates)
         last = rows[-1][0]
     return given > 0 and waiting > 0
+
+
+@migration
+def m015_message_tool_part(db: sqlite_utils.Database) -> None:
+    """Each message keeps its tool part (:mod:`engine.protocol.tools.tool_part`): the calls an answer made, or the
+    call a tool's result answers. "" for every earlier message, whose identity stays as it was."""
+    db.execute("ALTER TABLE messages ADD COLUMN tool_part TEXT NOT NULL DEFAULT ''")

@@ -49,6 +49,8 @@ FULL_ONLY = frozenset({
     "app/test_serve_limits.py",
     "app/test_serve_log.py",
     "app/test_serve_response_format.py",
+    "app/test_serve_tool_choice.py",
+    "app/test_serve_tools.py",
     "app/test_serve_restart.py",
     "app/test_state_file_modes.py",
     "app/test_storage_limits.py",

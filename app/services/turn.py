@@ -58,6 +58,8 @@ class TurnOptions:
     system_prompt: str = ""  # a conversation this turn creates starts with it (Settings.system_prompt)
     when_full: p.WhenFull = p.DEFAULTS.when_full  # a branch longer than the model can read (app.services.context_cut)
     constraint: p.OutputConstraint | None = None  # the shape the answer must have (a JSON schema); None: any text
+    tools: tuple[p.ToolSpec, ...] = ()  # the functions the model may call (the template writes them)
+    tool_choice: p.ToolChoice | None = None  # how the answer may call them; None: calls it writes stay text
 
 
 def prompt_turns(history: list[Message]) -> list[p.WireMessage]:
@@ -65,8 +67,13 @@ def prompt_turns(history: list[Message]) -> list[p.WireMessage]:
     without a question whose answer failed before writing anything (the engine refused it: a paste
     longer than the context, say), so one refused message does not refuse every later one."""
     refused = {m.parent_id for m in history if m.role == "assistant" and not m.content and m.status == "error"}
-    return [p.WireMessage(m.role, m.content, m.id, m.reasoning) for m in history
+    return [_wire_message(m) for m in history
             if m.id not in refused and not (m.role == "assistant" and not m.content and m.status in UNFINISHED)]
+
+
+def _wire_message(message: Message) -> p.WireMessage:
+    calls, call_id = p.calls_of(message.tool_part)
+    return p.WireMessage(message.role, message.content, message.id, message.reasoning, calls, call_id)
 
 
 def conversation_turns(history: list[Message], conversation: Conversation) -> list[p.WireMessage]:
@@ -80,13 +87,15 @@ def conversation_turns(history: list[Message], conversation: Conversation) -> li
     return [p.WireMessage("system", conversation.system_prompt), *turns]
 
 
-def template_spec(conversation: Conversation, enable_thinking: bool | None = None) -> p.TemplateSpec:
+def template_spec(conversation: Conversation, enable_thinking: bool | None = None,
+                  tools: tuple[p.ToolSpec, ...] = ()) -> p.TemplateSpec:
     """How the conversation's messages are rendered: with its own clock (a template that writes the
-    date writes the day it started, so its saved state stays usable), and its thinking switch."""
+    date writes the day it started, so its saved state stays usable), its thinking switch and the
+    tools the model is offered."""
     if enable_thinking is None:
         setting = conversation.settings.get(THINKING_SETTING)
         enable_thinking = setting if isinstance(setting, bool) else None
-    return p.TemplateSpec(now=template_clock(conversation), enable_thinking=enable_thinking)
+    return p.TemplateSpec(now=template_clock(conversation), enable_thinking=enable_thinking, tools=tools)
 
 
 def template_clock(conversation: Conversation) -> float:
@@ -105,8 +114,8 @@ def answer_turn_command(history: list[Message], conversation: Conversation, answ
         request_id=request_id or new_request_id("turn"), conversation_id=conversation.id, answer_id=answer_id,
         messages=cut_branch(conversation_turns(history, conversation), history, pinned),
         sampling=options.sampling, max_tokens=options.max_tokens, draft=parse_draft_spec(options.draft),
-        draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking),
-        when_full=options.when_full, pinned=pinned, constraint=options.constraint,
+        draft_max=options.draft_max, template=template_spec(conversation, options.enable_thinking, options.tools),
+        when_full=options.when_full, pinned=pinned, constraint=options.constraint, tool_choice=options.tool_choice,
     )
 
 
@@ -229,7 +238,8 @@ def end_answer(store: ConversationStore, turn: PendingTurn) -> PendingTurn:
             turn.writer.let_go()
             turn.writer = None
         fields = turn.stored_fields()
-        identity = message_identity(turn.user.identity, "assistant", fields["content"], fields["reasoning"])
+        identity = message_identity(turn.user.identity, "assistant", fields["content"], fields["reasoning"],
+                                    fields["tool_part"])
         turn.answer = replace(turn.answer, **fields, identity=identity)  # as the worker's row now says
         return turn
     try:

@@ -10,6 +10,8 @@ pattern's ``.``) takes quotes, backslashes and control characters; both become J
 Its literals (enum values, constants, property names) leave backslashes unescaped, so a value with
 ``\\n`` or a quote in it would come out broken: :class:`_Converter` escapes them. A converter that
 fails (an assert, a key it cannot find) is :class:`ConstraintRefused`, with its reason.
+:class:`SchemaRules` holds several schemas' rules in one grammar, each under its own name (a function
+call's grammar: engine.templates.tool_grammar).
 
 **The state.** :class:`LlamaGrammar` is llama.cpp's grammar sampler used as a mask, never as a
 sampler: :meth:`~LlamaGrammar.allowed` applies it to any set of token ids (a preallocated array of
@@ -23,6 +25,9 @@ grammar is complete: the caller bans the control tokens (engine.decoding.constra
 from __future__ import annotations
 
 import ctypes
+import json
+from collections.abc import Callable
+from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -37,6 +42,7 @@ GATED_ROOT = "hearth-root"  # the start after a reasoning block: the blank lines
 JSON_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 JSON_DOT = r'[^"\\\x7F\x00-\x1F]'
 _REPLACED = {"char": JSON_CHAR, "dot": JSON_DOT}
+_CONVERTER_FAILS = (AssertionError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
@@ -72,7 +78,7 @@ def schema_grammar(schema_text: str) -> str:
     try:
         made.visit(made.resolve_refs(schema, "schema"), "")
         text = made.format_grammar()
-    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+    except _CONVERTER_FAILS as exc:
         raise ConstraintRefused(f"the JSON schema could not be turned into a grammar: {exc or type(exc).__name__}") \
             from None
     return "\n".join(_safe_rule(line) for line in text.splitlines())
@@ -85,10 +91,68 @@ class _Converter(converter.SchemaConverter):
         return super()._format_literal(literal.replace("\\", "\\\\"))
 
 
-def _safe_rule(line: str) -> str:
+def _safe_rule(line: str, replaced: dict[str, str] = _REPLACED) -> str:
     """``line`` (``name ::= body``, one rule) with the rules that could break JSON replaced."""
     name, _, _ = line.partition(" ::= ")
-    return f"{name} ::= {_REPLACED[name]}" if name in _REPLACED else line
+    return f"{name} ::= {replaced[name]}" if name in replaced else line
+
+
+class SchemaRules:
+    """Several JSON schemas' rules in one grammar (a function call's: each tool's arguments, or each of
+    their values), each schema's rules named under the name it is given and its ``$ref``s resolved
+    within its own text, so two schemas with the same names inside never mix. ``constant`` spells a
+    ``const`` or ``enum`` value (JSON by default); ``primitives`` replaces the converter's shared rules
+    by name (a pythonic call writes ``True`` where JSON writes ``true``). Raises :class:`ConstraintRefused`."""
+
+    def __init__(self, constant: Callable[[Any], str] = json.dumps, primitives: dict[str, str] | None = None) -> None:
+        self._made = _ScopedConverter(constant)
+        self._replaced = {**_REPLACED, **(primitives or {})}
+
+    def read(self, schema_text: str, scope: str) -> dict:
+        """The schema in ``schema_text``, checked as :func:`schema_grammar` checks it, its ``$ref``s
+        resolved under ``scope`` (a name no other schema of this grammar has)."""
+        try:
+            schema = bare_schema(schema_text)
+        except ValueError as exc:
+            raise ConstraintRefused(f"the JSON schema cannot be used: {exc}") from None
+        return self._converted(lambda: self._made.resolve_refs(schema, scope))
+
+    def rule(self, schema: dict, name: str) -> str:
+        """The rule a value of ``schema`` (what :meth:`read` returned, or a part of it) matches; the
+        rules it needs are named under ``name``."""
+        return self._converted(lambda: self._made.visit(schema, name))
+
+    def text(self) -> str:
+        """Every rule made so far, one a line (GBNF without a root)."""
+        return "\n".join(_safe_rule(line, self._replaced) for line in self._made.format_grammar().splitlines())
+
+    @staticmethod
+    def _converted(step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except _CONVERTER_FAILS as exc:
+            raise ConstraintRefused(f"the JSON schema could not be turned into a grammar: "
+                                    f"{exc or type(exc).__name__}") from None
+
+
+class _ScopedConverter(_Converter):
+    """The converter for several schemas in one grammar: a ``$ref``'s rule is named by the whole
+    resolved reference (its schema's scope, then its path), not by the path's last step alone."""
+
+    def __init__(self, constant: Callable[[Any], str]) -> None:
+        super().__init__(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+        self._constant = constant
+
+    def _generate_constant_rule(self, value: Any) -> str:
+        return self._format_literal(self._constant(value))
+
+    def _resolve_ref(self, ref: str) -> str:
+        name = converter.INVALID_RULE_CHARS_RE.sub("-", ref)
+        if name not in self._rules and ref not in self._refs_being_resolved:
+            self._refs_being_resolved.add(ref)
+            name = self.visit(self._refs[ref], name)
+            self._refs_being_resolved.remove(ref)
+        return name
 
 
 class LlamaGrammar:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import msgspec
 
 from engine import protocol as p
-from engine.templates.chat_template import ChatMessage, RenderOptions
 from engine.protocol.context_cut import choose_cut, cut_budget, cut_report, kept_messages
 from engine.context.context_memory import CONTEXT_STEP, UNKNOWN_TRAINED_CONTEXT
 from engine.protocol.document_room import ANSWER_ROOM
 from engine.templates.prompts import render_for, rendered_tokens
+from engine.templates.request_chat import chat_messages, render_options
 from engine.models.session import ModelSession
 from model_store.fit import RUNTIME_OVERHEAD_BYTES, available_memory, longest_context, memory_budget
 
@@ -102,10 +102,10 @@ def cut_to_fit(session: ModelSession, command: p.AnswerTurn | p.Chat,
     if command.when_full == "summary":
         raise ContextLimit(_limit_message(session, prompt_end + room, longest))
     pinned = command.pinned if isinstance(command, p.AnswerTurn) else []
-    options = RenderOptions(command.template.now, command.template.enable_thinking)
+    options = render_options(command.template)
 
     def measure(messages: list[p.WireMessage]) -> int:
-        chat = [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+        chat = chat_messages(messages)
         return len(rendered_tokens(session.model, render_for(session.model, chat, options=options), bos=True))
 
     first = choose_cut(command.messages, pinned, measure, cut_budget(longest, room), longest - 1 - room)

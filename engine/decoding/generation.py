@@ -23,6 +23,7 @@ from engine.backends import row_kernels
 from engine.backends.llama_context import DecodeAborted
 from engine.protocol.reports import Timings
 from engine.decoding.constraint import ConstraintFactory
+from engine.decoding.tool_use import CallSplitter, ToolUse
 from engine.decoding.sampling import SamplingParams, make_rng
 from engine.models.session import FULL_ROWS_TAIL, ModelSession
 from engine.speculative.token_sources import PlainSource
@@ -49,6 +50,7 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
     reasoning: ReasoningStart = "off"  # how the answer's reasoning is told from it (engine.decoding.reasoning)
     constraint: ConstraintFactory | None = None  # makes the answer's grammar state (engine.decoding.constraint)
+    tools: ToolUse | None = None  # the tools the answer may call (engine.decoding.tool_use)
 
     def validate(self) -> "GenerationSettings":
         self.sampling.validate()
@@ -128,6 +130,8 @@ class Generation:
         self.timings = Timings(prompt_n=len(prompt_tokens))
         self.text = ""  # the answer, without its reasoning
         self.reasoning = ""
+        self.tool_calls: list[p.ToolCall] = []  # the calls the answer made (engine.decoding.tool_use)
+        self.tool_problem = ""  # why calls the model wrote were left as text
 
     def __iter__(self) -> Iterator[TextDelta]:
         start = time.perf_counter()
@@ -182,7 +186,7 @@ class Generation:
 
     def _decode(self, start: float) -> Iterator[TextDelta]:
         settings, source = self.settings, self.source
-        out = _TextOut(self.session.model, settings.stop, settings.reasoning)
+        out = _TextOut(self.session.model, settings.stop, settings.reasoning, settings.tools)
         decode_start = time.perf_counter()
         tokens, flags = [source.first()], [False]
         self.timings.ttft_ms = _ms_since(start)
@@ -210,6 +214,8 @@ class Generation:
         if tail is not None:
             yield tail
         self.text, self.reasoning = out.text, out.reasoning
+        if out.calls is not None:
+            self.tool_calls, self.tool_problem = out.calls.calls, out.calls.problem
         self.timings.gen_n = len(self.token_ids)
         self.timings.gen_ms = _ms_since(decode_start)
 
@@ -231,8 +237,10 @@ class _TextOut:
     """Turns tokens into text deltas: whole characters only, nothing of a stop string, reasoning
     apart from the answer, and which of the answer's characters came from accepted draft tokens."""
 
-    def __init__(self, model, stop: tuple[str, ...], reasoning: ReasoningStart) -> None:
+    def __init__(self, model, stop: tuple[str, ...], reasoning: ReasoningStart, tools: ToolUse | None = None) -> None:
         self.model = model
+        self.shown = tools.shown if tools is not None else frozenset()  # control tokens written as text
+        self.calls = CallSplitter(tools) if tools is not None and tools.reads_calls else None
         self.utf8, self.stops = Utf8Stream(), StopStringFilter(stop)
         self.splitter = ReasoningSplitter(reasoning)
         self.text = self.reasoning = ""
@@ -247,7 +255,8 @@ class _TextOut:
         return self.stops.stopped
 
     def add(self, token: int, from_draft: bool) -> None:
-        decoded = self.utf8.feed(self.model.piece(token))
+        piece = self.model.token_text(token).encode() if token in self.shown else self.model.piece(token)
+        decoded = self.utf8.feed(piece)
         self._ids.append(token)
         self._n_from_draft += from_draft
         add_span(self._decoded_spans, len(decoded), from_draft)
@@ -258,6 +267,10 @@ class _TextOut:
         self._sort(*self.splitter.feed(released, _take_spans(self._decoded_spans, len(released))))
 
     def _sort(self, reasoning: str, answer: str, spans: list) -> None:
+        if self.calls is not None:
+            shown = self.calls.feed(answer)
+            if shown != answer:  # part of it is held as a possible call: its draft spans are not told apart
+                answer, spans = shown, [[len(shown), False]] if shown else []
         self._ready_reasoning += reasoning
         self._ready += answer
         for chars, drafted in spans:
@@ -282,6 +295,10 @@ class _TextOut:
             self._route(self.stops.feed(tail))
             self._route(self.stops.flush())
         self._sort(*self.splitter.flush())
+        if self.calls is not None:
+            released = self.calls.finish()
+            self._ready += released
+            add_span(self._spans, len(released), False)
         if self._ready or self._ready_reasoning or self._ids:
             return self.take()
         return None

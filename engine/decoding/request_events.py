@@ -27,9 +27,11 @@ def run_report(command: ReadingRequest, reason: str, timings: Timings, *, run: G
     if isinstance(command, p.ReadDocument):
         read = timings.prompt_n if reason == "stop" else 0
         return p.closing_event(kind, rid, reason, tokens=read, timings=timings, snapshot=snapshot, room=room)
-    return p.closing_event(kind, rid, reason, timings=timings, token_ids=run.token_ids if run is not None else [],
-                           snapshot=snapshot, draft=draft, devices=devices,
-                           cut_by=run.cut_by if run is not None and reason == "length" else "", context_cut=context_cut)
+    calls = run.tool_calls if run is not None and reason == "stop" else []
+    return p.closing_event(kind, rid, "tool_calls" if calls else reason, timings=timings,
+                           token_ids=run.token_ids if run is not None else [], snapshot=snapshot, draft=draft,
+                           devices=devices, cut_by=run.cut_by if run is not None and reason == "length" else "",
+                           context_cut=context_cut, tool_calls=calls, tool_problem=run.tool_problem if run else "")
 
 
 class PendingDelta:

@@ -40,3 +40,4 @@ from engine.protocol.command_check import InvalidCommand  # noqa: F401
 from engine.protocol.reports import DraftStats, Timings  # noqa: F401
 from engine.protocol.reports import (CanaryReport, ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, KvType,  # noqa: F401
                             NpuGraphReport, PhaseDevice, RemoteReport, SnapshotReport)
+from engine.protocol.tools import ToolCall, ToolChoice, ToolSpec, calls_of, tool_part  # noqa: F401

@@ -117,7 +117,13 @@ class AnswerRecord:
     def stored_fields(self) -> dict:
         """The answer message's fields as they are stored (``ConversationStore.update_message``)."""
         return {"content": self.text, "status": self.status, "stats": self.stats(),
-                "reasoning": self.reasoning.strip(), "finish": self.finish, "error": self.error}
+                "reasoning": self.reasoning.strip(), "finish": self.finish, "error": self.error,
+                "tool_part": self.tool_part}
+
+    @property
+    def tool_part(self) -> str:
+        """The calls the answer made, as stored (engine.protocol.tools.tool_part); "" for none."""
+        return p.tool_part(self.finished.tool_calls, "") if self.finished is not None else ""
 
 
 def _finished_stats(finished: p.Finished) -> dict:
@@ -126,6 +132,8 @@ def _finished_stats(finished: p.Finished) -> dict:
         stats["snapshot"] = msgspec.to_builtins(finished.snapshot)
     if finished.draft is not None:
         stats["draft"] = msgspec.to_builtins(finished.draft)
+    if finished.tool_problem:  # calls the model wrote were left as text: why
+        stats["tool_problem"] = finished.tool_problem
     if finished.context_cut is not None:  # the next turns send the branch cut there (app.services.context_cut)
         stats["context_cut"] = msgspec.to_builtins(finished.context_cut)
     if finished.remote is not None:  # a remote engine answered: which, and with what model

@@ -12,6 +12,7 @@ from engine.protocol.limits import (DEFAULTS, MAX_CALIBRATION_LENGTHS, MAX_CLOCK
                                     CalibrationLength, DraftLength, DraftPaths, KnownPrefix, MemoryPercent,
                                     SamplingSpec, SchemaText, TokenCount, WhenFull)
 from engine.protocol.reports import KvType
+from engine.protocol.tools import MAX_TOOLS, ToolCall, ToolCalls, ToolChoice, ToolId, ToolSpec, tool_part
 
 
 class _Message(msgspec.Struct, tag_field="kind", forbid_unknown_fields=True, omit_defaults=False):
@@ -33,16 +34,24 @@ class WireMessage(msgspec.Struct, forbid_unknown_fields=True):
     content: str
     id: str | None = None  # the stored message's id, so the worker can find its snapshot
     reasoning: str = ""  # an answer's reasoning, stored apart from it: the template decides whether to show it
+    tool_calls: ToolCalls = []  # the calls an assistant message made (protocol 17)
+    tool_call_id: ToolId = ""  # the call a ``tool`` message answers
+
+    @property
+    def tool_part(self) -> str:
+        """The text the message's tool part hashes as (engine.protocol.tools.tool_part)."""
+        return tool_part(self.tool_calls, self.tool_call_id)
 
 
 class TemplateSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a chat template may read besides the messages (engine.templates.chat_template.RenderOptions):
     ``now``, the clock its ``strftime_now`` sees (a conversation's start, so a date it writes stays
-    the same on every later day; None: the real clock), and ``enable_thinking`` (None: the model's
-    own default)."""
+    the same on every later day; None: the real clock), ``enable_thinking`` (None: the model's
+    own default) and ``tools``, the functions the model is told it may call (protocol 17)."""
 
     now: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLOCK)] | None = None
     enable_thinking: bool | None = None
+    tools: Annotated[tuple[ToolSpec, ...], msgspec.Meta(max_length=MAX_TOOLS)] = ()
 
 
 class LoadModel(_Message, tag="load_model"):
@@ -108,6 +117,8 @@ class _Answering(_Message, kw_only=True):
     draft_max: DraftLength = DEFAULTS.draft_max
     draft_auto_off: bool = True  # let measured speed switch a losing drafter off
     constraint: OutputConstraint | None = None  # protocol 16
+    # how the answer may call the template's tools (protocol 17); None: calls it writes stay text
+    tool_choice: ToolChoice | None = None
 
 
 class Complete(_Answering, tag="complete", kw_only=True):

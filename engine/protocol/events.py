@@ -9,6 +9,7 @@ import msgspec
 
 from engine.protocol.commands import ANSWERS, ReadDocument, _Message
 from engine.protocol.reports import DraftStats, Timings
+from engine.protocol.tools import ToolCall
 from engine.protocol.reports import (ContextReport, CpuBackendInfo, DeviceInfo, DevicePlan, NpuGraphReport, RemoteReport,
                             SnapshotReport)
 
@@ -174,7 +175,7 @@ class ContextCut(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class Finished(_Message, tag="finished"):
     request_id: str
-    finish_reason: Literal["stop", "length", "cancelled", "error"]
+    finish_reason: Literal["stop", "length", "cancelled", "error", "tool_calls"]
     timings: Timings
     token_ids: list[int] = []
     snapshot: SnapshotReport | None = None
@@ -189,6 +190,10 @@ class Finished(_Message, tag="finished"):
     answer_stored: bool = False
     # the oldest messages were left out of what the model read, so the branch fits (AnswerTurn.when_full)
     context_cut: ContextCut | None = None
+    # the calls the answer made ("tool_calls"), found in what the model wrote (engine.templates.tool_formats)
+    tool_calls: list[ToolCall] = []
+    # why calls the model wrote were left as text (bad JSON, an unknown function, cut off); "" otherwise
+    tool_problem: str = ""
 
 
 class RemoteWaiting(_Message, tag="remote_waiting"):

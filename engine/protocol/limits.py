@@ -11,7 +11,7 @@ import msgspec
 
 from engine.protocol.command_check import shown
 
-PROTOCOL_VERSION = 16  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier; 16: OutputConstraint
+PROTOCOL_VERSION = 17  # 14: SamplingSpec.repeat_last_n; 15: SamplingSpec.dry_multiplier; 16: OutputConstraint; 17: tools
 
 # ------------------------------------------------------------------- the ranges of numeric fields
 # One limit per field, checked whenever a command is decoded: by the worker, and by the app before it

@@ -33,7 +33,7 @@ KEPT = 8  # branches the client names (a conversation, its documents, a few othe
 def prefix_digests(messages: list[p.WireMessage]) -> list[str]:
     """``[d1, ..., dn]``: ``dk`` names the first ``k`` messages, by their identities and stored ids."""
     digests, digest = [], ROOT
-    for message, identity in zip(messages, branch_identities((m.role, m.content, m.reasoning) for m in messages)):
+    for message, identity in zip(messages, branch_identities((m.role, m.content, m.reasoning, m.tool_part) for m in messages)):
         digest = chained(digest, identity, message.id or "")
         digests.append(digest)
     return digests

@@ -24,7 +24,7 @@ from engine import protocol as p
 from engine.backends.base import ModelLoadError
 from engine.backends.faults import PACE_ENV
 from engine.backends.llama_context import STATE_PARTIAL_ONLY
-from engine.templates.chat_template import ChatTemplateError, RenderOptions
+from engine.templates.chat_template import ChatTemplateError
 from engine.context.context_growth import ContextLimit, answer_room, context_report, cut_to_fit, grown_size
 from engine.devices.calibration import Calibration, crossover, stored_calibration
 from engine.devices.measure import calibration_lengths, run_calibration
@@ -34,6 +34,8 @@ from engine.context.document_fit import DocumentDoesNotFit, check_room, measure_
 from engine.models.embedded_convert import embedded_for_loading
 from engine.decoding.constraint import ConstraintFactory, build_constraint
 from engine.decoding.generation import Generation, GenerationSettings
+from engine.decoding.scripted import scripted_answer
+from engine.decoding.tool_use import forced_call, tool_use_for
 from engine.models.load_progress import LoadProgress
 from engine.models.model_files import DEFAULT_MODEL, embedded_model_path
 from engine.npu.service import NpuPrefill, RequestPrefill, prepare_npu
@@ -46,7 +48,8 @@ from engine.protocol.reports import DraftStats, Timings
 from engine.speculative.drafting import Drafting
 from engine.telemetry.rates import LiveRates
 from engine.decoding.request_events import PendingDelta, ReadingRequest, run_report
-from engine.state.snapshot_cursor import SnapshotCursor, ReadingStart, chat_messages, open_snapshot_cursor, snapshot_report
+from engine.state.snapshot_cursor import SnapshotCursor, ReadingStart, open_snapshot_cursor, snapshot_report
+from engine.templates.request_chat import chat_messages, render_options
 from engine.requests.worker_store import WorkerStore
 from model_store.db import StoreError
 from model_store.file_hashes import hash_file
@@ -292,9 +295,15 @@ class EngineCore:
         make_source, draft_stats, settings = None, DraftStats(), GenerationSettings()
         if writes:
             make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
+            tools = getattr(command, "template", p.TemplateSpec()).tools
+            use = tool_use_for(self.session.model, tools, command.tool_choice)
+            forced = forced_call(self.session.model, use, command.tool_choice if tools else None, reasoning,
+                                 self.session.constraint_masks())
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling, self.session.breakers),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning,
-                                          constraint=self._constraint(command.constraint, reasoning))
+                                          constraint=scripted_answer(self.session.model) or forced
+                                          or self._constraint(command.constraint, reasoning),
+                                          tools=use)
         held = self.session.n_past if turn is not None and turn.base is not None else 0
         if isinstance(command, (p.AnswerTurn, p.Chat)) and may_grow:
             kept, cut = cut_to_fit(self.session, command, held + len(tokens))
@@ -351,7 +360,7 @@ class EngineCore:
                 return None, raw_prompt_tokens(model, command.prompt), "off"
             case p.Chat():
                 self._forget_live()
-                options = RenderOptions(command.template.now, command.template.enable_thinking)
+                options = render_options(command.template)
                 return None, *chat_prompt(model, chat_messages(command.messages), options)
             case _:
                 assert_never(command)

@@ -51,6 +51,7 @@ from engine import protocol as p
 from engine.templates.chat_template import ChatMessage, ChatTemplateError, RenderedChat, RenderOptions
 from engine.decoding.generation import Generation
 from engine.templates.prompts import render_for, rendered_tokens
+from engine.templates.request_chat import chat_messages, render_options
 from engine.decoding.reasoning import ReasoningStart, reasoning_start
 from engine.models.session import ModelSession
 from engine.state.seq_state import StateFormatError
@@ -63,6 +64,12 @@ from model_store.snapshots import SnapshotRecord
 
 
 NEXT_MESSAGE = ChatMessage("user", "?")  # stands for the message that will follow an answer
+
+
+def next_message(answer: ChatMessage) -> ChatMessage:
+    """What will follow ``answer``: a question, or for an answer that called tools, the first call's
+    result (templates write an answer differently before each: Qwen3.5 keeps its reasoning before a result)."""
+    return ChatMessage("tool", "?", tool_call_id=answer.tool_calls[0].id) if answer.tool_calls else NEXT_MESSAGE
 PROBE_ANSWER = "Hearth probe answer"  # stands for an answer, to see how the template frames it as history
 
 
@@ -145,7 +152,7 @@ class SnapshotCursor:
         """
         model = self.session.model
         chat = chat_messages(messages)
-        options = RenderOptions(template.now, template.enable_thinking)
+        options = render_options(template)
         target = render_for(model, chat, answer=answer, options=options)
         notes: list[str] = []
         identities = stored_identities(messages)
@@ -238,7 +245,7 @@ class SnapshotCursor:
         message after the last answer: a template may write an answer differently once it is history)."""
         model = self.session.model
         chat = chat_messages(messages)
-        options = RenderOptions(template.now, template.enable_thinking)
+        options = render_options(template)
         if chat and chat[-1].role == "assistant":
             chat.append(NEXT_MESSAGE)
         target = render_for(model, chat, answer=False, options=options).text if messages else ""
@@ -347,9 +354,10 @@ class SnapshotCursor:
     def _answer_reusable(self, start: ReadingStart, run: Generation, written: str) -> bool:
         """Whether the next turn will stand on the answer's snapshot: the template, given the answer
         as it is stored and a following message, writes the conversation so far exactly as read."""
-        answer = ChatMessage("assistant", run.text, run.reasoning.strip())
+        answer = ChatMessage("assistant", run.text, run.reasoning.strip(), tuple(run.tool_calls))
         try:
-            after = render_for(self.session.model, [*start.messages, answer, NEXT_MESSAGE], options=start.options).text
+            after = render_for(self.session.model, [*start.messages, answer, next_message(answer)],
+                               options=start.options).text
         except ChatTemplateError:
             return False
         return after.startswith(start.text_before + start.new_text + written)
@@ -376,10 +384,6 @@ class SnapshotCursor:
         return record
 
 
-def chat_messages(messages: list[p.WireMessage]) -> list[ChatMessage]:
-    return [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
-
-
 def stored_identities(messages: list[p.WireMessage]) -> list[str | None]:
     """The identity of each stored message of the branch, as the store keeps it with the message
     (model_store.message_identity), chained over the stored messages only; None for one that is not
@@ -390,14 +394,14 @@ def stored_identities(messages: list[p.WireMessage]) -> list[str | None]:
         if message.id is None:
             identities.append(None)
             continue
-        parent = message_identity(parent, message.role, message.content, message.reasoning)
+        parent = message_identity(parent, message.role, message.content, message.reasoning, message.tool_part)
         identities.append(parent)
     return identities
 
 
 def answer_identity(start: ReadingStart, run: Generation) -> str:
     """The identity the answer ``run`` wrote will have once stored (engine.protocol.answer_record)."""
-    return message_identity(start.identity, "assistant", run.text, run.reasoning.strip())
+    return message_identity(start.identity, "assistant", run.text, run.reasoning.strip(), p.tool_part(run.tool_calls, ""))
 
 
 def open_snapshot_cursor(store: WorkerStore, session: ModelSession) -> SnapshotCursor:

@@ -11,7 +11,6 @@ over budget raises :class:`ChatTemplateError` with the reason instead of crashin
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from collections.abc import Callable
@@ -20,7 +19,10 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SecurityError
 
+from engine.protocol.tools import ToolCall, ToolSpec
 from engine.templates.marked_text import MarkedText, Span, take_spans
+from engine.templates.tool_messages import (calls_go_in_content, content_with_calls, marked_json, template_calls,
+                                            template_tools, tool_chars)
 from engine.templates.template_budget import Budget, TemplateBudgetError, budget_in_force, collect_output
 from engine.templates.template_sandbox import BudgetedSandbox
 
@@ -64,6 +66,8 @@ class ChatMessage:
     role: str
     content: str
     reasoning: str = ""  # an answer's reasoning, kept apart from it; templates read it as ``reasoning_content``
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls an answer made (engine.templates.tool_messages)
+    tool_call_id: str = ""  # the call a ``tool`` message answers
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class RenderOptions:
 
     now: float | None = None
     enable_thinking: bool | None = None
+    tools: tuple[ToolSpec, ...] = ()  # the functions the model is told it may call (``tools``)
 
 
 @dataclass(frozen=True)
@@ -116,13 +121,9 @@ def _strftime_at(now: float | None) -> Callable[[str], str]:
     return strftime_now
 
 
-def _tojson(value: Any, indent: int | None = None) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=indent)
-
-
 def _make_environment() -> BudgetedSandbox:
     env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
-    env.add_filter("tojson", _tojson)
+    env.add_filter("tojson", marked_json)
     env.globals["raise_exception"] = _raise_exception
     return env
 
@@ -135,12 +136,23 @@ def _compiled(source: str) -> jinja2.Template:
     return _ENV.from_string(source)
 
 
-def _message_for_template(message: ChatMessage) -> dict[str, Any]:
+def _message_for_template(message: ChatMessage, template: str | None) -> dict[str, Any]:
     """A message as templates read it; reasoning only where there is some (a template tests whether
-    ``reasoning_content`` is a string to decide whether to split it out of the content itself)."""
-    item: dict[str, Any] = {"role": message.role, "content": MarkedText(message.content)}
+    ``reasoning_content`` is a string to decide whether to split it out of the content itself); calls
+    in the content for a template that does not write ``tool_calls`` itself."""
+    content: str = MarkedText(message.content)
+    item: dict[str, Any] = {"role": message.role}
     if message.reasoning:
         item["reasoning_content"] = MarkedText(message.reasoning)
+    if message.tool_calls:
+        form = calls_go_in_content(template)
+        if form is not None:
+            content = content_with_calls(form, message.content, message.tool_calls)
+        else:
+            item["tool_calls"] = template_calls(message.tool_calls)
+    if message.tool_call_id:
+        item["tool_call_id"] = MarkedText(message.tool_call_id)
+    item["content"] = content
     return item
 
 
@@ -164,9 +176,11 @@ def render_chat(
 ) -> RenderedChat:
     """The prompt for ``messages``, with the spans of the messages' text (see :class:`RenderedChat`)."""
     validate_messages(messages)
-    budget = Budget.for_messages(sum(len(m.content) + len(m.reasoning) for m in messages))
+    calls = [c for m in messages for c in m.tool_calls]
+    budget = Budget.for_messages(sum(len(m.content) + len(m.reasoning) for m in messages)
+                                 + tool_chars(options.tools, calls))
     context: dict[str, Any] = {
-        "messages": [_message_for_template(m) for m in messages],
+        "messages": [_message_for_template(m, template) for m in messages],
         "add_generation_prompt": add_generation_prompt,
         "bos_token": bos_token,
         "eos_token": eos_token,
@@ -174,6 +188,8 @@ def render_chat(
     }
     if options.enable_thinking is not None:
         context["enable_thinking"] = options.enable_thinking
+    if options.tools:
+        context["tools"] = template_tools(options.tools)
     try:
         with budget_in_force(budget):
             marked = collect_output(_compiled(template or CHATML_TEMPLATE).generate(**context), budget)

@@ -35,6 +35,10 @@ class MarkedText(str):
     """A message's text between markers; string methods work on the text and keep results marked."""
 
     def __new__(cls, text: str) -> MarkedText:
+        if isinstance(text, MarkedText):
+            return text
+        if not text:  # nothing to mark: a template that prints it through a macro must see ""
+            return ""  # type: ignore[return-value]
         clean = str.replace(str.replace(str(text), OPEN, REPLACEMENT), CLOSE, REPLACEMENT)
         marked = super().__new__(cls, OPEN + clean + CLOSE)
         marked._text = clean
@@ -55,6 +59,11 @@ class MarkedText(str):
 
     def __hash__(self) -> int:
         return hash(self._text)
+
+    def __repr__(self) -> str:
+        """What ``str()`` of a list or a dict holding it writes (templates print tools that way): the
+        text's repr, marked."""
+        return OPEN + repr(self._text) + CLOSE
 
     def startswith(self, prefix: Any, *args: Any) -> bool:
         return self._text.startswith(_plain(prefix), *args)

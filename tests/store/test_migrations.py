@@ -18,7 +18,7 @@ from model_store.snapshots import SnapshotStore
 ALL = ["m001_conversations", "m002_snapshots", "m003_file_hashes", "m004_documents", "m005_models", "m006_writer_locks",
        "m007_snapshot_references", "m008_message_reasoning", "m009_message_outcome",
        "m010_conversation_system_prompt", "m011_eagle3_heads", "m012_snapshot_text_digest",
-       "m013_snapshot_state_files", "m014_message_identity"]
+       "m013_snapshot_state_files", "m014_message_identity", "m015_message_tool_part"]
 TABLES = {"_migrations", "conversations", "messages", "snapshots", "snapshot_parts", "file_hashes", "documents", "models",
           "writer_locks"}
 

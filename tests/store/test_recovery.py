@@ -81,7 +81,7 @@ def test_recovery_copies_every_readable_row_and_keeps_the_damaged_file_aside(dam
         assert branch[0].parent_id is None
         assert all(child.parent_id == parent.id for parent, child in zip(branch, branch[1:]))
         # each branch's identities are those of what it now holds, from its new start
-        assert [m.identity for m in branch] == branch_identities((m.role, m.content, m.reasoning) for m in branch)
+        assert [m.identity for m in branch] == branch_identities((m.role, m.content, m.reasoning, m.tool_part) for m in branch)
     assert emptied < len(damaged.conversation_ids) // 2
     assert any("start their branch" in repair for repair in recovery.repairs)
     new = store.create("after recovery")  # the app works on the result

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.surfaces.serve import api_conversations as api
-from app.surfaces.serve.schema import ApiMessage as T
+from app.surfaces.serve.chat_messages import ApiMessage as T
 from app.services.turn import TurnOptions
 from engine import protocol as p
 from app.engine_clients.client import prepare_database
@@ -118,3 +118,27 @@ def test_a_repeated_question_is_stored_anew_and_never_matched_whole(served):
     assert again.user.id != one.user.id and again.user.content == "Capital of France?"
     assert again.command.messages[0].id == one.command.messages[0].id  # the system message is shared
     assert [m.content for m in again.command.messages] == ["Be brief.", "Capital of France?"]
+
+
+def called(served, turns, call):
+    turn = served.begin(turns, OPTIONS, [], "default")
+    turn.feed(p.Finished(request_id=turn.command.request_id, finish_reason="tool_calls", timings=p.Timings(),
+                         tool_calls=[call]))
+    return served.finish(turn)
+
+
+def test_an_answer_that_called_a_tool_is_continued_with_its_result_and_only_with_its_own_call(served):
+    first = [T("user", "Weather in Paris?")]
+    call = p.ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+    one = called(served, first, call)
+    assert (one.answer.finish, one.answer.content) == ("tool_calls", "")
+    assert p.calls_of(one.answer.tool_part) == ([call], "")
+    two = served.begin([*first, T("assistant", "", tool_calls=(call,)), T("tool", "Sunny", tool_call_id="call_1")],
+                       OPTIONS, [], "default")
+    assert [m.id for m in two.command.messages[:2]] == [one.command.messages[0].id, one.answer.id]
+    assert two.command.messages[1].tool_calls == [call]
+    assert (two.command.messages[2].role, two.command.messages[2].tool_call_id) == ("tool", "call_1")
+    other_call = p.ToolCall("call_1", "get_weather", '{"city": "Rome"}')  # the same text, another call
+    three = served.begin([*first, T("assistant", "", tool_calls=(other_call,)),
+                          T("tool", "Sunny", tool_call_id="call_1")], OPTIONS, [], "default")
+    assert three.command.messages[1].id != one.answer.id

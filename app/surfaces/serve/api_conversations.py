@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import msgspec
 
-from app.surfaces.serve.schema import ApiMessage
+from app.surfaces.serve.chat_messages import ApiMessage
 from app.services.turn import PendingTurn, TurnOptions, begin_answer, conversation_turns, end_answer
 from model_store.conversation_titles import title_of
 from model_store.conversations import ConversationStore, Message
@@ -48,7 +48,8 @@ class ApiConversations:
         conversation_id = self._conversation_for(parent, messages, model)
         for sent in messages[matched:]:
             parent = self.store.add_message(conversation_id, sent.role, sent.text,
-                                            parent_id=parent.id if parent else None, reasoning=sent.reasoning)
+                                            parent_id=parent.id if parent else None, reasoning=sent.reasoning,
+                                            tool_part=sent.tool_part)
         self._keep_newest()
         history = self.store.branch(parent.id)
         turn = begin_answer(self.store, conversation_id, history, options)
@@ -73,7 +74,7 @@ class ApiConversations:
         found: tuple[Message | None, int] = (None, 0)
         identity = ROOT
         for index, sent in enumerate(messages[:-1]):
-            identity = message_identity(identity, sent.role, sent.text, sent.reasoning)
+            identity = message_identity(identity, sent.role, sent.text, sent.reasoning, sent.tool_part)
             stored = self.store.with_identity(identity)
             if stored is None:
                 break

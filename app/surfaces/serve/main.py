@@ -30,7 +30,9 @@ from app.surfaces.serve.routes import Api, ServeConfig
 from app.surfaces.serve.runner import RUN_LIMIT_S, WAIT_LIMIT_S, EngineRunner, Job
 from app.surfaces.serve.server_folder import FolderRefused, server_folder
 from app.surfaces.serve.models import ModelRefused, model_table
+from app.surfaces.serve.chat_messages import api_messages
 from app.surfaces.serve.response_format import output_constraint
+from app.surfaces.serve.tool_fields import offered_tools, tool_choice
 from app.services.draft_heads import resolve_draft_files, with_head_from
 from app.services.model_refs import ModelRefError, model_file
 from app.services.settings import app_data_dir, current_settings, snapshot_budget_bytes
@@ -166,13 +168,14 @@ class Server:
         return self._conversations
 
     def chat_job(self, body: schema.ChatRequest) -> Job:
-        messages, stop = schema.api_messages(body), schema.stop_strings(body)
+        messages, stop, tools = api_messages(body), schema.stop_strings(body), offered_tools(body)
         options = TurnOptions(sampling=schema.sampling_spec(body, self.sampling_defaults(body)),
                               max_tokens=schema.answer_tokens(body, p.MAX_TOKENS),
                               draft=self.args.draft, draft_max=self.args.draft_max,
                               enable_thinking=schema.enable_thinking(body),
                               when_full=body.when_full or self.settings.when_full,
-                              constraint=output_constraint(body.response_format))
+                              constraint=output_constraint(body.response_format),
+                              tools=tools, tool_choice=tool_choice(body, tools))
         holder: list[PendingTurn] = []
 
         def prepare() -> p.Command:

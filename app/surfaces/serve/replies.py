@@ -49,11 +49,14 @@ class Reply:
         return {"id": self.id, "object": object_name, "created": self.created, "model": self.model,
                 "system_fingerprint": "hearth"}
 
-    def whole(self, text: str, finish_reason: str, usage: dict, reasoning: str = "") -> dict:
+    def whole(self, text: str, finish_reason: str, usage: dict, reasoning: str = "",
+              tool_calls: list[p.ToolCall] | None = None) -> dict:
         if self.kind == "chat":
-            message = {"role": "assistant", "content": text, "refusal": None}
+            message = {"role": "assistant", "content": text or (None if tool_calls else ""), "refusal": None}
             if reasoning:  # as llama.cpp's server, vLLM and DeepSeek's API give it
                 message["reasoning_content"] = reasoning
+            if tool_calls:
+                message["tool_calls"] = [_call(call) for call in tool_calls]
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
             return {**self._head("chat.completion"), "choices": [choice], "usage": usage}
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
@@ -72,9 +75,24 @@ class Reply:
         choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
         return {**self._head("text_completion"), "choices": [choice]}
 
+    def call_chunks(self, tool_calls: list[p.ToolCall]) -> list[dict]:
+        """The answer's calls as stream chunks, in the shape OpenAI streams them: per call, one chunk with
+        its index, id, type and name (arguments ""), then one with its arguments."""
+        chunks = []
+        for index, call in enumerate(tool_calls):
+            head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+            for part in (head, {"index": index, "function": {"arguments": call.arguments}}):
+                choice = {"index": 0, "delta": {"tool_calls": [part]}, "logprobs": None, "finish_reason": None}
+                chunks.append({**self._head("chat.completion.chunk"), "choices": [choice]})
+        return chunks
+
     def usage_chunk(self, usage: dict) -> dict:
         name = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         return {**self._head(name), "choices": [], "usage": usage}
+
+
+def _call(call: p.ToolCall) -> dict:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 def usage(turn_finished: p.Finished | None, completion_tokens: int) -> dict:

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
@@ -63,6 +63,7 @@ class Outcome:
     tokens: int = 0
     client_gone: bool = False  # it disconnected before the end (the answer was cancelled)
     left_out: int = 0  # the conversation's messages the model did not read (app.services.context_cut)
+    tool_calls: list[p.ToolCall] = field(default_factory=list)  # the calls the answer made
 
 
 class Api:
@@ -152,7 +153,8 @@ class Api:
             return Response(status_code=CLIENT_CLOSED)
         self.requests += 1
         response = JSONResponse({**reply.whole(outcome.text, outcome.finish_reason, outcome.usage or {},
-                                               outcome.reasoning.strip()), **hearth_report(outcome.left_out)})
+                                               outcome.reasoning.strip(), outcome.tool_calls),
+                                 **hearth_report(outcome.left_out)})
         return self._logged(response, started, job, outcome)
 
     def _authorise(self, request: Request) -> None:
@@ -240,6 +242,8 @@ class Api:
                 if isinstance(event, p.TokenDelta) and event.text:
                     yield json.dumps(reply.chunk(event.text))
                 _add(outcome, event, job)
+            for chunk in reply.call_chunks(outcome.tool_calls):
+                yield json.dumps(chunk)
             yield json.dumps({**reply.chunk(finish_reason=outcome.finish_reason), **hearth_report(outcome.left_out)})
             if include_usage:
                 yield json.dumps(reply.usage_chunk(outcome.usage or {}))
@@ -291,6 +295,7 @@ def _add(outcome: Outcome, event: ClientEvent, job: Job) -> None:
         outcome.tokens += event.n_tokens
     elif isinstance(event, p.Finished):
         outcome.finish_reason = schema.finish_reason(event.finish_reason)
+        outcome.tool_calls = list(event.tool_calls)
         outcome.usage = usage(event, outcome.tokens)
         outcome.left_out = job.left_out + (event.context_cut.left_out if event.context_cut is not None else 0)
 

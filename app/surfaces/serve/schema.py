@@ -1,8 +1,8 @@
 """The OpenAI API's request bodies, as typed structs, and what Hearth makes of them.
 
 A body is decoded strictly: a field Hearth does not know is refused as OpenAI refuses it
-("Unrecognized request argument supplied: X"), and a known field Hearth cannot honour (tools,
-``n`` > 1, log-probabilities, penalties, a logit bias, a JSON response format) is refused by name
+("Unrecognized request argument supplied: X"), and a known field Hearth cannot honour (the old
+``functions``, ``n`` > 1, log-probabilities, penalties, a logit bias) is refused by name
 rather than ignored, so no request is silently misread. Fields that change nothing about the answer
 (``user``, ``metadata``, ``store``, ``service_tier``) are accepted and ignored, as OpenAI does for
 parameters a model does not use. A sampling field the client does not send is the served model's
@@ -29,7 +29,6 @@ from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
 from engine.protocol import command_check
 from engine import protocol as p
 
-ROLES = ("system", "developer", "user", "assistant")
 MAX_STOPS = 4  # OpenAI's limit
 Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]  # OpenAI's range
 Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]  # OpenAI's range (Hearth takes only 0)
@@ -59,6 +58,8 @@ class ChatMessageIn(msgspec.Struct, forbid_unknown_fields=True):
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
     reasoning_content: str | None = None  # an earlier answer's reasoning, as llama.cpp's server and vLLM return it
+    tool_calls: list[dict[str, Any]] | None = None  # an earlier answer's calls (app.surfaces.serve.chat_messages)
+    tool_call_id: str | None = None  # the call a ``tool`` message answers
 
 
 class TemplateKwargs(msgspec.Struct, forbid_unknown_fields=True):
@@ -218,9 +219,10 @@ def refuse_unsupported(body: _Sampling) -> None:
 
 
 def _refuse_chat_only(body: ChatRequest) -> None:
-    for name in ("tools", "functions", "tool_choice", "function_call", "parallel_tool_calls", "top_logprobs"):
+    for name, instead in (("functions", "; send them as 'tools'"), ("function_call", "; use 'tool_choice'"),
+                          ("top_logprobs", "")):
         if getattr(body, name) not in (None, [], "none"):
-            raise RequestRefused(f"'{name}' is not supported: Hearth's local models answer in text", name)
+            raise RequestRefused(f"'{name}' is not supported{instead}", name)
 
 
 def _refuse_completion_only(body: CompletionRequest) -> None:
@@ -232,54 +234,8 @@ def _refuse_completion_only(body: CompletionRequest) -> None:
         raise RequestRefused("'best_of' must be 1", "best_of")
 
 
-class ApiMessage(msgspec.Struct, frozen=True):
-    """One message of a request, as Hearth stores it."""
-
-    role: str
-    text: str
-    reasoning: str = ""
-
-
 def enable_thinking(body: ChatRequest) -> bool | None:
     return body.chat_template_kwargs.enable_thinking if body.chat_template_kwargs is not None else None
-
-
-def api_messages(body: ChatRequest) -> list[ApiMessage]:
-    """Each message; ``developer`` is the system role of newer OpenAI models."""
-    if not body.messages:
-        raise RequestRefused("'messages' is empty: send at least one message", "messages")
-    messages = []
-    for index, message in enumerate(body.messages):
-        if message.role not in ROLES:
-            raise RequestRefused(f"messages[{index}].role '{message.role}' is not one of {', '.join(ROLES)} "
-                                 "(tool messages are not supported)", f"messages[{index}].role")
-        role = "system" if message.role == "developer" else message.role
-        reasoning = (message.reasoning_content or "").strip() if role == "assistant" else ""
-        messages.append(ApiMessage(role, message_text(message.content, index), reasoning))
-    if messages[-1].role == "assistant":
-        raise RequestRefused("the last message is the assistant's: end with a user message to answer",
-                             "messages")
-    return messages
-
-
-def message_text(content: str | list[dict[str, Any]] | None, index: int) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for number, part in enumerate(content):
-        try:
-            texts.append(msgspec.convert(part, TextPart).text)
-        except msgspec.ValidationError as exc:
-            kind = part.get("type", "?") if isinstance(part, dict) else "?"
-            place = f"messages[{index}].content[{number}]"
-            if kind == "text":  # a text part with something else than one string 'text'
-                raise RequestRefused(f"Invalid '{place}': a text part is {{\"type\": \"text\", \"text\": "
-                                     f"\"...\"}} ({str(exc).split(' - at ')[0]})", place, "invalid_request") from None
-            raise RequestRefused(f"messages[{index}] has a '{kind}' part: only text parts are supported",
-                                 f"messages[{index}].content") from None
-    return "".join(texts)
 
 
 def completion_prompt(body: CompletionRequest) -> str:
@@ -295,8 +251,8 @@ def answer_tokens(body: ChatRequest | CompletionRequest, default: int) -> int:
     return body.max_tokens
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 def finish_reason(engine_reason: str) -> FinishReason:
-    return "length" if engine_reason == "length" else "stop"
+    return engine_reason if engine_reason in ("length", "tool_calls") else "stop"
