@@ -51,6 +51,7 @@ FULL_ONLY = frozenset({
     "app/test_serve_response_format.py",
     "app/test_serve_tool_choice.py",
     "app/test_serve_tools.py",
+    "app/test_tool_box.py",
     "app/test_serve_restart.py",
     "app/test_state_file_modes.py",
     "app/test_storage_limits.py",
@@ -58,6 +59,7 @@ FULL_ONLY = frozenset({
     "app/test_terminal_escapes_serve.py",
     "app/test_two_writers.py",
     "engine/test_constraint_drafting.py",
+    "engine/test_tool_call_drafting.py",
     "engine/test_cpu_check.py",
     "engine/test_draft_auto.py",
     "engine/test_drafting.py",
@@ -99,6 +101,7 @@ FULL_ONLY = frozenset({
     "ui/test_first_hour.py",
     "ui/test_first_hour_notices.py",
     "ui/test_nothing_cut_off.py",
+    "ui/test_window_tools.py",
     "unit/test_acceptance_rule.py",
     "unit/test_fault_proxy.py",
     "unit/test_template_budget.py",})

@@ -18,6 +18,7 @@ says in :mod:`ui.database_notices`. A notice about a passing state names its cau
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -45,10 +46,12 @@ from ui.bridge import EngineBridge
 from ui.conversation_browsing import ConversationBrowsing
 from ui.database_notices import DatabaseFileNotices
 from ui.summary_continuation import SummaryContinuation, continues_after
+from ui.tool_rounds import ToolRounds
+from app.services.tool_round import ToolResults
 
 
 class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices, ConversationBrowsing,
-                     SummaryContinuation):
+                     SummaryContinuation, ToolRounds):
     generating_changed = Signal(bool)
     model_progress = Signal(str, float)  # (what is happening, fraction 0..1; -1 when done)
     model_loaded = Signal(object)  # p.ModelLoaded
@@ -66,6 +69,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
     turn_finished = Signal(object)  # PendingTurn, after its answer is stored
     crash_loop = Signal(str)  # the worker crashed twice before decoding and is left down; the text says why
     send_refused = Signal(str)  # a message that was not sent (another writer, a failed load): its text
+    tools_listed = Signal(object)  # (toolbox, specs, problems), from the listing thread (ui.tool_rounds)
+    tool_done = Signal(object)  # (round, CallResult), from a tool's thread (ui.tool_rounds)
 
     def __init__(self, bridge: EngineBridge, store: StoreThread, settings: Settings,
                  conversations: ConversationListModel, messages: MessageListModel) -> None:
@@ -95,6 +100,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         # The user's "Think before answering" for the next turn (ui.thinking_choice), which a new conversation
         # keeps in its settings; None: the conversation's setting, else the model's default.
         self.thinking_choice: Callable[[], bool | None] = lambda: None
+        self._init_tools()
         bridge.event.connect(self._on_event)
         bridge.died.connect(self._on_died)
         bridge.died.connect(self._summary_engine_died)
@@ -109,6 +115,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
 
     def start(self) -> None:
         self.store.start()  # opening it tidies what a crash left (model_store.after_crash)
+        self.tools_changed()  # the tools the user turned on, listed in the background
         self.refresh_list()
         self._loading_started(self.loading_text())  # said at once: the worker takes a while to start
         self.bridge.start()
@@ -116,12 +123,16 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
     def shutdown(self) -> None:
         """Keep what is being written (marked interrupted), stop the worker, finish the store's work."""
         self.turn_flow.abandon("Hearth was closed before the answer was finished")
+        self.stop_tools()
         self.bridge.stop()
         self.store.stop()
+        if self._toolbox is not None:  # the MCP servers it started, stopped without holding the window
+            threading.Thread(target=self._toolbox.close, name="hearth-tools-close").start()
 
     @property
     def generating(self) -> bool:
-        return self.turn_flow.busy or self.held is not None or self.summary_flow.busy or bool(self._continuing)
+        return (self.turn_flow.busy or self.held is not None or self.summary_flow.busy or bool(self._continuing)
+                or self.running_tools)
 
     def npu_kind(self) -> str | None:
         """``"npu"``, ``"npu-emulator"`` or None, from the worker's device probe."""
@@ -161,7 +172,9 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
     def _send_now(self, text: str) -> None:
         """Store the message (the edited version of :attr:`editing`, if one is edited) and have it answered."""
         conversation, editing = self.conversation, self.editing
-        self._begin(NewMessage(text, conversation.id if conversation else None, self._options(), model=self.model_ref,
+        self.question_sent()
+        self._begin(NewMessage(text, conversation.id if conversation else None, self.with_tools(self._options()),
+                               model=self.model_ref,
                                reply_to=editing.parent_id if editing else None,
                                from_start=editing is not None and editing.parent_id is None))
         self.set_editing(None)
@@ -183,7 +196,8 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             return False
         if not self.before_sending():
             return False
-        self._begin(NewAnswer(self.conversation, target.parent_id, self._options()))
+        self.question_sent()
+        self._begin(NewAnswer(self.conversation, target.parent_id, self.with_tools(self._options())))
         return True
 
     def answer_to_regenerate(self, answer_id: str | None = None) -> Message | None:
@@ -198,6 +212,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         """Stop the answer being written (it is kept, marked stopped); a question waiting for the model
         goes back to the message box."""
         self._give_back_held()
+        self.stop_tools()
         self.turn_flow.stop()
         self.summary_flow.stop()
 
@@ -226,7 +241,7 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
             return "auto"
         return draft
 
-    def _begin(self, request: NewMessage | NewAnswer) -> None:
+    def _begin(self, request: NewMessage | NewAnswer | ToolResults) -> None:
         self.turn_flow.begin(request, self._answering())
         self.generating_changed.emit(True)
 
@@ -282,6 +297,10 @@ class ChatController(QObject, ModelLoader, QuestionHolding, DatabaseFileNotices,
         else:
             self.cause_gone.emit(STORE)
             self.messages.update_message(turn.answer)
+            if self.start_tool_round(turn):  # its calls run; the results go to the model when they are in
+                self.generating_changed.emit(True)
+                self.turn_finished.emit(turn)
+                return
         self._maybe_continue(turn)
         self.generating_changed.emit(self.generating)
         if self.search_text:  # the answer's words may match the search now

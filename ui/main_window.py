@@ -19,6 +19,7 @@ from app.services.engines import EngineRegistry
 from app.services.settings import Settings
 from ui.api_server import ApiServerProcess
 from ui.controller import ChatController
+from ui.views.tool_consent import ask_tool_consent
 from ui.document_controller import DocumentController
 from ui.engine_choice import EngineChoice
 from ui.formatting import model_name
@@ -76,6 +77,8 @@ class MainWindow(WindowDialogs, QMainWindow):
         self.resize(1200, 780)
         self._build(controller.conversations, controller.messages)
         self.thinking_choice = ThinkingChoice(controller, self.composer.thinking)
+        controller.confirm_tool = lambda call: ask_tool_consent(self, call)
+        controller.save_tool_settings = lambda settings: self._store_settings(settings)
         self._connect()
         self._menus()
         models.memory_percent = controller.settings.memory_budget_percent

@@ -141,7 +141,10 @@ class WindowDialogs:
                                             "Hearth starts.")
 
     def _store_settings(self, settings: Settings, *, save: bool = True) -> None:
+        tools_before = self.controller.settings.tools
         self.controller.settings = settings
+        if settings.tools != tools_before:
+            self.controller.tools_changed()
         self.models.memory_percent = settings.memory_budget_percent
         try:
             if save:

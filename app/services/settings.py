@@ -37,6 +37,7 @@ import msgspec
 from app.services.paths import UserPaths, user_paths
 from app.services.sampling_defaults import ResolvedSampling, resolve_sampling
 from app.services.settings_migration import MODEL_SAMPLING, migrate
+from app.services.tools.tool_settings import ToolSettings, tool_settings_problem
 from engine.devices.calibration import Calibration, CalibrationError
 from engine.protocol import DEFAULTS, WHEN_FULL_CHOICES, MAX_DRAFT, MAX_DRAFT_PATHS, MAX_TOKENS, SamplingSpec, sampling_problem
 from engine.protocol.draft_choice import DraftRefused, parse_draft_spec
@@ -105,6 +106,7 @@ class Settings(msgspec.Struct, kw_only=True):
     text_size: int = 100  # percent of the platform's default font (ui.theme)
     theme: str = "system"  # one of THEMES
     when_full: str = DEFAULTS.when_full  # a conversation longer than the model can read: one of p.WHEN_FULL_CHOICES
+    tools: ToolSettings = msgspec.field(default_factory=ToolSettings)  # Settings → Tools (app.services.tools)
 
     def context_for(self, model_path: str) -> int:
         """The context chosen for the model file at ``model_path`` (0: auto)."""
@@ -273,6 +275,7 @@ def validate_settings(s: Settings, *, npu_available: bool = False) -> dict[str, 
     messages["api_server_lan"] = _api_lan_message(s)
     messages["text_size"] = _range_message("The text size", s.text_size, TEXT_SIZE_RANGE, " %")
     messages["theme"] = _theme_message(s.theme)
+    messages["tools"] = tool_settings_problem(s.tools)
     messages["when_full"] = None if s.when_full in WHEN_FULL_CHOICES else \
         f"When a conversation is too long: choose one of {', '.join(WHEN_FULL_CHOICES)}, got {s.when_full!r}."
     return {name: message for name, message in messages.items() if message is not None}

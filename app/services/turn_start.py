@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.services.draft_heads import with_installed_head
+from app.services.tool_round import ToolResults, store_results
 from app.services.turn import THINKING_SETTING, PendingTurn, TurnOptions, Writer, start_regeneration, start_turn
 from engine import protocol as p
 from model_store.conversation_titles import title_of
@@ -63,7 +64,7 @@ class TurnJob:
     """Everything the store's thread needs for one turn: what to store, who answers, under which
     request id, who writes, where to send the command and what to read back for the screen."""
 
-    request: NewMessage | NewAnswer
+    request: NewMessage | NewAnswer | ToolResults
     answering: Answering
     request_id: str
     writer: Writer
@@ -85,8 +86,10 @@ def store_and_send(job: TurnJob, store: ConversationStore) -> tuple[StoredTurn, 
     return (conversation, turn, job.read_shown(store, conversation.id)), sent
 
 
-def _store_turn(store: ConversationStore, request: NewMessage | NewAnswer, writer: Writer,
+def _store_turn(store: ConversationStore, request: NewMessage | NewAnswer | ToolResults, writer: Writer,
                 request_id: str) -> tuple[Conversation, PendingTurn]:
+    if isinstance(request, ToolResults):
+        return request.conversation, store_results(store, request, writer, request_id)
     if isinstance(request, NewAnswer):
         turn = start_regeneration(store, request.conversation.id, request.user_message_id, request.options, writer,
                                   request_id)

@@ -336,6 +336,10 @@ class SnapshotCursor:
         if question is not None and not reusable:
             self._save_question(start, question, conversation_id, captured)
             return None  # the answer's own state would never be stood on: the next turn reads it again
+        if question is not None and run.tool_calls and not self._answer_reusable(start, run, written, NEXT_MESSAGE):
+            # the round goes on from the answer's state, but once a question follows the round the template
+            # writes this answer differently (Qwen3.5 drops its reasoning): that turn stands on the question's
+            self._save_question(start, question, conversation_id, captured)
         decoded = run.token_ids + ([run.pending_token] if model.is_eog(run.pending_token) else [])
         segment = Segment(start.new_tokens, decoded, tuple(run.prefill_chunks))
         record = self.keeper.save(conversation_id=conversation_id, message_id=message_id, identity=identity,
@@ -351,12 +355,14 @@ class SnapshotCursor:
                                           captured=captured, point=question.point)
         self._held = self.keeper.hold(question.saved, question.point)
 
-    def _answer_reusable(self, start: ReadingStart, run: Generation, written: str) -> bool:
+    def _answer_reusable(self, start: ReadingStart, run: Generation, written: str,
+                         following: ChatMessage | None = None) -> bool:
         """Whether the next turn will stand on the answer's snapshot: the template, given the answer
-        as it is stored and a following message, writes the conversation so far exactly as read."""
+        as it is stored and a following message (``following``; None: the one that will follow it, a
+        question or the first call's result), writes the conversation so far exactly as read."""
         answer = ChatMessage("assistant", run.text, run.reasoning.strip(), tuple(run.tool_calls))
         try:
-            after = render_for(self.session.model, [*start.messages, answer, next_message(answer)],
+            after = render_for(self.session.model, [*start.messages, answer, following or next_message(answer)],
                                options=start.options).text
         except ChatTemplateError:
             return False

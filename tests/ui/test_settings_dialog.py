@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from ui.views.settings.context_words import context_words
+import msgspec
+
 from app.services.settings import NO_NPU_MESSAGE, Settings, context_key
 from engine.protocol import ContextReport
 from ui import theme
@@ -110,7 +112,7 @@ def test_form_shows_the_given_settings(open_dialog, gguf, tmp_path):
 def test_error_labels_start_hidden(open_dialog):
     dialog = open_dialog()
     labels = [label for label in dialog.findChildren(QLabel) if label.objectName().startswith("error_")]
-    assert len(labels) == 27  # 21 + the local API server group's 4 + the repeat window's + the phrase penalty's
+    assert len(labels) == 28  # 21 + the API server group's 4 + the repeat window's + the phrase penalty's + tools
     assert all(label.isHidden() for label in labels)
 
 
@@ -310,7 +312,7 @@ def test_without_a_model_file_the_context_cannot_be_set_and_is_left_as_it_was(op
 
 TAB_FIELDS = {  # a field of each tab, by the tab's title
     "Chat": "system_prompt", "Model": "repeat_penalty", "Performance": "device_policy", "Privacy": "data_folder",
-    "Advanced": "snapshot_budget_gib",
+    "Tools": "mcp_servers", "Advanced": "snapshot_budget_gib",
 }
 
 
@@ -325,7 +327,7 @@ def tab_of(dialog: SettingsDialog, name: str) -> str:
     return next(pages.tabText(i) for i in range(pages.count()) if pages.widget(i).isAncestorOf(widget))
 
 
-def test_settings_are_in_five_tabs_opening_on_chat(open_dialog):
+def test_settings_are_in_six_tabs_opening_on_chat(open_dialog):
     dialog = open_dialog()
     pages = tabs(dialog)
     assert [pages.tabText(i) for i in range(pages.count())] == list(TAB_FIELDS)
@@ -409,3 +411,18 @@ def test_an_api_server_problem_brings_the_privacy_tab_forward(open_dialog):
     pages = tabs(dialog)
     assert pages.tabText(pages.currentIndex()) == "Privacy"
     assert child(dialog, QLabel, "error_api_server").isVisible()
+
+
+def test_the_tools_tab_keeps_what_it_is_given_and_refuses_a_server_without_a_way_to_reach_it(open_dialog):
+    from app.services.tools.tool_settings import McpServer, ToolSettings
+
+    server = McpServer("files", "python", ["-m", "files_server"])
+    tools = ToolSettings(["calculator", "files"], ["files_read"], ["/tmp/notes"], [server])
+    dialog = open_dialog(msgspec.structs.replace(Settings(), tools=tools))
+    assert dialog.form_settings().tools == tools
+    dialog.tools_tab.builtin["current_time"].setChecked(True)
+    assert dialog.form_settings().tools.enabled == ["calculator", "current_time", "files"]
+    dialog.tools_tab.forget_always.click()
+    assert dialog.form_settings().tools.always == []
+    dialog.tools_tab.add_server(McpServer("bad name!", "x"))
+    assert "letters, digits" in dialog.form_errors()["tools"]

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpacerItem, QToolTip, QVBoxLayout, QWidget,
 )
 
+from app.services.tool_text import shown_text, tool_label
 from app.services.context_cut import cut_notice
 from app.services.context_summary import CONTINUES_STAT, continued_notice
 from app.services.document_loading import document_message
@@ -204,7 +205,8 @@ class MessageWidget(QWidget):
         message = row.message
         is_user = message.role == "user"
         document = row.document
-        self.who.setText(_document_chip(document) if document else "You" if is_user else _answer_label(message))
+        self.who.setText(_document_chip(document) if document else "You" if is_user else
+                         tool_label(message.stats) if message.role == "tool" else _answer_label(message))
         self._lay_out_as("document" if document else "question" if is_user else "answer")
         self.new_chat.setVisible(document is not None)
         self.state.setText(status_text(message))
@@ -219,7 +221,7 @@ class MessageWidget(QWidget):
         self.previous.setEnabled(row.version > 1)
         self.next.setEnabled(row.version < row.versions)
         self.edit.setVisible(is_user and document is None)
-        self.regenerate.setVisible(not is_user and message.status != "generating")
+        self.regenerate.setVisible(message.role == "assistant" and message.status != "generating")
         self._describe(message)
         if message.status == "generating":
             if not self._render_timer.isActive():
@@ -314,7 +316,8 @@ class MessageWidget(QWidget):
 
     def _visible_text(self) -> tuple[str, int]:
         """The text to show and how many characters are left out (a long message starts collapsed)."""
-        content = self.row.message.content
+        message = self.row.message
+        content = shown_text(message.role, message.content, message.tool_part)
         document = self.row.document
         if document is not None:  # its title is on the card's title line: once is enough
             content = content.removeprefix(document_message(document.title, ""))

@@ -1,4 +1,4 @@
-"""The Settings dialog: five tabs (Chat, Model, Performance, Privacy, Advanced) that edit a copy of
+"""The Settings dialog: six tabs (Chat, Model, Performance, Privacy, Tools, Advanced) that edit a copy of
 :class:`app.services.settings.Settings`.
 
 Design:
@@ -37,6 +37,7 @@ from ui.views.settings.form import FieldRows, SettingsTab, scrolling
 from ui.views.settings.model_tab import ModelTab
 from ui.views.settings.performance_tab import PerformanceTab
 from ui.views.settings.privacy_tab import PrivacyTab
+from ui.views.settings.tools_tab import ToolsTab
 
 SCREEN_EDGE = 40  # px kept free around the dialog for the window manager's frame
 TAB_HAS_ERRORS = "A setting on this tab needs to be changed."
@@ -61,10 +62,11 @@ class SettingsDialog(QDialog):
         self.rows = FieldRows()
         self.model_tab = ModelTab(self.rows, settings, model_path, context, sampling)
         self.privacy_tab = PrivacyTab(self.rows)
+        self.tools_tab = ToolsTab(self.rows)
         self.tab_list: tuple[SettingsTab, ...] = (
             ChatTab(self.rows), self.model_tab,
             PerformanceTab(self.rows, npu_available=npu_available, npu_label=npu_label), self.privacy_tab,
-            AdvancedTab(self.rows))
+            self.tools_tab, AdvancedTab(self.rows))
         self.form_fields = tuple(field for tab in self.tab_list for field in tab.fields)
         self.tabs = QTabWidget(objectName="settings_tabs")
         screen = QGuiApplication.primaryScreen()
