@@ -158,6 +158,10 @@ def take_theme(app, window, out: Path, suffix: str) -> None:
     window.open_settings()
     settle(app)
     save(window.settings_dialog, out / f"settings{suffix}.png")
+    if not suffix:
+        window.settings_dialog.show_field("tools")
+        settle(app)
+        save(window.settings_dialog, out / "settings-tools.png")
     window.settings_dialog.reject()
     window.open_models()
     wait(app, lambda: bool(window.models_dialog.cards))

@@ -41,6 +41,7 @@ class ToolRounds:
         self._toolbox: Toolbox | None = None
         self._tool_round: _Round | None = None
         self._rounds = 0  # tool rounds since the last question
+        self._no_tools_said: str | None = None  # the model whose lack of tools was said
         self.save_tool_settings: Callable[[object], None] = lambda settings: None  # the window saves them
         self.tools_listed.connect(self._take_specs)
         self.tool_done.connect(self._take_result)
@@ -74,9 +75,14 @@ class ToolRounds:
             self.notice.emit("warning", problem)
 
     def with_tools(self, options: TurnOptions, history_rounds: int = 0) -> TurnOptions:
-        """``options`` offering the tools (none after too many rounds in a row)."""
+        """``options`` offering the tools (none after too many rounds in a row); said once per model when
+        the model cannot take them."""
         if not self.tool_specs:
             return options
+        facts = self.loaded.facts if self.loaded is not None else None
+        if facts is not None and not facts.tool_form and self._no_tools_said != facts.path:
+            self._no_tools_said = facts.path
+            self.notice.emit("info", _no_tools(facts))
         choice = p.ToolChoice(mode="none" if history_rounds >= MAX_ROUNDS else "auto")
         return TurnOptions(**{**options.__dict__, "tools": self.tool_specs, "tool_choice": choice})
 
@@ -142,6 +148,13 @@ class ToolRounds:
         self.status.emit("")
         options = self.with_tools(self._options(), self._rounds)
         self._begin(ToolResults(self.conversation, round_.answer, tuple(round_.results), options))
+
+
+def _no_tools(facts: p.ModelFacts) -> str:
+    what = "the tools turned on in Settings → Tools are not offered to it"
+    if facts.arch == "remote":
+        return f"Hearth does not send tools to a remote engine yet, so {what}."
+    return f"{facts.name} cannot call tools, so {what}. Models that can: Qwen3.5, Granite 4, LFM2, Llama 3.2."
 
 
 class _Round:

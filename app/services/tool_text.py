@@ -43,11 +43,13 @@ def shown_text(role: str, content: str, tool_part: str) -> str:
 
 
 def tool_label(stats: dict) -> str:
-    """A result's name line: "Tool: get_weather · 0.4 s", or why it did not run."""
+    """A result's name line: "Tool: get_weather · 0.4 s", "· failed" or "· did not run" (the result says why)."""
     name = stats.get("tool", "") if isinstance(stats, dict) else ""
     label = f"Tool: {name}" if isinstance(name, str) and name else "Tool result"
     problem = stats.get("problem") if isinstance(stats, dict) else None
-    if isinstance(problem, str) and problem:
-        return f"{label} · {problem}"
+    if isinstance(problem, str) and problem:  # the result says what happened
+        return f"{label} · did not run" if problem.startswith("You did not allow") else f"{label} · failed"
     seconds = stats.get("seconds") if isinstance(stats, dict) else None
-    return f"{label} · {seconds:.1f} s" if isinstance(seconds, (int, float)) else label
+    if not isinstance(seconds, (int, float)):
+        return label
+    return f"{label} · {seconds:.1f} s" if seconds >= 0.05 else f"{label} · under 0.1 s"

@@ -16,6 +16,7 @@ from engine.backends.llama_cpp import LlamaModel
 from engine.context.context_memory import ContextPlan, ModelMemory, model_memory, plan_context
 from engine.models.model_files import check_model_file, resolve_model_ref
 from engine.templates.prompts import check_chat_template
+from engine.templates.tool_formats import tool_format
 from engine.decoding.sequence_penalty import Breakers
 from engine.decoding.thread_budget import ThreadBudget
 from model_store.fit import DEFAULT_BUDGET_PERCENT
@@ -194,7 +195,9 @@ def open_session(
         model.close()
         raise
     threads = n_threads or default_threads()
-    facts = msgspec.structs.replace(model.facts(), thinks=thinks, thinking_switch=thinking_switch)
+    form = tool_format(model.chat_template())
+    facts = msgspec.structs.replace(model.facts(), thinks=thinks, thinking_switch=thinking_switch,
+                                    tool_form=form.name if form is not None else "")
     # Hybrid models roll rejected draft tokens back through recurrent snapshot planes (n_rs_seq).
     rollback = draft_max if facts.has_recurrent_state and facts.supports_rollback else 0
     settings = ContextSettings(n_ctx=plan.n_ctx, n_threads=threads, n_rs_seq=rollback, kv_type=kv_type,

@@ -41,6 +41,9 @@ class ModelFacts(msgspec.Struct, frozen=True):
     # starts in a <think> block by default, and whether ``enable_thinking`` switches that
     thinks: bool = False
     thinking_switch: bool = False
+    # the form its model writes function calls in (engine.templates.tool_formats: "qwen-xml", "hermes", "lfm2",
+    # "llama3"); "": its template takes no tools, so none are offered to it
+    tool_form: str = ""
 
     # -- what the model can do, read everywhere from here (never recomputed from is_recurrent/is_hybrid) --
 

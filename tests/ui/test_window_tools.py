@@ -108,3 +108,39 @@ def test_settings_tools_lists_the_servers_tools(tool_app, qtbot):
     qtbot.waitUntil(lambda: tab.server_tools.text().startswith("Tools:"), timeout=30_000)
     assert all(name in tab.server_tools.text() for name in TOOLS)
     dialog.reject()
+
+
+def test_a_tool_the_user_does_not_allow_is_not_run_and_always_is_remembered(start_app, monkeypatch, tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([call_text("probe_add", {"a": 1, "b": 1}), "\n</think>\n\nI may not add.",
+                                  call_text("probe_add", {"a": 1, "b": 1}), "\n</think>\n\nTwo."]))
+    monkeypatch.setenv("HEARTH_TEST_SCRIPTED_ANSWERS", str(script))
+    server = McpServer("probe", sys.executable, [str(SERVER)])
+    write_settings(model=str(real_model(REAL_TINY["qwen35"])), temperature=0.0, max_tokens=80, draft="off",
+                   tools=ToolSettings(enabled=["probe"], servers=[server]))
+    app = start_app()
+    app.wait_loaded()
+    app.wait(lambda: bool(app.controller.tool_specs), 60_000)
+    notices = watch_notices(app)
+    answers = iter(["no", "always"])
+    asked = []
+    app.controller.confirm_tool = lambda call: asked.append(call.name) or next(answers)
+    app.send_and_wait("1 + 1?")
+    assert asked == ["probe_add"]
+    assert app.transcript()[-2][1] == "The user did not allow this tool to run."
+    assert app.transcript()[-1][1] == "I may not add."
+    assert [text for _, text in notices] == ["You did not allow the tool 'probe_add' to run."]
+    app.send_and_wait("Please, 1 + 1?")
+    assert app.transcript()[-2][1] == "2" and app.controller.settings.tools.always == ["probe_add"]
+
+
+def test_a_model_that_cannot_call_tools_is_said_once(start_app):
+    write_settings(temperature=0.0, max_tokens=4, tools=ToolSettings(enabled=["calculator"]))
+    app = start_app()
+    app.wait_loaded()
+    app.wait(lambda: bool(app.controller.tool_specs), 30_000)
+    notices = watch_notices(app)
+    app.send_and_wait("Hi")
+    app.send_and_wait("Hi again")
+    said = [text for _, text in notices if "cannot call tools" in text]
+    assert len(said) == 1 and "Settings → Tools" in said[0], notices
