@@ -139,8 +139,8 @@ class ToolRounds:
         if round_ is not self._tool_round:  # stopped meanwhile
             return
         round_.results.append(result)
-        if result.problem:
-            self.conversation_notice.emit("warning", result.problem)
+        if result.problem or result.note:
+            self.conversation_notice.emit("warning" if result.problem else "info", result.problem or result.note)
         self._next_call()
 
     def _send_results(self, round_: _Round) -> None:
@@ -169,4 +169,4 @@ class _Round:
 
     def run(self, call: p.ToolCall) -> CallResult:
         result = self.toolbox.run(call)
-        return CallResult(call, result.text, result.seconds, "" if result.ok else result.problem)
+        return CallResult(call, result.text, result.seconds, "" if result.ok else result.problem, result.note)

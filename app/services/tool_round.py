@@ -28,6 +28,7 @@ class CallResult:
     text: str
     seconds: float = 0.0
     problem: str = ""
+    note: str = ""  # it ran, but its text was cut to fit (said in the window, not stored)
 
     def stats(self) -> dict:
         stats: dict = {"tool": self.call.name, "arguments": self.call.arguments, "seconds": round(self.seconds, 3)}

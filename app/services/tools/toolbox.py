@@ -35,7 +35,7 @@ from app.services.tools.arguments import checked_arguments
 from app.services.tools.builtin import BUILTINS, ToolContext
 from app.services.tools.mcp_client import McpClient
 from app.services.tools.mcp_content import result_text
-from app.services.tools.safe_text import MAX_RESULT_CHARS, capped, clean, one_line, safe
+from app.services.tools.safe_text import CUT_NOTE, MAX_RESULT_CHARS, capped, clean, one_line, safe
 from app.services.tools.tool_problem import ToolProblem
 from app.services.tools.tool_settings import BUILTIN_TOOLS, McpServer, ToolSettings
 from engine.protocol.limits import MAX_SCHEMA_BYTES
@@ -70,6 +70,7 @@ class ToolResult:
     ok: bool
     problem: str = ""
     seconds: float = 0.0
+    note: str = ""  # when it ran but its text was cut to fit: one sentence saying so
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,11 @@ class Toolbox:
             text = problem = (f"The tool '{one_line(call.name, MAX_TOOL_NAME)}' failed unexpectedly "
                               f"({type(error).__name__}); try again, and if it keeps failing, switch it off.")
         problem = one_line(problem, 1_000) if problem else ""
-        return ToolResult(safe(text), not problem, problem, time.monotonic() - started)
+        text = safe(text)
+        note = "" if problem or CUT_NOTE not in text else \
+            f"The tool '{one_line(call.name, MAX_TOOL_NAME)}' returned more text than a result may have; the model " \
+            f"read its first {MAX_RESULT_CHARS:,} characters."
+        return ToolResult(text, not problem, problem, time.monotonic() - started, note)
 
     def close(self) -> None:
         """Stop the servers this toolbox started, and close its store. It may still be used afterwards
