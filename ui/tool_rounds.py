@@ -104,8 +104,11 @@ class ToolRounds:
         return True
 
     def stop_tools(self) -> None:
-        """The user stopped: the round's results are not sent."""
-        self._tool_round = None
+        """The user stopped: the round's results are not sent (a tool still running ends unheard)."""
+        if self._tool_round is not None:
+            self._tool_round = None
+            self.status.emit("")
+            self.generating_changed.emit(self.generating)
 
     def question_sent(self) -> None:
         self._rounds = 0

@@ -81,10 +81,16 @@ class Step:
     error: tuple[p.ErrorCode, str] | None = None
     hold: bool = False  # after the pieces, wait for Cancel or ScriptedEngine.release()
     exit_code: int | None = None  # set: the worker dies (a negative code is the signal that killed it)
+    calls: tuple[p.ToolCall, ...] = ()  # the calls the answer makes (it ends with "tool_calls")
 
 
 def answer(*pieces: str, reasoning: tuple[str, ...] = ()) -> Step:
     return Step(pieces=pieces or _default_pieces(reasoning), reasoning=reasoning)
+
+
+def call(*calls: p.ToolCall, pieces: tuple[str, ...] = ()) -> Step:
+    """An answer that calls tools (after ``pieces`` of text, if any)."""
+    return Step(pieces=pieces, calls=calls)
 
 
 def fail(code: p.ErrorCode, message: str) -> Step:
@@ -115,8 +121,10 @@ class ScriptedEngine(EngineClient):
     """An engine client answering from a script; see the module's docstring for what it leaves out."""
 
     def __init__(self, *, n_ctx: int = 4096, n_ctx_train: int = 32768, document_budget_tokens: int = 3000,
-                 grown_budget_tokens: int = 0, thinks: bool = False, thinking_switch: bool = False) -> None:
+                 grown_budget_tokens: int = 0, thinks: bool = False, thinking_switch: bool = False,
+                 tool_form: str = "hermes") -> None:
         self.n_ctx = n_ctx
+        self.tool_form = tool_form  # the form its model writes calls in ("": it takes no tools)
         self.thinks, self.thinking_switch = thinks, thinking_switch  # the loaded model's facts say so
         self.n_ctx_train = n_ctx_train
         self.document_budget_tokens = document_budget_tokens  # a MeasureText's budget when it asks for the default
@@ -270,7 +278,7 @@ class ScriptedEngine(EngineClient):
 
         def end(_: str) -> None:
             facts = msgspec.structs.replace(_facts(command.model, self.n_ctx_train), thinks=self.thinks,
-                                            thinking_switch=self.thinking_switch)
+                                            thinking_switch=self.thinking_switch, tool_form=self.tool_form)
             self.loaded = p.ModelLoaded(request_id=rid, facts=facts,
                                         n_ctx=self.n_ctx, context=self._context(command),
                                         devices=p.DevicePlan(prefill=ON_CPU, decode=ON_CPU), found_devices=[CPU])
@@ -310,8 +318,10 @@ class ScriptedEngine(EngineClient):
             timings = Timings(prompt_n=_prompt_words(command), prompt_ms=1.0, gen_n=len(step.pieces),
                               gen_ms=float(len(step.pieces)))
             report = p.SnapshotReport(prefilled_tokens=timings.prompt_n) if isinstance(command, p.AnswerTurn) else None
-            self._emit(p.Finished(request_id=rid, finish_reason=reason, timings=timings, snapshot=report,
-                                  devices=self.loaded.devices if self.loaded else None))
+            calls = list(step.calls) if reason == "stop" else []
+            self._emit(p.Finished(request_id=rid, finish_reason="tool_calls" if calls else reason, timings=timings,
+                                  snapshot=report, devices=self.loaded.devices if self.loaded else None,
+                                  tool_calls=calls))
 
         self._hold_or_end(rid, step, end)
 
