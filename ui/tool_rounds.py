@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Literal
+
+import msgspec
 
 from app.services.tool_round import MAX_ROUNDS, CallResult, ToolResults, calls_of
 from app.services.tools.tool_settings import ToolSettings
@@ -84,7 +87,7 @@ class ToolRounds:
             self._no_tools_said = facts.path
             self.notice.emit("info", _no_tools(facts))
         choice = p.ToolChoice(mode="none" if history_rounds >= MAX_ROUNDS else "auto")
-        return TurnOptions(**{**options.__dict__, "tools": self.tool_specs, "tool_choice": choice})
+        return replace(options, tools=self.tool_specs, tool_choice=choice)
 
     # -- a round --------------------------------------------------------------------------------------
 
@@ -134,7 +137,7 @@ class ToolRounds:
     def _always(self, name: str) -> None:
         tools = self.settings.tools
         if name not in tools.always:
-            self.settings.tools = ToolSettings(tools.enabled, [*tools.always, name], tools.folders, tools.servers)
+            self.settings.tools = msgspec.structs.replace(tools, always=[*tools.always, name])
             self.save_tool_settings(self.settings)
 
     def _take_result(self, done: tuple) -> None:

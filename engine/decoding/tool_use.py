@@ -21,13 +21,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-import numpy as np
-
 from engine import protocol as p
-from engine.backends.backend import ModelBackend
 from engine.decoding.constraint import ConstraintFactory, build_constraint
 from engine.decoding.reasoning import ReasoningStart
-from engine.templates.tool_formats import ToolFormat, tool_format
+from engine.models.session import ModelSession
+from engine.templates.tool_formats import FORMS, ToolFormat
 
 
 @dataclass(frozen=True)
@@ -45,15 +43,16 @@ class ToolUse:
         return self.choice.mode != "none"
 
 
-def tool_use_for(model: ModelBackend, tools: tuple[p.ToolSpec, ...], choice: p.ToolChoice | None) -> ToolUse | None:
+def tool_use_for(session: ModelSession, tools: tuple[p.ToolSpec, ...], choice: p.ToolChoice | None) -> ToolUse | None:
     """The answer's tool use, or None when it has none (no tools, no choice, or a template without
-    tools: then the calls it might write are text)."""
+    tools: then the calls it might write are text). The form is the one found when the model loaded
+    (``ModelFacts.tool_form``)."""
     if not tools or choice is None:
         return None
-    form = tool_format(model.chat_template())
+    form = FORMS.get(session.facts.tool_form)
     if form is None:
         return None
-    control = model.control_tokens()
+    control = session.model.control_tokens()
     shown = frozenset(control[m] for m in form.markers if m in control)
     return ToolUse(form, tools, choice, shown)
 
@@ -63,8 +62,8 @@ class ToolChoiceRefused(ValueError):
     model whose template takes no tools)."""
 
 
-def forced_call(model: ModelBackend, use: ToolUse | None, choice: p.ToolChoice | None, reasoning: ReasoningStart,
-                masks: tuple[np.ndarray, np.ndarray]) -> ConstraintFactory | None:
+def forced_call(session: ModelSession, use: ToolUse | None, choice: p.ToolChoice | None,
+                reasoning: ReasoningStart) -> ConstraintFactory | None:
     """The constraint of a ``required`` or named choice: one call in the form, its arguments matching
     the schema; None for ``auto`` and ``none``."""
     if choice is None or choice.mode not in ("required", "named"):
@@ -75,10 +74,10 @@ def forced_call(model: ModelBackend, use: ToolUse | None, choice: p.ToolChoice |
     if choice.mode == "named" and choice.name not in {t.name for t in use.tools}:
         raise ToolChoiceRefused(f"tool_choice names the function {choice.name!r}, which is not among the tools")
     grammar = use.form.grammar(use.tools, choice.name if choice.mode == "named" else None)
-    banned, eog = masks
+    banned, eog = session.constraint_masks()
     banned = banned.copy()
     banned[list(use.shown)] = False
-    return build_constraint(model, p.OutputConstraint(kind="grammar", grammar=grammar), reasoning, banned, eog)
+    return build_constraint(session.model, p.OutputConstraint(kind="grammar", grammar=grammar), reasoning, banned, eog)
 
 
 def new_call_id() -> str:

@@ -296,9 +296,8 @@ class EngineCore:
         if writes:
             make_source, draft_stats = self.drafting.plan(command.draft, command.draft_max, command.draft_auto_off)
             tools = getattr(command, "template", p.TemplateSpec()).tools
-            use = tool_use_for(self.session.model, tools, command.tool_choice)
-            forced = forced_call(self.session.model, use, command.tool_choice if tools else None, reasoning,
-                                 self.session.constraint_masks())
+            use = tool_use_for(self.session, tools, command.tool_choice)
+            forced = forced_call(self.session, use, command.tool_choice if tools else None, reasoning)
             settings = GenerationSettings(sampling=SamplingParams.from_spec(command.sampling, self.session.breakers),
                                           max_tokens=command.max_tokens, stop=tuple(command.stop), reasoning=reasoning,
                                           constraint=scripted_answer(self.session.model) or forced

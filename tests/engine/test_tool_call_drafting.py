@@ -46,8 +46,8 @@ def session(request):
 def forced_answer(session, question: str, choice: p.ToolChoice, make_source=None) -> Generation:
     options = RenderOptions(enable_thinking=False, tools=TOOLS)
     tokens, reasoning = chat_prompt(session.model, [ChatMessage("user", question)], options)
-    use = tool_use_for(session.model, TOOLS, choice)
-    constraint = forced_call(session.model, use, choice, reasoning, session.constraint_masks())
+    use = tool_use_for(session, TOOLS, choice)
+    constraint = forced_call(session, use, choice, reasoning)
     settings = GenerationSettings(GREEDY, max_tokens=120, reasoning=reasoning, constraint=constraint, tools=use)
     run = Generation(session, tokens, settings, make_source=make_source)
     list(run)

@@ -44,7 +44,7 @@ class ToolsTab(SettingsTab):
         builtin.addRow("", self._buttons(("Add file…", self._add_file), ("Add folder…", self._add_folder),
                                          ("Remove", lambda: self._remove(self.folders))))
         builtin.addRow("", note("The model may read only what is in this list."))
-        servers = self.group("MCP servers")
+        servers = self.group("Tools from other programs (MCP servers)")
         self.servers = QListWidget(objectName="mcp_servers")
         self.servers.setMaximumHeight(110)
         rows.row(servers, "Servers:", "tools", self.servers)
