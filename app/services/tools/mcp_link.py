@@ -38,6 +38,9 @@ _TAIL_BYTES = 4096  # what is kept of a server's standard error
 _HTTP_READ_S = 300.0  # how long an HTTP response stream may stay open (the SDK's default); calls have their own limit
 
 
+_LAST_WORDS_WAIT_S = 0.5  # for the drain to read what an exited server wrote last (a failure's words)
+
+
 class StderrTail:
     """A pipe for a server's standard error, drained by a thread that keeps the last bytes only."""
 
@@ -56,7 +59,9 @@ class StderrTail:
             self.writer = None
 
     def last_words(self) -> str:
-        """The last non-empty line the server wrote there, on one line and cleaned ("" if none)."""
+        """The last non-empty line the server wrote there, on one line and cleaned ("" if none). A server
+        that has just exited may still have bytes in the pipe: they are waited for, briefly."""
+        self.ended.wait(_LAST_WORDS_WAIT_S)
         with self._lock:
             text = self._tail.decode("utf-8", "replace")
         lines = [line for line in text.splitlines() if line.strip()]
